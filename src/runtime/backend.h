@@ -1,0 +1,25 @@
+// Backend: runs the model forward over token positions, owning its KV cache. The CPU reference,
+// the layered CUDA path and the megakernel all implement it; the engine sees only this.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "core/status.h"
+#include "megakernel/config.h"
+
+namespace mk {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Appends tokens at positions [pos, pos + tokens.size()) to the KV cache and writes the logits of
+  // the last token into logits ([n_vocab] floats). pos must equal the number of tokens already cached.
+  virtual Status forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) = 0;
+  // Forgets cached positions >= pos (pos = 0: a new sequence).
+  virtual void truncate(int pos) = 0;
+  virtual int max_context() const = 0;
+  virtual const ModelConfig& config() const = 0;
+};
+
+}  // namespace mk
