@@ -15,5 +15,6 @@ Command add_generate_command(CLI::App& parent);
 Command add_chat_command(CLI::App& parent);
 Command add_tokenize_command(CLI::App& parent);
 Command add_inspect_command(CLI::App& parent);
+Command add_bench_command(CLI::App& parent);
 
 }  // namespace mk::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       mk::cli::add_chat_command(app),
       mk::cli::add_tokenize_command(app),
       mk::cli::add_inspect_command(app),
+      mk::cli::add_bench_command(app),
   };
   CLI11_PARSE(app, argc, argv);
   try {
