@@ -1,0 +1,131 @@
+// Exact attention on the GPU (bf16 in, fp32 accumulation, bf16 out): prefill over variable-length batches,
+// split-KV decode, and the KV-cache append, all over one paged KV-cache layout (below).
+// CPU reference with the same names and argument order: src/cpu/attention_ref.h (float64).
+// Tests: tests/gpu/test_attention.cu (build/test_gpu --gtest_filter='Attention*'); benchmark: bench/attention.cpp.
+//
+// Paged KV cache (one per layer; K and V pools have the same shape):
+//   k, v         [kv_n_blocks, kv_block_size, n_kv_head, head_dim]   bf16, row-major, 16-byte aligned
+//   block_table  [batch, max_blocks_per_seq]                         int32, device
+// Position p of sequence b lives in pool block block_table[b * max_blocks_per_seq + p / kv_block_size], row
+// p % kv_block_size. One token's K (all heads) is contiguous, so an append is one 16-byte-vector store per
+// (head, 8 dims); a head's rows within a block are strided by n_kv_head * head_dim elements (TMA-friendly: a
+// 2-D box of [rows, head_dim] per head). kv_block_size must be a multiple of KV_BLOCK_ALIGN (64), so that a
+// kernel's 64-key tile never straddles two blocks.
+//
+// Lengths: seq_lens_k[b] is the number of valid cached positions of sequence b (the new tokens of this step
+// included: append first, then attend). Queries are the LAST q_len positions of their sequence, so query i of a
+// sequence with q_len queries and kv_len keys sits at position kv_len - q_len + i; the causal mask lets it see
+// keys 0 .. kv_len - q_len + i (bottom-right aligned, as FlashAttention-2/3 for q_len <= kv_len).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace mk::cuda {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int KV_BLOCK_ALIGN = 64;  // kv_block_size must be a multiple of this
+
+// One layer's paged KV pools. Pointers are device pointers.
+struct KvCacheView {
+  bf16* k = nullptr;  // [kv_n_blocks, kv_block_size, n_kv_head, head_dim]
+  bf16* v = nullptr;  // [kv_n_blocks, kv_block_size, n_kv_head, head_dim]
+  int kv_n_blocks = 0;
+  int kv_block_size = 0;  // positions per block, multiple of KV_BLOCK_ALIGN
+  int n_kv_head = 0;
+  int head_dim = 0;  // 64 or 128
+};
+
+// Which sequence owns which pool blocks. Entries are block indices in [0, kv_n_blocks).
+struct BlockTableView {
+  const int32_t* data = nullptr;  // [batch, max_blocks_per_seq], device
+  int max_blocks_per_seq = 0;     // capacity of one sequence = max_blocks_per_seq * kv_block_size positions
+};
+
+// Switches of the prefill kernel (defaults are the fastest measured setting). The FA-4 techniques are
+// switchable so that their effect can be measured (bench/attention.cpp --ablation).
+enum class PrefillKernel : uint8_t {
+  AUTO,    // HOPPER when the device is sm_90 and the shape is supported, else SIMPLE
+  SIMPLE,  // FA2-style tiled kernel (mma.sync, cp.async double buffer): the correctness baseline
+  HOPPER,  // FA3-style: TMA ring on mbarriers, wgmma, producer warp + 2 consumer warpgroups (ping-pong)
+};
+
+struct AttentionOptions {
+  PrefillKernel prefill_kernel = PrefillKernel::AUTO;
+  // FA-4 (a): fraction of the softmax exponentials computed by a degree-3 polynomial exp2 on the FMA units
+  // (the rest on the MUFU unit). Quantised to eighths of a row's columns. 0 disables.
+  float poly_exp2_fraction = 0.25f;
+  // FA-4 (b): rescale the running output only when the running max (log2 units) grows by more than
+  // rescale_threshold; the final normalisation uses the max actually applied, so the result stays exact.
+  // lazy_rescale = false rescales on every growth (FA-2/3 behaviour).
+  bool lazy_rescale = true;
+  float rescale_threshold = 8.f;
+  // Decode: number of KV splits per (sequence, kv head); 0 chooses from max_seqlen_k and the SM count.
+  int decode_splits = 0;
+};
+
+// Prefill / chunked prefill / any multi-token attention over the paged cache.
+struct AttentionPrefillArgs {
+  const bf16* q = nullptr;              // [total_q, n_head, head_dim], rows of sequence b at cu_seqlens_q[b] ..
+  bf16* out = nullptr;                  // [total_q, n_head, head_dim]
+  float* lse = nullptr;                 // [total_q, n_head] natural-log sum-exp of the scaled scores; may be null
+  const int32_t* cu_seqlens_q = nullptr;  // [batch + 1] device, cu_seqlens_q[0] = 0, non-decreasing
+  const int32_t* seq_lens_k = nullptr;    // [batch] device, kv length per sequence, >= its q length
+  KvCacheView kv;
+  BlockTableView block_table;
+  int batch = 0;
+  int total_q = 0;       // cu_seqlens_q[batch]
+  int max_seqlen_q = 0;  // >= every q length (sizes the grid)
+  int max_seqlen_k = 0;  // >= every seq_lens_k; must fit max_blocks_per_seq * kv_block_size
+  int n_head = 0;        // multiple of kv.n_kv_head (GQA ratio n_head / n_kv_head, any integer)
+  float scale = 0.f;     // softmax scale, usually 1/sqrt(head_dim); 0 means 1/sqrt(head_dim)
+  bool causal = true;
+};
+
+// Validates the arguments (head_dim in {64, 128}, alignments, capacity) and launches. Refusals name the
+// parameter and the supported set. Asynchronous on `stream`.
+Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& args, const AttentionOptions& opt = {});
+
+// Decode: one query token per sequence attending to its whole cached context (split-KV / flash-decoding:
+// partial results per KV split, then a reduction kernel). The query heads of one kv head share every K/V load.
+struct AttentionDecodeArgs {
+  const bf16* q = nullptr;            // [batch, n_head, head_dim]
+  bf16* out = nullptr;                // [batch, n_head, head_dim]
+  float* lse = nullptr;               // [batch, n_head] natural log; may be null
+  const int32_t* seq_lens_k = nullptr;  // [batch] device, >= 1 (the current token already appended)
+  KvCacheView kv;
+  BlockTableView block_table;
+  int batch = 0;         // 1 .. 64 tested; any >= 1 accepted
+  int n_head = 0;        // multiple of kv.n_kv_head, n_head / n_kv_head <= 16
+  int max_seqlen_k = 0;  // >= every seq_lens_k; fixes the split count (so a CUDA graph may be captured once)
+  float scale = 0.f;     // 0 means 1/sqrt(head_dim)
+  void* workspace = nullptr;  // device scratch of attention_decode_workspace_bytes(...) bytes
+  size_t workspace_bytes = 0;
+};
+
+// Split count that attention_decode will use for this shape on the current device (>= 1).
+int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt = {});
+// Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim] f32 + partial LSE.
+size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
+                                        const AttentionOptions& opt = {});
+
+Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& args, const AttentionOptions& opt = {});
+
+// Writes new K/V rows into the paged cache: row t goes to sequence seq_idx[t] at position positions[t].
+//   k_new, v_new  [n_tokens, n_kv_head, head_dim] bf16 (row stride may be larger: row_stride elements, e.g.
+//                 when K and V are slices of a fused QKV output)
+//   seq_idx       [n_tokens] int32 device, row of the block table
+//   positions     [n_tokens] int32 device, < max_position_bound
+// max_position_bound is the caller's bound on every position + 1; it must fit the per-sequence capacity
+// (max_blocks_per_seq * kv_block_size), else an error (never a silent truncation). Rows whose position or
+// block index is nevertheless out of range are skipped on the device (never written out of bounds).
+Status kv_append(cudaStream_t stream, const KvCacheView& kv, const BlockTableView& block_table, const bf16* k_new,
+                 const bf16* v_new, int64_t row_stride, const int32_t* seq_idx, const int32_t* positions,
+                 int n_tokens, int max_position_bound);
+
+}  // namespace mk::cuda
