@@ -38,6 +38,7 @@ struct ModelConfig {
   bool qk_norm = false;          // Qwen3: per-head RMSNorm of q and k before RoPE
   std::vector<int32_t> eos_token_ids;  // from generation_config.json, else config.json
   int32_t bos_token_id = -1;
+  std::string torch_dtype;       // config.json "torch_dtype" or "dtype" ("bfloat16", ...); informational
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_kv_head * head_dim; }
