@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace mk::cuda {
@@ -39,6 +40,7 @@ struct KvCacheView {
   int kv_block_size = 0;  // positions per block, multiple of KV_BLOCK_ALIGN
   int n_kv_head = 0;
   int head_dim = 0;  // 64 or 128
+  DType dtype = DType::BF16;  // element type of q, k, v, out: only BF16 is supported
 };
 
 // Which sequence owns which pool blocks. Entries are block indices in [0, kv_n_blocks).

@@ -1,0 +1,207 @@
+// Attention benchmark (bf16, 32 query / 8 kv heads, as ../shared/peers/attn_bench.py measures the SDPA peers).
+// Prefill: TFLOP/s (4*B*Hq*S*S*D, halved when causal) for seq 1k/4k/16k, batch 1-4, head dim 64/128, causal
+// and not; an ablation of the FA-4 switches (polynomial exp2 fraction, lazy rescaling) and of the kernels.
+// Decode: batch 1, context 4k/32k, TB/s of K+V bytes, CUDA-graph replays rotating over > L2 of buffers.
+// Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
+// Usage: attention [prefill] [ablation] [decode] [quick]
+#if !defined(MK_HAVE_CUDA)
+#include <cstdio>
+int main() {
+  std::puts("attention benchmark: built without CUDA");
+  return 0;
+}
+#else
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "../tests/gpu/test_attention_fixture.h"
+
+using namespace mk;
+using namespace mk::attn_test;
+
+namespace {
+
+constexpr int HQ = 32, HKV = 8;
+
+float median_ms(cudaStream_t s, int reps, const auto& fn) {
+  fn();
+  ATT_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<float> ts;
+  cudaEvent_t a, b;
+  ATT_CUDA_CHECK(cudaEventCreate(&a));
+  ATT_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < reps; ++i) {
+    ATT_CUDA_CHECK(cudaEventRecord(a, s));
+    fn();
+    ATT_CUDA_CHECK(cudaEventRecord(b, s));
+    ATT_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    ATT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    ts.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+const char* kernel_name(cuda::PrefillKernel k) {
+  return k == cuda::PrefillKernel::SIMPLE ? "simple" : k == cuda::PrefillKernel::HOPPER ? "hopper" : "auto";
+}
+
+// Contiguous-equivalent paged cache: each sequence owns consecutive blocks (the SDPA peers read dense K/V).
+struct PrefillSetup {
+  PagedCache cache;
+  DevBuf<uint16_t> q, out;
+  DevBuf<int32_t> cu, lens;
+  cuda::AttentionPrefillArgs args;
+  PrefillSetup(int batch, int seq, int d) {
+    std::mt19937 rng(batch * 1000 + seq + d);
+    cache.build(rng, std::vector<int>(batch, seq), 128, HKV, d);
+    std::vector<uint16_t> qb;
+    std::vector<float> qf;
+    random_bf16(rng, size_t(batch) * seq * HQ * d, 1.f, qb, qf);
+    q.upload(qb);
+    out.resize(qb.size());
+    std::vector<int32_t> c(batch + 1);
+    for (int b = 0; b <= batch; ++b) c[b] = b * seq;
+    cu.upload(c);
+    lens.upload(std::vector<int32_t>(batch, seq));
+    args.q = reinterpret_cast<const cuda::bf16*>(q.ptr);
+    args.out = reinterpret_cast<cuda::bf16*>(out.ptr);
+    args.cu_seqlens_q = cu.ptr;
+    args.seq_lens_k = lens.ptr;
+    args.kv = cache.view();
+    args.block_table = cache.table_view();
+    args.batch = batch;
+    args.total_q = batch * seq;
+    args.max_seqlen_q = args.max_seqlen_k = seq;
+    args.n_head = HQ;
+  }
+};
+
+void prefill_point(PrefillSetup& st, int batch, int seq, int d, bool causal, const cuda::AttentionOptions& opt,
+                   const char* tag) {
+  st.args.causal = causal;
+  const double flops = 4.0 * batch * HQ * double(seq) * seq * d / (causal ? 2 : 1);
+  const int reps = flops > 2e14 ? 10 : 30;
+  Status status;
+  const float ms = median_ms(nullptr, reps, [&] { status = cuda::attention_prefill(nullptr, st.args, opt); });
+  if (!status.ok()) {
+    std::printf("[prefill] %s FAILED: %s\n", tag, status.message().c_str());
+    return;
+  }
+  ATT_CUDA_CHECK(cudaGetLastError());
+  const double tf = flops / (ms * 1e-3) / 1e12;
+  std::printf("[prefill] %-10s %-6s D=%3d S=%5d B=%d causal=%d poly=%.2f lazy=%d  %8.3f ms  %6.1f TFLOP/s\n", tag,
+              kernel_name(opt.prefill_kernel), d, seq, batch, int(causal), opt.poly_exp2_fraction,
+              int(opt.lazy_rescale), ms, tf);
+  std::printf("RESULT {\"kind\":\"prefill\",\"tag\":\"%s\",\"kernel\":\"%s\",\"head_dim\":%d,\"seq\":%d,\"batch\":%d,"
+              "\"causal\":%s,\"poly\":%.3f,\"lazy\":%d,\"median_ms\":%.5f,\"tflops\":%.2f}\n",
+              tag, kernel_name(opt.prefill_kernel), d, seq, batch, causal ? "true" : "false", opt.poly_exp2_fraction,
+              int(opt.lazy_rescale), ms, tf);
+  std::fflush(stdout);
+}
+
+void prefill_table(bool quick) {
+  for (int d : {64, 128})
+    for (int seq : {1024, 4096, 16384})
+      for (int batch = 1; batch <= 4; ++batch) {
+        if (quick && batch != 2) continue;
+        PrefillSetup st(batch, seq, d);
+        for (bool causal : {false, true}) prefill_point(st, batch, seq, d, causal, {}, "table");
+      }
+}
+
+void ablation() {
+  for (int d : {64, 128}) {
+    PrefillSetup st(2, 16384, d);
+    for (bool causal : {false, true})
+      for (auto k : {cuda::PrefillKernel::SIMPLE, cuda::PrefillKernel::AUTO})
+        for (float poly : {0.f, 0.25f, 0.5f})
+          for (bool lazy : {false, true}) {
+            cuda::AttentionOptions o;
+            o.prefill_kernel = k;
+            o.poly_exp2_fraction = poly;
+            o.lazy_rescale = lazy;
+            prefill_point(st, 2, 16384, d, causal, o, "ablation");
+          }
+  }
+}
+
+void decode_point(int d, int len, int batch) {
+  const size_t kv_bytes = size_t(2) * HKV * len * d * 2 * batch;
+  const int nbuf = int(std::clamp<size_t>((512000000 + kv_bytes - 1) / kv_bytes, 1, 64));
+  std::vector<PagedCache> caches(nbuf);
+  std::mt19937 rng(len + d);
+  for (auto& c : caches) c.build(rng, std::vector<int>(batch, len), 64, HKV, d);
+  std::vector<uint16_t> qb;
+  std::vector<float> qf;
+  random_bf16(rng, size_t(batch) * HQ * d, 1.f, qb, qf);
+  DevBuf<uint16_t> q, out(qb.size());
+  q.upload(qb);
+  DevBuf<int32_t> lens;
+  lens.upload(std::vector<int32_t>(batch, len));
+  const size_t ws = cuda::attention_decode_workspace_bytes(batch, HQ, HKV, d, len);
+  DevBuf<float> wsb(ws / 4 + 4);
+  std::vector<cuda::AttentionDecodeArgs> args(nbuf);
+  for (int i = 0; i < nbuf; ++i) {
+    auto& a = args[i];
+    a.q = reinterpret_cast<const cuda::bf16*>(q.ptr);
+    a.out = reinterpret_cast<cuda::bf16*>(out.ptr);
+    a.seq_lens_k = lens.ptr;
+    a.kv = caches[i].view();
+    a.block_table = caches[i].table_view();
+    a.batch = batch;
+    a.n_head = HQ;
+    a.max_seqlen_k = len;
+    a.workspace = wsb.ptr;
+    a.workspace_bytes = wsb.n * 4;
+  }
+  cudaStream_t s;
+  ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (const char* temp : {"cold", "hot"}) {
+    const int nb = std::strcmp(temp, "cold") == 0 ? nbuf : 1;
+    constexpr int CALLS = 64;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    ATT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < CALLS; ++i) MK_CHECK(cuda::attention_decode(s, args[i % nb]).ok());
+    ATT_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    ATT_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    const float ms = median_ms(s, 20, [&] { ATT_CUDA_CHECK(cudaGraphLaunch(ge, s)); }) / CALLS;
+    const double tbps = kv_bytes / (ms * 1e-3) / 1e12;
+    std::printf("[decode] D=%3d L=%6d B=%d %-4s (bufs=%2d) splits=%d  %8.2f us/call  %5.2f TB/s\n", d, len, batch,
+                temp, nb, cuda::attention_decode_splits(batch, HKV, len), ms * 1e3, tbps);
+    std::printf("RESULT {\"kind\":\"decode_attn\",\"head_dim\":%d,\"kv_len\":%d,\"batch\":%d,\"temp\":\"%s\",\"us\":%.3f,"
+                "\"tbps\":%.3f}\n", d, len, batch, temp, ms * 1e3, tbps);
+    std::fflush(stdout);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  }
+  cudaStreamDestroy(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    want_prefill |= a == "prefill";
+    want_ablation |= a == "ablation";
+    want_decode |= a == "decode";
+    quick |= a == "quick";
+  }
+  cudaDeviceProp prop{};
+  ATT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (want_decode)
+    for (int d : {64, 128})
+      for (int len : {4096, 32768}) decode_point(d, len, 1);
+  if (want_prefill) prefill_table(quick);
+  if (want_ablation) ablation();
+  return 0;
+}
+#endif

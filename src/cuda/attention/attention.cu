@@ -1,0 +1,187 @@
+// Attention dispatcher: validates arguments (refusals name the parameter and the supported set), picks the
+// kernel and its launch shape, and the KV-cache append kernel. Kernels live in prefill_*.cu and decode.cu.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/attention/attention.h"
+#include "cuda/attention/attn_common.cuh"
+#include "cuda/attention/attn_internal.h"
+
+namespace mk::cuda {
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+Status check_kv(const char* fn, const KvCacheView& kv, const BlockTableView& bt, int n_head, int max_seqlen_k) {
+  if (kv.dtype != DType::BF16)
+    return make_error(fn, ": dtype ", dtype_name(kv.dtype), " is not supported (supported: BF16)");
+  if (kv.head_dim != 64 && kv.head_dim != 128)
+    return make_error(fn, ": head_dim ", kv.head_dim, " is not supported (supported: 64, 128)");
+  if (!kv.k || !kv.v || !aligned16(kv.k) || !aligned16(kv.v))
+    return make_error(fn, ": kv.k and kv.v must be non-null device pointers aligned to 16 bytes");
+  if (kv.kv_block_size <= 0 || kv.kv_block_size % KV_BLOCK_ALIGN != 0)
+    return make_error(fn, ": kv_block_size ", kv.kv_block_size, " must be a positive multiple of ", KV_BLOCK_ALIGN);
+  if (kv.kv_n_blocks <= 0) return make_error(fn, ": kv_n_blocks ", kv.kv_n_blocks, " must be positive");
+  if (kv.n_kv_head <= 0 || n_head <= 0 || n_head % kv.n_kv_head != 0)
+    return make_error(fn, ": n_head ", n_head, " must be a positive multiple of n_kv_head ", kv.n_kv_head);
+  if (!bt.data || bt.max_blocks_per_seq <= 0)
+    return make_error(fn, ": block_table needs data and max_blocks_per_seq > 0 (got ", bt.max_blocks_per_seq, ")");
+  const int64_t capacity = int64_t(bt.max_blocks_per_seq) * kv.kv_block_size;
+  if (max_seqlen_k <= 0 || max_seqlen_k > capacity)
+    return make_error(fn, ": max_seqlen_k ", max_seqlen_k, " must be in [1, KV capacity ", capacity,
+                      " = max_blocks_per_seq ", bt.max_blocks_per_seq, " x kv_block_size ", kv.kv_block_size, "]");
+  return {};
+}
+
+float scale_log2(float scale, int head_dim) {
+  return (scale > 0.f ? scale : 1.f / std::sqrt(float(head_dim))) * attn::LOG2E;
+}
+
+Status launch_status(const char* fn, cudaError_t e) {
+  if (e != cudaSuccess) return make_error(fn, ": kernel launch failed: ", cudaGetErrorString(e));
+  return {};
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0 ? v : 132;
+  }();
+  return n;
+}
+
+}  // namespace
+
+Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, const AttentionOptions& opt) {
+  const char* fn = "attention_prefill";
+  MK_TRY(check_kv(fn, a.kv, a.block_table, a.n_head, a.max_seqlen_k));
+  if (!a.q || !a.out || !aligned16(a.q) || !aligned16(a.out))
+    return make_error(fn, ": q and out must be non-null device pointers aligned to 16 bytes");
+  if (!a.cu_seqlens_q || !a.seq_lens_k) return make_error(fn, ": cu_seqlens_q and seq_lens_k are required");
+  if (a.batch <= 0 || a.total_q <= 0 || a.max_seqlen_q <= 0)
+    return make_error(fn, ": batch, total_q and max_seqlen_q must be positive (got ", a.batch, ", ", a.total_q, ", ",
+                      a.max_seqlen_q, ")");
+  if (a.max_seqlen_q > a.max_seqlen_k)
+    return make_error(fn, ": max_seqlen_q ", a.max_seqlen_q, " exceeds max_seqlen_k ", a.max_seqlen_k,
+                      " (queries are the last positions of their sequence: append K/V first)");
+  if (opt.poly_exp2_fraction < 0.f || opt.poly_exp2_fraction > 1.f || opt.rescale_threshold < 0.f)
+    return make_error(fn, ": poly_exp2_fraction must be in [0, 1] and rescale_threshold >= 0");
+  attn::PrefillParams p{};
+  p.q = a.q;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.cu_seqlens_q = a.cu_seqlens_q;
+  p.seq_lens_k = a.seq_lens_k;
+  p.k = a.kv.k;
+  p.v = a.kv.v;
+  p.block_table = a.block_table.data;
+  p.max_blocks_per_seq = a.block_table.max_blocks_per_seq;
+  p.block_size = a.kv.kv_block_size;
+  p.n_kv_head = a.kv.n_kv_head;
+  p.n_head = a.n_head;
+  p.group = a.n_head / a.kv.n_kv_head;
+  p.batch = a.batch;
+  p.max_seqlen_q = a.max_seqlen_q;
+  p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
+  p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
+  p.n_poly = std::clamp(int(std::lround(opt.poly_exp2_fraction * 8.f)), 0, 8);
+  // Polynomial exp2 is valid only for arguments <= 8 + a margin: lazy rescaling bounds them by the threshold.
+  p.rescale_threshold = opt.lazy_rescale ? std::min(opt.rescale_threshold, 8.f) : 0.f;
+  p.causal = a.causal;
+  const bool d64 = a.kv.head_dim == 64;
+  cudaError_t e = d64 ? attn::launch_prefill_simple_d64(p, stream) : attn::launch_prefill_simple_d128(p, stream);
+  return launch_status(fn, e);
+}
+
+int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt) {
+  if (opt.decode_splits > 0) return opt.decode_splits;
+  // Enough CTAs for ~4 per SM (each streams >= 128 keys), at most 256 splits.
+  const int units = std::max(1, batch * n_kv_head);
+  const int want = (4 * sm_count() + units - 1) / units;
+  const int max_by_len = std::max(1, (max_seqlen_k + 127) / 128);
+  return std::clamp(std::min(want, max_by_len), 1, 256);
+}
+
+size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
+                                        const AttentionOptions& opt) {
+  const size_t rows = size_t(batch) * n_head * attention_decode_splits(batch, n_kv_head, max_seqlen_k, opt);
+  return rows * (size_t(head_dim) + 1) * sizeof(float);
+}
+
+Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const AttentionOptions& opt) {
+  const char* fn = "attention_decode";
+  MK_TRY(check_kv(fn, a.kv, a.block_table, a.n_head, a.max_seqlen_k));
+  if (!a.q || !a.out || !aligned16(a.q) || !aligned16(a.out))
+    return make_error(fn, ": q and out must be non-null device pointers aligned to 16 bytes");
+  if (!a.seq_lens_k || a.batch <= 0) return make_error(fn, ": seq_lens_k is required and batch must be positive");
+  if (a.n_head / a.kv.n_kv_head > 64)
+    return make_error(fn, ": GQA ratio ", a.n_head / a.kv.n_kv_head, " is not supported (at most 64)");
+  const int n_split = attention_decode_splits(a.batch, a.kv.n_kv_head, a.max_seqlen_k, opt);
+  const size_t need = attention_decode_workspace_bytes(a.batch, a.n_head, a.kv.n_kv_head, a.kv.head_dim,
+                                                       a.max_seqlen_k, opt);
+  if (!a.workspace || a.workspace_bytes < need || !aligned16(a.workspace))
+    return make_error(fn, ": workspace of ", need, " bytes (16-byte aligned) required, got ", a.workspace_bytes);
+  attn::DecodeParams p{};
+  p.q = a.q;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.seq_lens_k = a.seq_lens_k;
+  p.k = a.kv.k;
+  p.v = a.kv.v;
+  p.block_table = a.block_table.data;
+  p.max_blocks_per_seq = a.block_table.max_blocks_per_seq;
+  p.block_size = a.kv.kv_block_size;
+  p.n_kv_head = a.kv.n_kv_head;
+  p.n_head = a.n_head;
+  p.group = a.n_head / a.kv.n_kv_head;
+  p.batch = a.batch;
+  p.n_split = n_split;
+  p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
+  p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
+  p.o_part = static_cast<float*>(a.workspace);
+  p.lse_part = p.o_part + size_t(a.batch) * a.n_head * n_split * a.kv.head_dim;
+  return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream));
+}
+
+namespace {
+
+// One CTA per new token; each thread copies 16-byte vectors of K and V rows.
+__global__ void kv_append_kernel(bf16* k, bf16* v, const int32_t* block_table, int max_blocks_per_seq,
+                                 int block_size, int n_blocks, int n_kv_head, int head_dim, const bf16* k_new,
+                                 const bf16* v_new, int64_t row_stride, const int32_t* seq_idx,
+                                 const int32_t* positions) {
+  const int t = blockIdx.x;
+  const int pos = positions[t], sq = seq_idx[t];
+  if (pos < 0 || pos >= max_blocks_per_seq * block_size || sq < 0) return;  // never write out of bounds
+  const int blk = block_table[int64_t(sq) * max_blocks_per_seq + pos / block_size];
+  if (blk < 0 || blk >= n_blocks) return;
+  const int64_t dst = (int64_t(blk) * block_size + pos % block_size) * n_kv_head * head_dim;
+  const int n_vec = n_kv_head * head_dim / 8;
+  for (int i = threadIdx.x; i < n_vec; i += blockDim.x) {
+    reinterpret_cast<uint4*>(k + dst)[i] = reinterpret_cast<const uint4*>(k_new + t * row_stride)[i];
+    reinterpret_cast<uint4*>(v + dst)[i] = reinterpret_cast<const uint4*>(v_new + t * row_stride)[i];
+  }
+}
+
+}  // namespace
+
+Status kv_append(cudaStream_t stream, const KvCacheView& kv, const BlockTableView& bt, const bf16* k_new,
+                 const bf16* v_new, int64_t row_stride, const int32_t* seq_idx, const int32_t* positions,
+                 int n_tokens, int max_position_bound) {
+  const char* fn = "kv_append";
+  MK_TRY(check_kv(fn, kv, bt, kv.n_kv_head, std::max(1, max_position_bound)));
+  if (n_tokens <= 0) return {};
+  if (!k_new || !v_new || !seq_idx || !positions || !aligned16(k_new) || !aligned16(v_new) || row_stride % 8 != 0 ||
+      row_stride < int64_t(kv.n_kv_head) * kv.head_dim)
+    return make_error(fn, ": k_new/v_new must be 16-byte aligned with row_stride (", row_stride,
+                      ") a multiple of 8 and >= n_kv_head * head_dim; seq_idx and positions are required");
+  kv_append_kernel<<<n_tokens, 128, 0, stream>>>(kv.k, kv.v, bt.data, bt.max_blocks_per_seq, kv.kv_block_size,
+                                                  kv.kv_n_blocks, kv.n_kv_head, kv.head_dim, k_new, v_new, row_stride,
+                                                  seq_idx, positions);
+  return launch_status(fn, cudaGetLastError());
+}
+
+}  // namespace mk::cuda

@@ -1,0 +1,50 @@
+// Internal interface between the attention dispatcher (attention.cu) and the per-head-dim kernel files.
+// Arguments are validated by the dispatcher; launchers only compute the grid and launch.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/attention/attention.h"
+
+namespace mk::cuda::attn {
+
+struct PrefillParams {
+  const bf16* q;        // [total_q, n_head, D]
+  bf16* out;            // [total_q, n_head, D]
+  float* lse;           // [total_q, n_head] or null
+  const int32_t* cu_seqlens_q;  // [batch + 1]
+  const int32_t* seq_lens_k;    // [batch]
+  const bf16* k;        // [kv_n_blocks, block_size, n_kv_head, D]
+  const bf16* v;        // [kv_n_blocks, block_size, n_kv_head, D]
+  const int32_t* block_table;  // [batch, max_blocks_per_seq]
+  int max_blocks_per_seq, block_size, n_kv_head, n_head, group;
+  int batch, max_seqlen_q, kv_capacity;  // kv_capacity = max_blocks_per_seq * block_size (clamps reads)
+  float scale_log2;         // softmax scale * log2(e)
+  int n_poly;               // FA-4 (a): of each thread's 8 key columns-pairs per 64-key tile, how many use exp2_poly
+  float rescale_threshold;  // FA-4 (b): log2 units; 0 = rescale on every growth of the running max
+  bool causal;
+};
+
+struct DecodeParams {
+  const bf16* q;        // [batch, n_head, D]
+  bf16* out;            // [batch, n_head, D]
+  float* lse;           // [batch, n_head] or null
+  const int32_t* seq_lens_k;  // [batch]
+  const bf16* k;        // paged pool, as PrefillParams
+  const bf16* v;
+  const int32_t* block_table;  // [batch, max_blocks_per_seq]
+  int max_blocks_per_seq, block_size, n_kv_head, n_head, group;
+  int batch, n_split, kv_capacity;
+  float scale_log2;
+  float* o_part;    // [batch, n_head, n_split, D]
+  float* lse_part;  // [batch, n_head, n_split] (log2 units)
+};
+
+cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
+cudaError_t launch_prefill_simple_d128(const PrefillParams& p, cudaStream_t s);
+cudaError_t launch_prefill_hopper_d64(const PrefillParams& p, cudaStream_t s);
+cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, cudaStream_t s);
+cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s);
+
+}  // namespace mk::cuda::attn

@@ -1,0 +1,157 @@
+// Split-KV decode and kv_append vs the CPU reference: decode is the q_len = 1 case of cpu::attention_prefill
+// (FA-3's rule against a naive bf16 run); kv_append must place rows bit-exactly where the block table says.
+// Batch 1..64, ragged contexts (1, 63, 64, 65, ..., 20000), GQA 1/4/6/8/16, head dims 64/128, forced split counts.
+#include <gtest/gtest.h>
+
+#include "test_attention_fixture.h"
+
+namespace mk::attn_test {
+namespace {
+
+void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, int bs, int splits, uint32_t seed) {
+  SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", splits,
+                   " batch=", kv_lens.size(), " first len=", kv_lens[0]));
+  std::mt19937 rng(seed);
+  const int batch = int(kv_lens.size());
+  PagedCache cache;
+  cache.build(rng, kv_lens, bs, n_kv_head, d);
+  int max_k = 0;
+  for (int l : kv_lens) max_k = std::max(max_k, l);
+  std::vector<uint16_t> q_bits;
+  std::vector<float> q;
+  random_bf16(rng, size_t(batch) * n_head * d, 2.f, q_bits, q);
+  DevBuf<uint16_t> d_q, d_out(q_bits.size());
+  DevBuf<float> d_lse(size_t(batch) * n_head);
+  DevBuf<int32_t> d_lens;
+  d_q.upload(q_bits);
+  d_lens.upload(std::vector<int32_t>(kv_lens.begin(), kv_lens.end()));
+  cuda::AttentionOptions opt;
+  opt.decode_splits = splits;
+  const size_t ws = cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, opt);
+  DevBuf<float> d_ws(ws / sizeof(float) + 4);
+  d_out.poison();
+  d_lse.poison();
+  d_ws.poison();
+  cuda::AttentionDecodeArgs a;
+  a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
+  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
+  a.lse = d_lse.ptr;
+  a.seq_lens_k = d_lens.ptr;
+  a.kv = cache.view();
+  a.block_table = cache.table_view();
+  a.batch = batch;
+  a.n_head = n_head;
+  a.max_seqlen_k = max_k;
+  a.workspace = d_ws.ptr;
+  a.workspace_bytes = d_ws.n * sizeof(float);
+  Status st = cuda::attention_decode(nullptr, a, opt);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ATT_CUDA_CHECK(cudaDeviceSynchronize());
+
+  std::vector<int32_t> cu(batch + 1);
+  for (int b = 0; b <= batch; ++b) cu[b] = b;
+  const float scale = 1.f / std::sqrt(float(d));
+  std::vector<double> ref(q.size()), naive(q.size()), ref_lse(size_t(batch) * n_head);
+  cpu::attention_prefill(ref.data(), ref_lse.data(), q.data(), cu.data(), kv_lens.data(), cache.host(), batch, n_head,
+                         scale, true);
+  cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), kv_lens.data(), cache.host(), batch, n_head,
+                         scale, true, cpu::RefPrecision::NAIVE_BF16);
+  bool finite = false;
+  const double err = rel_err_bf16(d_out.download(), ref, &finite);
+  const double err_naive = rel_err_d(naive, ref);
+  EXPECT_TRUE(finite) << "NaN/Inf in output";
+  EXPECT_LE(err, 2.0 * err_naive + 1e-4) << "naive bf16 error " << err_naive;
+  const std::vector<float> lse = d_lse.download();
+  double lse_err = 0;
+  for (size_t i = 0; i < lse.size(); ++i) lse_err = std::max(lse_err, std::abs(lse[i] - ref_lse[i]));
+  EXPECT_LE(lse_err, 2e-3) << "LSE";
+}
+
+TEST(AttentionDecode, MatchesReference) {
+  uint32_t seed = 11;
+  for (int d : {64, 128}) {
+    for (int ratio : {1, 4, 6, 8, 16}) run_decode({1, 63, 64, 65, 700}, 2 * ratio, 2, d, 64, 0, seed++);
+    for (int splits : {1, 3, 7, 64}) run_decode({1000, 5, 129}, 8, 2, d, 128, splits, seed++);
+    run_decode({20000}, 32, 8, d, 64, 0, seed++);
+  }
+}
+
+TEST(AttentionDecode, Batch64) {
+  std::vector<int> lens(64);
+  std::mt19937 rng(3);
+  for (int& l : lens) l = 1 + int(rng() % 300);
+  run_decode(lens, 32, 8, 64, 64, 0, 21);
+  run_decode(lens, 16, 8, 128, 128, 0, 22);
+}
+
+TEST(AttentionDecode, RefusesBadInput) {
+  PagedCache cache;
+  std::mt19937 rng(5);
+  cache.build(rng, {100}, 64, 2, 128);
+  DevBuf<uint16_t> d_q(8 * 128), d_out(8 * 128);
+  DevBuf<int32_t> d_lens(1);
+  DevBuf<float> d_ws(1 << 16);
+  cuda::AttentionDecodeArgs a;
+  a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
+  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
+  a.seq_lens_k = d_lens.ptr;
+  a.kv = cache.view();
+  a.block_table = cache.table_view();
+  a.batch = 1;
+  a.n_head = 8;
+  a.max_seqlen_k = 129;  // capacity 2 blocks x 64 = 128
+  a.workspace = d_ws.ptr;
+  a.workspace_bytes = d_ws.n * sizeof(float);
+  Status st = cuda::attention_decode(nullptr, a);
+  EXPECT_NE(st.message().find("KV capacity 128"), std::string::npos) << st.message();
+  a.max_seqlen_k = 100;
+  a.workspace_bytes = 16;
+  st = cuda::attention_decode(nullptr, a);
+  EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
+  a.kv.head_dim = 256;
+  EXPECT_NE(cuda::attention_decode(nullptr, a).message().find("supported: 64, 128"), std::string::npos);
+}
+
+TEST(AttentionKvAppend, PlacesRowsBitExact) {
+  std::mt19937 rng(8);
+  const int n_kv = 3, d = 64, bs = 64;
+  PagedCache cache;
+  cache.build(rng, {130, 5}, bs, n_kv, d, /*extra_capacity=*/70);
+  // new tokens: seq 0 positions 130..139, seq 1 positions 5..69 (crosses a block boundary)
+  std::vector<int32_t> seq, pos;
+  for (int i = 0; i < 10; ++i) seq.push_back(0), pos.push_back(130 + i);
+  for (int i = 0; i < 65; ++i) seq.push_back(1), pos.push_back(5 + i);
+  const int n = int(seq.size());
+  const int64_t stride = 3 * n_kv * d;  // K and V as slices of a fused [n, 3 * n_kv * d] buffer
+  std::vector<uint16_t> fused_bits;
+  std::vector<float> fused;
+  random_bf16(rng, size_t(n) * stride, 1.f, fused_bits, fused);
+  DevBuf<uint16_t> d_fused;
+  d_fused.upload(fused_bits);
+  DevBuf<int32_t> d_seq, d_pos;
+  d_seq.upload(seq);
+  d_pos.upload(pos);
+  const cuda::bf16* base = reinterpret_cast<const cuda::bf16*>(d_fused.ptr);
+  Status st = cuda::kv_append(nullptr, cache.view(), cache.table_view(), base + n_kv * d, base + 2 * n_kv * d, stride,
+                              d_seq.ptr, d_pos.ptr, n, 140);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::vector<uint16_t> k = cache.d_k.download(), v = cache.d_v.download();
+  for (int t = 0; t < n; ++t) {
+    const int blk = cache.table[seq[t] * cache.max_blocks_per_seq + pos[t] / bs];
+    const size_t dst = (size_t(blk) * bs + pos[t] % bs) * n_kv * d;
+    for (int i = 0; i < n_kv * d; ++i) {
+      ASSERT_EQ(k[dst + i], fused_bits[t * stride + n_kv * d + i]) << "token " << t << " elem " << i;
+      ASSERT_EQ(v[dst + i], fused_bits[t * stride + 2 * n_kv * d + i]) << "token " << t << " elem " << i;
+    }
+  }
+  // Untouched rows keep their values.
+  const size_t first_row = size_t(cache.table[0]) * bs * n_kv * d;
+  for (int i = 0; i < n_kv * d; ++i) ASSERT_EQ(k[first_row + i], cache.k_bits[first_row + i]);
+  // Positions past the capacity are an error, not a truncation.
+  const int cap = cache.max_blocks_per_seq * bs;
+  st = cuda::kv_append(nullptr, cache.view(), cache.table_view(), base, base, stride, d_seq.ptr, d_pos.ptr, n, cap + 1);
+  EXPECT_NE(st.message().find("KV capacity"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace mk::attn_test
