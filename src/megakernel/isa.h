@@ -1,0 +1,127 @@
+// The megakernel's instruction set: fixed-size records shared by the host (schedule.cpp, sim.cpp) and
+// the device interpreter (device/interpreter.cu). Opcodes are defined here and nowhere else.
+//
+// One decode step of a model is a set of fused instructions, each owning a slice of output rows:
+//
+//   per layer l:
+//     QkvProj     rows of [q | k | v] (q_dim + 2 kv_dim)  x = resid_in(l); rmsnorm(attn_norm); matvec rows
+//                                                        (+ Qwen2 bias) -> qkv[l]; also materialises
+//                                                        resid[l][aux_begin, aux_end)
+//     AttnPartial (kv head g, kv chunk c)                q/k norm (Qwen3) + RoPE of the group's q heads and of
+//                                                        k; the instruction whose chunk holds pos appends K,V
+//                                                        to the cache; partial softmax over the chunk ->
+//                                                        att_part[l][g][c]           (only when split)
+//     AttnOProj   (kv head g, rows of n_embd)            merges att_part[l][g][*] (or, not split, computes
+//                                                        the group's attention inline) and multiplies by the
+//                                                        group's columns of wo: split-K partial
+//                                                        o_part[l][g][rows]   (the O projection fused into
+//                                                        attention: no separate dependency point)
+//     MlpGateUp   rows of n_ff                           x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm);
+//                                                        act[l][rows] = silu(gate x) * up x
+//     MlpDown     rows of n_embd                         down[l][rows] = w_down[rows] . act[l]
+//   LmHead        rows of n_vocab                        x = final residual; rmsnorm(final_norm);
+//                                                        logits[rows]; per-slice argmax -> amax[slice]
+//   Argmax        one instruction                        reduces amax[*] -> tokens[step + 1]
+//
+// The residual stream is never added in place: resid_in(l) = resid[l-1] + sum_g o_part[l-1][g] +
+// down[l-1] (resid_in(0) = the token's embedding row) is summed by every reader in the same fixed order
+// (deterministic, bit-identical for all readers), so a layer's O projection and down projection need no
+// separate residual-add step. Every buffer is per layer, so within a step nothing is overwritten.
+//
+// Why RoPE/q-k-norm/KV-append sit in the attention instructions and not in QkvProj: RoPE and the Qwen3
+// q/k norm need whole heads, and slicing the projection by heads leaves most SMs idle (Llama-3.2-1B has
+// 48 q/k/v heads for 132 SMs). Slicing by rows balances the weight bytes; the head-wise work is tiny.
+//
+// Dependencies: every instruction increments one counter (`signal`) after its writes, and waits before
+// its reads until each listed counter reaches (epoch + 1 - lag) * count. Counters are monotonic across
+// steps (epochs) and never reset: a counter that receives `count` increments per step has reached
+// (e + 1) * count exactly when step e's producers are all done. 32-bit counters last 2^32 / count steps
+// (> 10^7 for count <= 256); the backend zeroes them (between launches) before that.
+//
+// Tokens: tokens[s] is the input token of step s of a launch (s = 0 written by the host); Argmax of
+// step s writes tokens[s + 1], and layer 0's QkvProj of step s waits for the previous step's Argmax
+// (lag 1), so K steps can run in one launch.
+#pragma once
+#include <cstdint>
+
+namespace mk::megakernel {
+
+enum class Op : uint8_t {
+  Nop = 0,
+  QkvProj,      // RMSNorm + Q/K/V projection rows (+ bias); materialises a slice of resid[l]
+  AttnPartial,  // q/k norm + RoPE + KV append + partial attention of one kv group over one KV chunk
+  AttnOProj,    // attention merge (or inline attention) + split-K O projection of one group, rows slice
+  MlpGateUp,    // residual reduction + RMSNorm + gate/up rows + SiLU
+  MlpDown,      // down projection rows
+  LmHead,       // final RMSNorm + LM-head rows + slice argmax
+  Argmax,       // reduction of the slice argmaxes -> next token
+  Count
+};
+
+const char* op_name(Op op);
+
+constexpr int MAX_WAITS = 4;
+
+// Wait until counters[counter] >= (epoch + 1 - lag) * count. lag = 1 waits for the previous step.
+struct Wait {
+  uint32_t counter = 0;
+  uint16_t count = 0;
+  uint8_t lag = 0;
+  uint8_t pad = 0;
+};
+static_assert(sizeof(Wait) == 8);
+
+// Flags of an instruction.
+enum InstrFlag : uint16_t {
+  FLAG_APPEND_KV = 1,  // this attention instruction writes K/V of the current position to the cache
+};
+
+struct Instr {
+  Op op = Op::Nop;
+  uint8_t n_waits = 0;
+  uint16_t layer = 0;
+  uint16_t group = 0;       // kv head (attention ops)
+  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead)
+  uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
+  uint32_t row_end = 0;
+  uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises
+  uint32_t aux_end = 0;
+  uint32_t signal = 0;      // counter incremented (by 1) after the instruction's writes
+  uint16_t flags = 0;
+  uint16_t pad = 0;
+  Wait waits[MAX_WAITS];
+};
+static_assert(sizeof(Instr) == 64, "Instr is read by the device as 4 x 16-byte vectors");
+
+// Where every activation lives in the fp32 workspace (offsets and strides in floats). Built by the
+// schedule; the device and the simulator index with exactly these.
+struct Layout {
+  int n_layer = 0, n_embd = 0, n_ff = 0, n_vocab = 0;
+  int n_head = 0, n_kv_head = 0, head_dim = 0, group = 0;  // group = n_head / n_kv_head
+  int qkv_dim = 0;       // q_dim + 2 * kv_dim
+  int n_chunks = 0;      // KV chunks per kv head; 1 = attention inline in AttnOProj (no AttnPartial)
+  int chunk_len = 0;     // positions per KV chunk (n_chunks * chunk_len >= max_context)
+  int max_context = 0;
+  int n_lm_slices = 0;   // LmHead instructions (= entries of amax)
+  int att_part_stride = 0;  // floats per (g, c) partial: group * (head_dim + 2)
+  // offsets (floats) into the workspace:
+  int64_t resid = 0;     // [n_layer][n_embd]          resid[l] = input residual of layer l
+  int64_t qkv = 0;       // [n_layer][qkv_dim]         raw projections (bias added, no RoPE)
+  int64_t att_part = 0;  // [n_layer][n_kv_head][n_chunks][group][head_dim + 2]  (o unnormalised, max, sum)
+  int64_t o_part = 0;    // [n_layer][n_kv_head][n_embd]  split-K O-projection partials
+  int64_t act = 0;       // [n_layer][n_ff]
+  int64_t down = 0;      // [n_layer][n_embd]
+  int64_t logits = 0;    // [n_vocab]
+  int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
+  int64_t workspace_floats = 0;
+  // counters:
+  int n_counters = 0;
+};
+
+// Per-step parameters of one launch step.
+struct StepParams {
+  uint32_t epoch = 0;  // step index since the counters were created; never reset
+  int32_t pos = 0;     // position of this step's token
+};
+
+}  // namespace mk::megakernel

@@ -1,0 +1,225 @@
+// The megakernel simulator's driver (see sim.h): tracked memory, vector clocks, counters and the
+// random interleaving of virtual SMs. The instructions themselves are in sim_ops.cpp.
+#include "megakernel/sim.h"
+
+#include <algorithm>
+#include <random>
+
+#include "cpu/ops.h"
+#include "megakernel/sim_state.h"
+
+namespace mk::megakernel {
+
+void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) {
+  config = c;
+  weights = &w;
+  schedule = std::move(s);
+  cpu::rope_inv_freq(inv_freq, c.rope, c.head_dim);
+  const Layout& L = schedule.layout;
+  const int64_t cache = int64_t(L.n_layer) * L.max_context * L.n_kv_head * L.head_dim;
+  k_cache = L.workspace_floats;
+  v_cache = k_cache + cache;
+  tokens = v_cache + cache;
+  n_floats = tokens + MAX_STEPS + 1;
+  mem.assign(size_t(n_floats), std::numeric_limits<float>::quiet_NaN());  // poisoned
+  writer.assign(size_t(n_floats), Access{});
+  readers.assign(size_t(n_floats), {});
+  const int n_sm = schedule.n_sm();
+  clock.assign(size_t(n_sm), std::vector<uint32_t>(size_t(n_sm), 0));
+  seq.assign(size_t(n_sm), 0);
+  counter.assign(size_t(L.n_counters), 0);
+  counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
+}
+
+std::string Simulator::State::where() const {
+  if (!cur) return "host";
+  return cat("step ", cur_step, " (pos ", cur_pos, ") SM ", cur_sm, " ", op_name(cur->op), "(layer ", cur->layer,
+             ", group ", cur->group, ", chunk ", cur->chunk, ", rows [", cur->row_begin, ", ", cur->row_end, "))");
+}
+
+std::string Simulator::State::region(int64_t off) const {
+  const Layout& L = schedule.layout;
+  struct R { const char* name; int64_t begin; };
+  const R rs[] = {{"resid", L.resid}, {"qkv", L.qkv}, {"att_part", L.att_part}, {"o_part", L.o_part},
+                  {"act", L.act}, {"down", L.down}, {"logits", L.logits}, {"amax", L.amax},
+                  {"k_cache", k_cache}, {"v_cache", v_cache}, {"tokens", tokens}};
+  const R* best = &rs[0];
+  for (const R& r : rs)
+    if (r.begin <= off && r.begin >= best->begin) best = &r;
+  return cat(best->name, "[+", off - best->begin, "]");
+}
+
+bool Simulator::State::hb(const Access& a) const {
+  if (a.sm == -2) return true;  // host write before the launch
+  return a.sm >= 0 && clock[size_t(cur_sm)][size_t(a.sm)] >= a.seq;
+}
+
+bool Simulator::State::read(int64_t off, int64_t n, float* out) {
+  if (off < 0 || off + n > n_floats) {
+    error = cat(where(), " reads out of bounds [", off, ", ", off + n, ")");
+    return false;
+  }
+  const Access me{cur_sm, seq[size_t(cur_sm)]};
+  for (int64_t i = off; i < off + n; ++i) {
+    const Access& w = writer[size_t(i)];
+    if (w.sm == -1) {
+      error = cat(where(), " reads ", region(i), " which nothing wrote");
+      return false;
+    }
+    if (!hb(w)) {
+      error = cat(where(), " reads ", region(i), " without waiting for its writer (SM ", w.sm, " instruction #",
+                  w.seq, ")");
+      return false;
+    }
+    auto& rd = readers[size_t(i)];
+    if (rd.empty() || rd.back().sm != me.sm || rd.back().seq != me.seq) rd.push_back(me);
+    out[i - off] = mem[size_t(i)];
+  }
+  return true;
+}
+
+bool Simulator::State::write(int64_t off, int64_t n, const float* in) {
+  if (off < 0 || off + n > n_floats) {
+    error = cat(where(), " writes out of bounds [", off, ", ", off + n, ")");
+    return false;
+  }
+  for (int64_t i = off; i < off + n; ++i) {
+    const Access& w = writer[size_t(i)];
+    if (w.sm >= 0 && w.sm != cur_sm && !hb(w)) {
+      error = cat(where(), " overwrites ", region(i), " racing with its previous writer (SM ", w.sm, ")");
+      return false;
+    }
+    for (const Access& r : readers[size_t(i)])
+      if (r.sm != cur_sm && !hb(r)) {
+        error = cat(where(), " overwrites ", region(i), " while SM ", r.sm, " may still read the old value");
+        return false;
+      }
+    readers[size_t(i)].clear();
+    writer[size_t(i)] = Access{cur_sm, seq[size_t(cur_sm)]};
+    mem[size_t(i)] = in[i - off];
+  }
+  return true;
+}
+
+void Simulator::State::host_write(int64_t off, float v) {
+  readers[size_t(off)].clear();
+  writer[size_t(off)] = Access{-2, 0};
+  mem[size_t(off)] = v;
+}
+
+Simulator::Simulator(const ModelConfig& config, const Weights& weights, Schedule schedule)
+    : st_(std::make_unique<State>()) {
+  st_->init(config, weights, std::move(schedule));
+}
+Simulator::~Simulator() = default;
+uint32_t Simulator::epoch() const { return st_->epoch; }
+const Schedule& Simulator::schedule() const { return st_->schedule; }
+
+void Simulator::drop_wait_for_test(Op op, int index) {
+  for (auto& q : st_->schedule.queues)
+    for (Instr& in : q)
+      if (in.op == op && index < in.n_waits) {
+        for (int i = index; i + 1 < in.n_waits; ++i) in.waits[i] = in.waits[i + 1];
+        --in.n_waits;
+      }
+}
+
+namespace {
+
+void join(std::vector<uint32_t>& into, const std::vector<uint32_t>& from) {
+  for (size_t i = 0; i < into.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+}  // namespace
+
+Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin) {
+  State& s = *st_;
+  const Layout& L = s.schedule.layout;
+  if (n_steps < 1 || n_steps > State::MAX_STEPS)
+    return make_error("megakernel sim: n_steps = ", n_steps, ", expected 1..", State::MAX_STEPS);
+  if (pos < 0 || pos + n_steps > L.max_context)
+    return make_error("megakernel sim: positions [", pos, ", ", pos + n_steps, ") exceed the context of ",
+                      L.max_context);
+  if (token < 0 || token >= L.n_vocab)
+    return make_error("megakernel sim: token ", token, " outside the vocabulary [0, ", L.n_vocab, ")");
+  // Kernel boundary: everything before the launch happened before everything in it.
+  const int n_sm = s.schedule.n_sm();
+  std::vector<uint32_t> all(size_t(n_sm), 0);
+  for (auto& c : s.clock) join(all, c);
+  for (auto& c : s.clock) c = all;
+  s.cur = nullptr;
+  s.host_write(s.tokens, float(token));
+
+  std::vector<size_t> pc(size_t(n_sm), 0);   // next instruction in the SM's queue
+  std::vector<int> step(size_t(n_sm), 0);    // step of that instruction
+  std::vector<int> order(static_cast<size_t>(n_sm));
+  std::mt19937_64 rng(seed);
+  SimResult res;
+  auto done = [&](int sm) { return step[size_t(sm)] >= n_steps; };
+  auto advance = [&](int sm) {  // skip to the next instruction, wrapping into the next step
+    if (++pc[size_t(sm)] >= s.schedule.queues[size_t(sm)].size()) pc[size_t(sm)] = 0, ++step[size_t(sm)];
+  };
+  for (int sm = 0; sm < n_sm; ++sm)
+    if (s.schedule.queues[size_t(sm)].empty()) step[size_t(sm)] = n_steps;
+  // Tries to run SM sm's next instruction; false when a wait is unsatisfied.
+  auto try_run = [&](int sm) -> bool {
+    const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
+    const uint64_t epoch = s.epoch + uint64_t(step[size_t(sm)]);
+    for (int w = 0; w < in.n_waits; ++w) {
+      const Wait& wt = in.waits[w];
+      uint64_t target = (epoch + 1 - wt.lag) * wt.count;
+      if (s.counter[wt.counter] < target) return false;
+    }
+    // Acquire: the waits saw the counters, so their producers' clocks join ours.
+    for (int w = 0; w < in.n_waits; ++w) join(s.clock[size_t(sm)], s.counter_clock[in.waits[w].counter]);
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    s.clock[size_t(sm)][size_t(sm)] = ++s.seq[size_t(sm)];
+    if (!s.execute()) return true;
+    // Release: the increment publishes everything this SM has seen and done.
+    join(s.counter_clock[in.signal], s.clock[size_t(sm)]);
+    ++s.counter[in.signal];
+    ++res.n_executed;
+    advance(sm);
+    return true;
+  };
+  std::uniform_int_distribution<int> burst(1, 4);
+  while (s.error.empty()) {
+    for (int sm = 0; sm < n_sm; ++sm) order[size_t(sm)] = sm;
+    if (!round_robin) std::shuffle(order.begin(), order.end(), rng);
+    bool progress = false, any_left = false;
+    for (int sm : order) {
+      int n = round_robin ? 1 : burst(rng);
+      for (int i = 0; i < n && !done(sm) && s.error.empty(); ++i) {
+        if (!try_run(sm)) {
+          ++res.n_blocked;
+          break;
+        }
+        progress = true;
+      }
+      any_left |= !done(sm);
+    }
+    if (!any_left) break;
+    if (!progress && s.error.empty()) {
+      std::string msg = cat("megakernel sim: deadlock with ", n_sm, " SMs:");
+      for (int sm = 0; sm < n_sm; ++sm) {
+        if (done(sm)) continue;
+        const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
+        msg += cat(" [SM ", sm, " step ", step[size_t(sm)], " ", op_name(in.op), " layer ", in.layer, " waits");
+        for (int w = 0; w < in.n_waits; ++w)
+          msg += cat(" c", in.waits[w].counter, "=", s.counter[in.waits[w].counter], "/",
+                     (s.epoch + step[size_t(sm)] + 1 - in.waits[w].lag) * in.waits[w].count);
+        msg += "]";
+      }
+      return make_error(msg);
+    }
+  }
+  if (!s.error.empty()) return make_error("megakernel sim: ", s.error);
+  s.epoch += uint32_t(n_steps);
+  s.cur = nullptr;
+  res.tokens.resize(size_t(n_steps));
+  for (int i = 0; i < n_steps; ++i) res.tokens[size_t(i)] = int32_t(s.mem[size_t(s.tokens + i + 1)]);
+  res.logits.assign(s.mem.begin() + L.logits, s.mem.begin() + L.logits + L.n_vocab);
+  return res;
+}
+
+}  // namespace mk::megakernel

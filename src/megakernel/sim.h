@@ -1,0 +1,60 @@
+// The megakernel simulator: runs a Schedule's per-SM queues on virtual SMs, in random interleavings,
+// with the same counter protocol as the device (monotonic epoch counters; wait = counter >= target),
+// computing every instruction with the CPU reference ops (cpu/ops.h) in fp32.
+//
+// It proves the protocol, not just the numbers:
+//  - deadlock: when no virtual SM can make progress, the launch fails naming each SM's blocked wait;
+//  - races: every element of the workspace, KV cache and token buffer records its last writer and its
+//    readers since; a read must happen after its producer's write, and a write after the previous
+//    write and all reads of the old value, in the happens-before order that the counters give
+//    (vector clocks: a counter increment publishes the SM's clock, a satisfied wait acquires it; a
+//    launch boundary joins every clock). A missing wait is caught even when the interleaving happened
+//    to run the producer first.
+// Tests: tests/megakernel/test_sim.cpp (build/test_megakernel).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "megakernel/model.h"
+#include "megakernel/schedule.h"
+#include "runtime/backend.h"
+
+namespace mk::megakernel {
+
+struct SimResult {
+  std::vector<int32_t> tokens;   // [n_steps] greedy token chosen by each step's Argmax
+  std::vector<float> logits;     // [n_vocab] logits of the last step
+  uint64_t n_executed = 0;       // instructions executed
+  uint64_t n_blocked = 0;        // attempts that found a wait unsatisfied
+};
+
+class Simulator {
+ public:
+  // `weights` must outlive the simulator. The KV cache holds schedule.layout.max_context positions.
+  Simulator(const ModelConfig& config, const Weights& weights, Schedule schedule);
+  ~Simulator();
+
+  // One launch of n_steps decode steps: step i runs token tokens[i] at position pos + i, where
+  // tokens[0] = token and tokens[i + 1] is step i's greedy choice (chosen "on the device").
+  // Positions below pos must have been run before. seed picks the interleaving; round_robin = true
+  // runs the SMs in a fixed order instead.
+  Expected<SimResult> launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin = false);
+
+  uint32_t epoch() const;           // steps run so far (the counters' epoch)
+  const Schedule& schedule() const;
+
+  // Test hook: drop wait `index` of every instruction of `op` (to prove the race checker fires).
+  void drop_wait_for_test(Op op, int index);
+
+  struct State;  // internal (sim_state.h)
+
+ private:
+  std::unique_ptr<State> st_;
+};
+
+// A Backend that runs each token as one simulated launch (tests, `--backend sim`).
+Expected<std::unique_ptr<Backend>> make_sim_backend(const Model& model, int n_sm, int max_context, uint64_t seed);
+
+}  // namespace mk::megakernel

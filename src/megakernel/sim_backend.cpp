@@ -1,0 +1,56 @@
+// SimBackend: the megakernel simulator behind the Backend interface, one simulated launch per token,
+// each with a fresh random interleaving. Slow (a checked fp32 reference); for tests and debugging.
+#include <algorithm>
+#include <memory>
+
+#include "megakernel/sim.h"
+
+namespace mk::megakernel {
+
+namespace {
+
+class SimBackend final : public Backend {
+ public:
+  // model_ is a copy of the views that shares (keeps alive) the model's storage; the simulator reads it.
+  SimBackend(const Model& model, Schedule schedule, uint64_t seed)
+      : model_(model), sim_(model_.config, model_.weights, std::move(schedule)), seed_(seed) {}
+  const char* name() const override { return "megakernel-sim"; }
+  int max_context() const override { return sim_.schedule().layout.max_context; }
+  const ModelConfig& config() const override { return model_.config; }
+  void truncate(int pos) override { n_cached_ = std::clamp(pos, 0, n_cached_); }
+
+  Status forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) override {
+    if (tokens.empty()) return make_error("megakernel-sim backend: forward called with no tokens");
+    if (pos != n_cached_)
+      return make_error("megakernel-sim backend: forward at position ", pos, " but ", n_cached_, " are cached");
+    if (logits.size() != size_t(model_.config.n_vocab))
+      return make_error("megakernel-sim backend: logits buffer holds ", logits.size(), " floats, expected ",
+                        model_.config.n_vocab);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      auto r = sim_.launch(tokens[i], pos + int(i), 1, seed_++);
+      if (!r) return r.error();
+      n_cached_ = pos + int(i) + 1;
+      if (i + 1 == tokens.size()) std::copy(r->logits.begin(), r->logits.end(), logits.begin());
+    }
+    return {};
+  }
+
+ private:
+  Model model_;
+  Simulator sim_;
+  uint64_t seed_;
+  int n_cached_ = 0;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Backend>> make_sim_backend(const Model& model, int n_sm, int max_context, uint64_t seed) {
+  ScheduleOptions o;
+  o.n_sm = n_sm;
+  o.max_context = max_context;
+  auto s = build_schedule(model.config, o);
+  if (!s) return s.error();
+  return std::unique_ptr<Backend>(std::make_unique<SimBackend>(model, std::move(*s), seed));
+}
+
+}  // namespace mk::megakernel

@@ -1,0 +1,239 @@
+// The simulator's instructions (isa.h): each reads and writes simulated memory only through the
+// checked State::read / State::write and computes with the CPU reference ops (cpu/ops.h).
+#include <cmath>
+#include <limits>
+
+#include "cpu/ops.h"
+#include "megakernel/sim.h"
+#include "megakernel/sim_state.h"
+
+namespace mk::megakernel {
+
+namespace {
+
+using Vec = std::vector<float>;
+
+// resid_in(l): the residual stream entering layer l (l = n_layer: entering the final norm), summed in
+// the same fixed order by every reader.
+bool residual_in(Simulator::State& s, int l, Vec& x) {
+  const Layout& L = s.schedule.layout;
+  x.assign(size_t(L.n_embd), 0.f);
+  if (l == 0) {
+    float tok = 0;
+    if (!s.read(s.tokens + s.cur_step, 1, &tok)) return false;
+    cpu::embed(x.data(), s.weights->tok_embd, int32_t(tok));
+    return true;
+  }
+  Vec part(static_cast<size_t>(L.n_embd));
+  if (!s.read(L.resid + int64_t(l - 1) * L.n_embd, L.n_embd, x.data())) return false;
+  for (int g = 0; g < L.n_kv_head; ++g) {
+    if (!s.read(L.o_part + (int64_t(l - 1) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
+    cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  }
+  if (!s.read(L.down + int64_t(l - 1) * L.n_embd, L.n_embd, part.data())) return false;
+  cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  return true;
+}
+
+bool qkv_proj(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  const LayerWeights& w = s.weights->layers[in.layer];
+  Vec x, xn(static_cast<size_t>(L.n_embd)), out(static_cast<size_t>(L.qkv_dim));
+  if (!residual_in(s, in.layer, x)) return false;
+  if (in.aux_end > in.aux_begin &&
+      !s.write(L.resid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
+    return false;
+  cpu::rmsnorm(xn.data(), x.data(), w.attn_norm, s.config.rms_norm_eps, L.n_embd);
+  const int q_dim = L.n_head * L.head_dim, kv_dim = L.n_kv_head * L.head_dim;
+  // The slice may span the q, k and v matrices: one matvec_rows per overlapped matrix.
+  const struct { const TensorView* w; const TensorView* b; int begin, end; } parts[3] = {
+      {&w.wq, &w.bq, 0, q_dim}, {&w.wk, &w.bk, q_dim, q_dim + kv_dim}, {&w.wv, &w.bv, q_dim + kv_dim, L.qkv_dim}};
+  for (const auto& p : parts) {
+    int r0 = std::max<int>(int(in.row_begin), p.begin), r1 = std::min<int>(int(in.row_end), p.end);
+    if (r0 < r1) cpu::matvec_rows(out.data() + p.begin, *p.w, xn.data(), r0 - p.begin, r1 - p.begin, p.b);
+  }
+  return s.write(L.qkv + int64_t(in.layer) * L.qkv_dim + in.row_begin, in.row_end - in.row_begin,
+                 out.data() + in.row_begin);
+}
+
+// Partial attention of kv group g over positions [p0, p1) ∩ [0, pos]: per q head j of the group,
+// o[j] (unnormalised), max score m[j], sum of exp s[j]. Position pos uses this step's k/v (computed
+// here from qkv); with `append`, this instruction also stores them in the cache.
+struct Partial {
+  Vec o, m, sum;  // [group][head_dim], [group], [group]
+};
+bool attend(Simulator::State& s, int layer, int g, int p0, int p1, bool append, Partial& out) {
+  const Layout& L = s.schedule.layout;
+  const LayerWeights& w = s.weights->layers[size_t(layer)];
+  const int hd = L.head_dim, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd, pos = s.cur_pos;
+  const int64_t qkv = L.qkv + int64_t(layer) * L.qkv_dim;
+  Vec q(static_cast<size_t>(L.group * hd)), k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
+  if (!s.read(qkv + int64_t(g) * L.group * hd, L.group * hd, q.data())) return false;
+  if (!s.read(qkv + q_dim + g * hd, hd, k.data())) return false;
+  if (!s.read(qkv + q_dim + kv_dim + g * hd, hd, v.data())) return false;
+  for (int j = 0; j < L.group; ++j) {
+    float* qj = q.data() + j * hd;
+    if (w.q_norm.present()) cpu::rmsnorm(qj, qj, w.q_norm, s.config.rms_norm_eps, hd);
+    cpu::rope(qj, 1, hd, pos, s.inv_freq.data());
+  }
+  if (w.k_norm.present()) cpu::rmsnorm(k.data(), k.data(), w.k_norm, s.config.rms_norm_eps, hd);
+  cpu::rope(k.data(), 1, hd, pos, s.inv_freq.data());
+  auto cache_at = [&](int64_t base, int p) { return base + ((int64_t(layer) * L.max_context + p) * L.n_kv_head + g) * hd; };
+  if (append && p0 <= pos && pos < p1) {
+    if (!s.write(cache_at(s.k_cache, pos), hd, k.data()) || !s.write(cache_at(s.v_cache, pos), hd, v.data()))
+      return false;
+  }
+  out.o.assign(size_t(L.group * hd), 0.f);
+  out.m.assign(size_t(L.group), -std::numeric_limits<float>::infinity());
+  out.sum.assign(size_t(L.group), 0.f);
+  const int end = std::min(p1, pos + 1);
+  if (p0 >= end) return true;
+  std::vector<Vec> ks, vs;
+  for (int p = p0; p < end; ++p) {
+    Vec kp(static_cast<size_t>(hd)), vp(static_cast<size_t>(hd));
+    if (p == pos) {
+      kp = k, vp = v;
+    } else if (!s.read(cache_at(s.k_cache, p), hd, kp.data()) || !s.read(cache_at(s.v_cache, p), hd, vp.data())) {
+      return false;
+    }
+    ks.push_back(std::move(kp)), vs.push_back(std::move(vp));
+  }
+  const float scale = 1.f / std::sqrt(float(hd));
+  for (int j = 0; j < L.group; ++j) {
+    Vec score(ks.size());
+    for (size_t i = 0; i < ks.size(); ++i) {
+      float d = 0;
+      for (int e = 0; e < hd; ++e) d += q[size_t(j * hd + e)] * ks[i][size_t(e)];
+      score[i] = d * scale;
+      out.m[size_t(j)] = std::max(out.m[size_t(j)], score[i]);
+    }
+    for (size_t i = 0; i < ks.size(); ++i) {
+      float p = std::exp(score[i] - out.m[size_t(j)]);
+      out.sum[size_t(j)] += p;
+      for (int e = 0; e < hd; ++e) out.o[size_t(j * hd + e)] += p * vs[i][size_t(e)];
+    }
+  }
+  return true;
+}
+
+bool attn_partial(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  Partial p;
+  if (!attend(s, in.layer, in.group, int(in.row_begin), int(in.row_end), /*append=*/true, p)) return false;
+  Vec rec(static_cast<size_t>(L.att_part_stride));  // per head: o[head_dim], m, sum
+  for (int j = 0; j < L.group; ++j) {
+    float* r = rec.data() + j * (L.head_dim + 2);
+    std::copy_n(p.o.data() + j * L.head_dim, L.head_dim, r);
+    r[L.head_dim] = p.m[size_t(j)], r[L.head_dim + 1] = p.sum[size_t(j)];
+  }
+  int64_t off = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
+  return s.write(off, L.att_part_stride, rec.data());
+}
+
+bool attn_o_proj(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  const int hd = L.head_dim, gw = L.group * hd;
+  Vec attn(static_cast<size_t>(L.n_head * hd), 0.f);  // [n_head * head_dim], zero outside this group
+  float* o = attn.data() + int64_t(in.group) * gw;
+  if (L.n_chunks == 1) {
+    Partial p;
+    if (!attend(s, in.layer, in.group, 0, L.max_context, (in.flags & FLAG_APPEND_KV) != 0, p)) return false;
+    for (int j = 0; j < L.group; ++j)
+      for (int e = 0; e < hd; ++e) o[j * hd + e] = p.o[size_t(j * hd + e)] / p.sum[size_t(j)];
+  } else {
+    // Merge the chunks' partials in chunk order (deterministic): rescale each to the global max.
+    Vec rec(static_cast<size_t>(L.att_part_stride) * size_t(L.n_chunks));
+    int64_t off = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
+    if (!s.read(off, int64_t(L.att_part_stride) * L.n_chunks, rec.data())) return false;
+    for (int j = 0; j < L.group; ++j) {
+      auto at = [&](int c) { return rec.data() + int64_t(c) * L.att_part_stride + j * (hd + 2); };
+      float m = -std::numeric_limits<float>::infinity(), sum = 0;
+      for (int c = 0; c < L.n_chunks; ++c) m = std::max(m, at(c)[hd]);
+      for (int c = 0; c < L.n_chunks; ++c) {
+        if (at(c)[hd + 1] == 0.f) continue;  // empty chunk
+        float f = std::exp(at(c)[hd] - m);
+        sum += f * at(c)[hd + 1];
+        for (int e = 0; e < hd; ++e) o[j * hd + e] += f * at(c)[e];
+      }
+      for (int e = 0; e < hd; ++e) o[j * hd + e] /= sum;
+    }
+  }
+  Vec out(static_cast<size_t>(L.n_embd));
+  cpu::matvec_rows(out.data(), s.weights->layers[in.layer].wo, attn.data(), in.row_begin, in.row_end);
+  int64_t off = L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd + in.row_begin;
+  return s.write(off, in.row_end - in.row_begin, out.data() + in.row_begin);
+}
+
+bool mlp_gate_up(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  const LayerWeights& w = s.weights->layers[in.layer];
+  Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), gate(static_cast<size_t>(L.n_ff)), up(static_cast<size_t>(L.n_ff));
+  if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+  for (int g = 0; g < L.n_kv_head; ++g) {
+    if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
+    cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  }
+  cpu::rmsnorm(xn.data(), x.data(), w.mlp_norm, s.config.rms_norm_eps, L.n_embd);
+  cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), in.row_begin, in.row_end);
+  cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
+  int n = int(in.row_end - in.row_begin);
+  cpu::swiglu(gate.data() + in.row_begin, gate.data() + in.row_begin, up.data() + in.row_begin, n);
+  return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, n, gate.data() + in.row_begin);
+}
+
+bool mlp_down(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  Vec act(static_cast<size_t>(L.n_ff)), out(static_cast<size_t>(L.n_embd));
+  if (!s.read(L.act + int64_t(in.layer) * L.n_ff, L.n_ff, act.data())) return false;
+  cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), in.row_begin, in.row_end);
+  return s.write(L.down + int64_t(in.layer) * L.n_embd + in.row_begin, in.row_end - in.row_begin,
+                 out.data() + in.row_begin);
+}
+
+bool lm_head(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  Vec x, xn(static_cast<size_t>(L.n_embd)), logits(static_cast<size_t>(L.n_vocab));
+  if (!residual_in(s, L.n_layer, x)) return false;
+  cpu::rmsnorm(xn.data(), x.data(), s.weights->final_norm, s.config.rms_norm_eps, L.n_embd);
+  const TensorView& head = s.weights->lm_head.present() ? s.weights->lm_head : s.weights->tok_embd;
+  cpu::matvec_rows(logits.data(), head, xn.data(), in.row_begin, in.row_end);
+  int n = int(in.row_end - in.row_begin);
+  if (!s.write(L.logits + in.row_begin, n, logits.data() + in.row_begin)) return false;
+  int i = cpu::argmax(logits.data() + in.row_begin, n);
+  float rec[2] = {logits[size_t(in.row_begin) + size_t(i)], float(int(in.row_begin) + i)};
+  return s.write(L.amax + 2 * int64_t(in.chunk), 2, rec);
+}
+
+bool argmax(Simulator::State& s, const Instr&) {
+  const Layout& L = s.schedule.layout;
+  Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
+  if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
+  // Slices are in row order: the first strictly larger value wins (first index on ties); NaN is the
+  // largest, as in cpu::argmax / torch.argmax.
+  int best = 0;
+  for (int i = 1; i < L.n_lm_slices; ++i) {
+    float b = rec[size_t(2 * best)], v = rec[size_t(2 * i)];
+    if (!std::isnan(b) && (std::isnan(v) || v > b)) best = i;
+  }
+  return s.write(s.tokens + s.cur_step + 1, 1, rec.data() + 2 * best + 1);
+}
+
+}  // namespace
+
+bool Simulator::State::execute() {
+  switch (cur->op) {
+    case Op::QkvProj: return qkv_proj(*this, *cur);
+    case Op::AttnPartial: return attn_partial(*this, *cur);
+    case Op::AttnOProj: return attn_o_proj(*this, *cur);
+    case Op::MlpGateUp: return mlp_gate_up(*this, *cur);
+    case Op::MlpDown: return mlp_down(*this, *cur);
+    case Op::LmHead: return lm_head(*this, *cur);
+    case Op::Argmax: return argmax(*this, *cur);
+    case Op::Nop: return true;
+    case Op::Count: break;
+  }
+  error = cat("unknown opcode ", int(cur->op), " at ", where());
+  return false;
+}
+
+}  // namespace mk::megakernel

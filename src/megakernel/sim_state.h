@@ -1,0 +1,58 @@
+// Internal state of the megakernel simulator (sim.h): tracked memory with happens-before checks,
+// virtual SMs with vector clocks, counters. Shared by sim.cpp (driver) and sim_ops.cpp (instructions).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "megakernel/config.h"
+#include "megakernel/schedule.h"
+#include "model/weights.h"
+
+namespace mk::megakernel {
+
+// One float of simulated global memory: its last writer and the reads of its current value.
+struct Access {
+  int32_t sm = -1;  // -1: never written; -2: written by the host before the launch
+  uint32_t seq = 0; // the writer's instruction sequence number (1-based, per SM)
+};
+
+struct Simulator::State {
+  ModelConfig config;
+  const Weights* weights = nullptr;
+  Schedule schedule;
+  std::vector<float> inv_freq;  // [head_dim / 2]
+  // Memory: workspace (layout offsets), then K cache, V cache, tokens.
+  //   k_cache, v_cache: [n_layer][max_context][n_kv_head][head_dim]
+  //   tokens:           [max_steps + 1]
+  int64_t k_cache = 0, v_cache = 0, tokens = 0, n_floats = 0;
+  static constexpr int MAX_STEPS = 64;
+  std::vector<float> mem;
+  std::vector<Access> writer;                // [n_floats]
+  std::vector<std::vector<Access>> readers;  // [n_floats] reads since the last write
+  // Virtual SMs and counters.
+  std::vector<std::vector<uint32_t>> clock;  // [n_sm][n_sm] vector clocks
+  std::vector<uint32_t> seq;                 // [n_sm] instructions executed (own clock entry)
+  std::vector<uint64_t> counter;             // [n_counters]
+  std::vector<std::vector<uint32_t>> counter_clock;  // [n_counters][n_sm]
+  uint32_t epoch = 0;
+  // The instruction being executed (for checks and messages).
+  int cur_sm = 0;
+  int cur_step = 0;     // step within the launch
+  int cur_pos = 0;
+  const Instr* cur = nullptr;
+  std::string error;    // first violation
+
+  void init(const ModelConfig& c, const Weights& w, Schedule s);
+  std::string where() const;             // "step 0 SM 3 MlpDown(layer 1, rows [16, 32))"
+  std::string region(int64_t off) const; // "o_part[layer 1]..." : names a memory offset
+  // Checked accesses by the current instruction. Return false (and set error) on a violation.
+  bool read(int64_t off, int64_t n, float* out);
+  bool write(int64_t off, int64_t n, const float* in);
+  void host_write(int64_t off, float v);
+  bool hb(const Access& a) const;        // a happened before the current instruction
+  // Executes the current instruction (sim_ops.cpp).
+  bool execute();
+};
+
+}  // namespace mk::megakernel
