@@ -1,0 +1,457 @@
+// Expression grammar of the Jinja interpreter, following jinja2/parser.py: condexpr > or > and > not >
+// compare > + - > ~ > * / // % > ** > unary > primary with postfix (. [] ()) and filters/tests (| is).
+#include <cstring>
+
+#include "tokenizer/jinja_parser.h"
+
+namespace mk::jinja {
+
+namespace {
+template <class T>
+std::unique_ptr<T> node(uint32_t offset) {
+  auto n = std::make_unique<T>();
+  n->offset = offset;
+  return n;
+}
+ExprPtr make_binary(BinOp op, ExprPtr l, ExprPtr r) {
+  auto n = node<BinaryExpr>(l->offset);
+  n->op = op;
+  n->left = std::move(l);
+  n->right = std::move(r);
+  return n;
+}
+}  // namespace
+
+bool Parser::skip_op(const char* op) {
+  if (!is_op(op)) return false;
+  ++p_;
+  return true;
+}
+bool Parser::skip_name(const char* name) {
+  if (!is_name(name)) return false;
+  ++p_;
+  return true;
+}
+Error Parser::fail(uint32_t offset, const std::string& what) const {
+  return make_error(what, " at ", describe_position(src_, offset));
+}
+std::string Parser::describe(const Token& t) const {
+  switch (t.type) {
+    case Tok::Text: return "template text";
+    case Tok::VarBegin: return "'{{'";
+    case Tok::VarEnd: return "end of print statement '}}'";
+    case Tok::BlockBegin: return "'{%'";
+    case Tok::BlockEnd: return "end of statement block '%}'";
+    case Tok::Name: return "'" + t.text + "'";
+    case Tok::String: return "string literal";
+    case Tok::Int: case Tok::Float: return "number '" + t.text + "'";
+    case Tok::Op: return "'" + t.text + "'";
+    case Tok::Eof: return "end of template";
+  }
+  return "?";
+}
+Error Parser::unexpected(const char* expected) const {
+  return fail(cur().offset, cat("expected ", expected, ", got ", describe(cur())));
+}
+Status Parser::expect_op(const char* op) {
+  if (skip_op(op)) return {};
+  return unexpected(cat("'", op, "'").c_str());
+}
+
+Expected<ExprPtr> Parser::parse_expression(bool with_condexpr) {
+  return with_condexpr ? parse_condexpr() : parse_or();
+}
+
+Expected<ExprPtr> Parser::parse_tuple(bool with_condexpr, const char* end_name, bool explicit_parens) {
+  uint32_t at = cur().offset;
+  std::vector<ExprPtr> items;
+  bool is_tuple = false;
+  while (true) {
+    if (!items.empty()) MK_TRY(expect_op(","));
+    Tok t = cur().type;
+    if (t == Tok::VarEnd || t == Tok::BlockEnd || t == Tok::Eof || is_op(")") || (end_name && is_name(end_name)))
+      break;
+    JJ_ASSIGN(ExprPtr e, parse_expression(with_condexpr));
+    items.push_back(std::move(e));
+    if (is_op(",")) is_tuple = true;
+    else break;
+  }
+  if (!is_tuple) {
+    if (!items.empty()) return std::move(items[0]);
+    if (!explicit_parens) return unexpected("an expression");
+  }
+  auto n = node<ListExpr>(at);
+  n->items = std::move(items);
+  n->tuple = true;
+  return ExprPtr(std::move(n));
+}
+
+Expected<ExprPtr> Parser::parse_condexpr() {
+  JJ_ASSIGN(ExprPtr e, parse_or());
+  while (skip_name("if")) {
+    JJ_ASSIGN(ExprPtr cond, parse_or());
+    ExprPtr otherwise;
+    if (skip_name("else")) {
+      JJ_ASSIGN(otherwise, parse_condexpr());
+    }
+    auto n = node<CondExpr>(e->offset);
+    n->then = std::move(e);
+    n->cond = std::move(cond);
+    n->otherwise = std::move(otherwise);
+    e = std::move(n);
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_or() {
+  JJ_ASSIGN(ExprPtr e, parse_and());
+  while (skip_name("or")) {
+    JJ_ASSIGN(ExprPtr r, parse_and());
+    e = make_binary(BinOp::Or, std::move(e), std::move(r));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_and() {
+  JJ_ASSIGN(ExprPtr e, parse_not());
+  while (skip_name("and")) {
+    JJ_ASSIGN(ExprPtr r, parse_not());
+    e = make_binary(BinOp::And, std::move(e), std::move(r));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_not() {
+  if (is_name("not")) {
+    uint32_t at = cur().offset;
+    ++p_;
+    JJ_ASSIGN(ExprPtr operand, parse_not());
+    auto n = node<UnaryExpr>(at);
+    n->op = UnaryOp::Not;
+    n->operand = std::move(operand);
+    return ExprPtr(std::move(n));
+  }
+  return parse_compare();
+}
+
+Expected<ExprPtr> Parser::parse_compare() {
+  JJ_ASSIGN(ExprPtr first, parse_math1());
+  std::vector<std::pair<CmpOp, ExprPtr>> rest;
+  while (true) {
+    CmpOp op;
+    if (skip_op("==")) op = CmpOp::Eq;
+    else if (skip_op("!=")) op = CmpOp::Ne;
+    else if (skip_op("<")) op = CmpOp::Lt;
+    else if (skip_op("<=")) op = CmpOp::Le;
+    else if (skip_op(">")) op = CmpOp::Gt;
+    else if (skip_op(">=")) op = CmpOp::Ge;
+    else if (skip_name("in")) op = CmpOp::In;
+    else if (is_name("not") && peek().type == Tok::Name && peek().text == "in") {
+      p_ += 2;
+      op = CmpOp::NotIn;
+    } else {
+      break;
+    }
+    JJ_ASSIGN(ExprPtr e, parse_math1());
+    rest.emplace_back(op, std::move(e));
+  }
+  if (rest.empty()) return first;
+  auto n = node<CompareExpr>(first->offset);
+  n->first = std::move(first);
+  n->rest = std::move(rest);
+  return ExprPtr(std::move(n));
+}
+
+Expected<ExprPtr> Parser::parse_math1() {
+  JJ_ASSIGN(ExprPtr e, parse_concat());
+  while (is_op("+") || is_op("-")) {
+    BinOp op = cur().text == "+" ? BinOp::Add : BinOp::Sub;
+    ++p_;
+    JJ_ASSIGN(ExprPtr r, parse_concat());
+    e = make_binary(op, std::move(e), std::move(r));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_concat() {
+  JJ_ASSIGN(ExprPtr e, parse_math2());
+  while (skip_op("~")) {
+    JJ_ASSIGN(ExprPtr r, parse_math2());
+    e = make_binary(BinOp::Concat, std::move(e), std::move(r));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_math2() {
+  JJ_ASSIGN(ExprPtr e, parse_pow());
+  while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+    const std::string& t = cur().text;
+    BinOp op = t == "*" ? BinOp::Mul : t == "/" ? BinOp::Div : t == "//" ? BinOp::FloorDiv : BinOp::Mod;
+    ++p_;
+    JJ_ASSIGN(ExprPtr r, parse_pow());
+    e = make_binary(op, std::move(e), std::move(r));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_pow() {
+  JJ_ASSIGN(ExprPtr e, parse_unary());
+  while (skip_op("**")) {
+    JJ_ASSIGN(ExprPtr r, parse_unary());
+    e = make_binary(BinOp::Pow, std::move(e), std::move(r));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_unary(bool with_filter) {
+  ExprPtr e;
+  if (is_op("-") || is_op("+")) {
+    uint32_t at = cur().offset;
+    UnaryOp op = cur().text == "-" ? UnaryOp::Neg : UnaryOp::Pos;
+    ++p_;
+    JJ_ASSIGN(ExprPtr operand, parse_unary(false));
+    auto n = node<UnaryExpr>(at);
+    n->op = op;
+    n->operand = std::move(operand);
+    e = std::move(n);
+  } else {
+    JJ_ASSIGN(e, parse_primary());
+  }
+  JJ_ASSIGN(e, parse_postfix(std::move(e)));
+  if (with_filter) {
+    JJ_ASSIGN(e, parse_filter_expr(std::move(e)));
+  }
+  return e;
+}
+
+Expected<ExprPtr> Parser::parse_primary() {
+  const Token& t = cur();
+  uint32_t at = t.offset;
+  auto constant = [&](Value v) {
+    auto n = node<ConstExpr>(at);
+    n->value = std::move(v);
+    return ExprPtr(std::move(n));
+  };
+  switch (t.type) {
+    case Tok::Name: {
+      ++p_;
+      if (t.text == "true" || t.text == "True") return constant(Value::boolean(true));
+      if (t.text == "false" || t.text == "False") return constant(Value::boolean(false));
+      if (t.text == "none" || t.text == "None") return constant(Value::none());
+      auto n = node<NameExpr>(at);
+      n->name = t.text;
+      return ExprPtr(std::move(n));
+    }
+    case Tok::String: {
+      std::string s;
+      while (cur().type == Tok::String) s += toks_[p_++].text;  // adjacent literals concatenate
+      return constant(Value::string(std::move(s)));
+    }
+    case Tok::Int: ++p_; return constant(Value::integer(t.i));
+    case Tok::Float: ++p_; return constant(Value::number(t.f));
+    case Tok::Op:
+      if (t.text == "(") {
+        ++p_;
+        JJ_ASSIGN(ExprPtr e, parse_tuple(true, nullptr, true));
+        MK_TRY(expect_op(")"));
+        return e;
+      }
+      if (t.text == "[") return parse_list();
+      if (t.text == "{") return parse_dict();
+      break;
+    default: break;
+  }
+  return fail(at, cat("unexpected ", describe(t), " (expected an expression)"));
+}
+
+Expected<ExprPtr> Parser::parse_list() {
+  auto n = node<ListExpr>(cur().offset);
+  MK_TRY(expect_op("["));
+  while (!is_op("]")) {
+    if (!n->items.empty()) MK_TRY(expect_op(","));
+    if (is_op("]")) break;
+    JJ_ASSIGN(ExprPtr e, parse_expression());
+    n->items.push_back(std::move(e));
+  }
+  MK_TRY(expect_op("]"));
+  return ExprPtr(std::move(n));
+}
+
+Expected<ExprPtr> Parser::parse_dict() {
+  auto n = node<DictExpr>(cur().offset);
+  MK_TRY(expect_op("{"));
+  while (!is_op("}")) {
+    if (!n->items.empty()) MK_TRY(expect_op(","));
+    if (is_op("}")) break;
+    JJ_ASSIGN(ExprPtr k, parse_expression());
+    MK_TRY(expect_op(":"));
+    JJ_ASSIGN(ExprPtr v, parse_expression());
+    n->items.emplace_back(std::move(k), std::move(v));
+  }
+  MK_TRY(expect_op("}"));
+  return ExprPtr(std::move(n));
+}
+
+Expected<ExprPtr> Parser::parse_postfix(ExprPtr e) {
+  while (true) {
+    if (is_op(".") || is_op("[")) {
+      JJ_ASSIGN(e, parse_subscript(std::move(e)));
+    } else if (is_op("(")) {
+      uint32_t at = cur().offset;
+      JJ_ASSIGN(Args args, parse_call_args());
+      auto n = node<CallExpr>(at);
+      n->callee = std::move(e);
+      n->args = std::move(args);
+      e = std::move(n);
+    } else {
+      return e;
+    }
+  }
+}
+
+Expected<ExprPtr> Parser::parse_filter_expr(ExprPtr e) {
+  while (true) {
+    if (is_op("|")) {
+      ++p_;
+      JJ_ASSIGN(FilterCall f, parse_filter_name());
+      auto n = node<FilterExpr>(f.offset);
+      n->input = std::move(e);
+      n->name = std::move(f.name);
+      n->args = std::move(f.args);
+      e = std::move(n);
+    } else if (is_name("is")) {
+      ++p_;
+      auto n = node<TestExpr>(cur().offset);
+      n->negated = skip_name("not");
+      if (cur().type != Tok::Name) return unexpected("a test name after 'is'");
+      n->offset = cur().offset;
+      n->name = cur().text;
+      if (!is_known_test(n->name)) return fail(cur().offset, cat("unsupported construct: test '", n->name, "'"));
+      ++p_;
+      if (is_op("(")) {
+        JJ_ASSIGN(n->args, parse_call_args());
+      } else if ((cur().type == Tok::Name || cur().type == Tok::String || cur().type == Tok::Int ||
+                  cur().type == Tok::Float || is_op("(") || is_op("[") || is_op("{")) &&
+                 !is_name("else") && !is_name("or") && !is_name("and")) {
+        if (is_name("is")) return fail(cur().offset, "cannot chain multiple tests with 'is'");
+        JJ_ASSIGN(ExprPtr arg, parse_primary());
+        JJ_ASSIGN(arg, parse_postfix(std::move(arg)));
+        n->args.positional.push_back(std::move(arg));
+      }
+      n->input = std::move(e);
+      e = std::move(n);
+    } else if (is_op("(")) {
+      uint32_t at = cur().offset;
+      JJ_ASSIGN(Args args, parse_call_args());
+      auto n = node<CallExpr>(at);
+      n->callee = std::move(e);
+      n->args = std::move(args);
+      e = std::move(n);
+    } else {
+      return e;
+    }
+  }
+}
+
+Expected<FilterCall> Parser::parse_filter_name() {
+  if (cur().type != Tok::Name) return unexpected("a filter name after '|'");
+  FilterCall f;
+  f.offset = cur().offset;
+  f.name = cur().text;
+  if (!is_known_filter(f.name)) return fail(cur().offset, cat("unsupported construct: filter '", f.name, "'"));
+  ++p_;
+  if (is_op(".")) return fail(cur().offset, "unsupported construct: dotted filter name");
+  if (is_op("(")) {
+    JJ_ASSIGN(f.args, parse_call_args());
+  }
+  return f;
+}
+
+Expected<ExprPtr> Parser::parse_subscript(ExprPtr e) {
+  uint32_t at = cur().offset;
+  if (skip_op(".")) {
+    if (cur().type == Tok::Name) {
+      auto n = node<AttrExpr>(at);
+      n->obj = std::move(e);
+      n->name = cur().text;
+      ++p_;
+      return ExprPtr(std::move(n));
+    }
+    if (cur().type == Tok::Int) {
+      auto n = node<ItemExpr>(at);
+      auto c = node<ConstExpr>(cur().offset);
+      c->value = Value::integer(cur().i);
+      n->obj = std::move(e);
+      n->index = std::move(c);
+      ++p_;
+      return ExprPtr(std::move(n));
+    }
+    return unexpected("an attribute name after '.'");
+  }
+  MK_TRY(expect_op("["));
+  std::vector<ExprPtr> parts;
+  while (!is_op("]")) {
+    if (!parts.empty()) MK_TRY(expect_op(","));
+    if (is_op("]")) break;
+    JJ_ASSIGN(ExprPtr part, parse_subscribed());
+    parts.push_back(std::move(part));
+  }
+  MK_TRY(expect_op("]"));
+  if (parts.empty()) return fail(at, "expected a subscript inside '[]'");
+  if (parts.size() > 1) return fail(at, "unsupported construct: tuple subscript 'x[a, b]'");
+  if (auto* slice = dynamic_cast<SliceExpr*>(parts[0].get())) {
+    slice->obj = std::move(e);
+    slice->offset = at;
+    return std::move(parts[0]);
+  }
+  auto n = node<ItemExpr>(at);
+  n->obj = std::move(e);
+  n->index = std::move(parts[0]);
+  return ExprPtr(std::move(n));
+}
+
+Expected<ExprPtr> Parser::parse_subscribed() {
+  uint32_t at = cur().offset;
+  ExprPtr start;
+  if (!skip_op(":")) {
+    JJ_ASSIGN(start, parse_expression());
+    if (!skip_op(":")) return start;
+  }
+  auto n = node<SliceExpr>(at);
+  n->start = std::move(start);
+  if (!is_op(":") && !is_op("]") && !is_op(",")) {
+    JJ_ASSIGN(n->stop, parse_expression());
+  }
+  if (skip_op(":")) {
+    if (!is_op("]") && !is_op(",")) {
+      JJ_ASSIGN(n->step, parse_expression());
+    }
+  }
+  return ExprPtr(std::move(n));
+}
+
+Expected<Args> Parser::parse_call_args() {
+  Args args;
+  MK_TRY(expect_op("("));
+  bool first = true;
+  while (!is_op(")")) {
+    if (!first) MK_TRY(expect_op(","));
+    first = false;
+    if (is_op(")")) break;
+    if (is_op("*") || is_op("**")) return fail(cur().offset, "unsupported construct: *args / **kwargs in a call");
+    if (cur().type == Tok::Name && peek().type == Tok::Op && peek().text == "=") {
+      std::string name = cur().text;
+      p_ += 2;
+      JJ_ASSIGN(ExprPtr v, parse_expression());
+      args.keyword.push_back(Keyword{std::move(name), std::move(v)});
+    } else {
+      if (!args.keyword.empty()) return fail(cur().offset, "positional argument after keyword argument");
+      JJ_ASSIGN(ExprPtr v, parse_expression());
+      args.positional.push_back(std::move(v));
+    }
+  }
+  MK_TRY(expect_op(")"));
+  return args;
+}
+
+}  // namespace mk::jinja
