@@ -1,0 +1,128 @@
+// Engine: the generation loop (see include/megakernel/engine.h). Test: tests/runtime/test_engine.cpp.
+#include "megakernel/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/backend.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_scanner.h"
+
+namespace mk {
+
+const char* to_string(StopReason r) {
+  switch (r) {
+    case StopReason::MaxTokens: return "max_tokens";
+    case StopReason::Eos: return "eos";
+    case StopReason::StopString: return "stop_string";
+    case StopReason::Callback: return "callback";
+  }
+  return "?";
+}
+
+static double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+static Status check_request(const Backend& backend, std::span<const int32_t> prompt,
+                            const GenerateOptions& opts, const TextStream* text) {
+  MK_TRY(validate(opts.sampling));
+  const int n_vocab = backend.config().n_vocab;
+  if (prompt.empty()) return make_error("the prompt is empty: at least one token is needed");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= n_vocab)
+      return make_error("prompt token ", i, " is ", prompt[i], ": expected an id in [0, ", n_vocab, ")");
+  if (opts.max_new_tokens < 0) return make_error("max new tokens is ", opts.max_new_tokens, ": expected >= 0");
+  const int64_t need = int64_t(prompt.size()) + opts.max_new_tokens;
+  if (need > backend.max_context())
+    return make_error("prompt (", prompt.size(), " tokens) + max new tokens (", opts.max_new_tokens, ") = ", need,
+                      " exceeds the max context of ", backend.max_context(),
+                      " tokens; shorten the prompt, lower -n, or raise --max-context (up to the model's "
+                      "max_position_embeddings = ", backend.config().max_position, ")");
+  for (const auto& s : opts.stop_strings)
+    if (s.empty()) return make_error("a stop string is empty");
+  if (!opts.stop_strings.empty() && !text)
+    return make_error("stop strings need a tokenizer to decode the text (the model folder has none)");
+  return {};
+}
+
+// Prefills the prompt, reusing the longest cached prefix (at least one token is recomputed: its logits).
+Status Engine::prefill(std::span<const int32_t> prompt, GenerateStats& stats) {
+  size_t keep = std::mismatch(cached_.begin(), cached_.end(), prompt.begin(), prompt.end()).first - cached_.begin();
+  keep = std::min(keep, prompt.size() - 1);
+  backend_.truncate(int(keep));
+  cached_.resize(keep);
+  stats.n_reused = int(keep);
+  Status st = backend_.forward(prompt.subspan(keep), int(keep), logits_);
+  if (!st) {
+    reset();
+    return st;
+  }
+  cached_.assign(prompt.begin(), prompt.end());
+  return {};
+}
+
+void Engine::reset() {
+  backend_.truncate(0);
+  cached_.clear();
+}
+
+Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
+                                          TextStream* text, const StreamCallback& on_chunk) {
+  MK_TRY(check_request(backend_, prompt, opts, text));
+  GenerateResult res;
+  res.stats.n_prompt = int(prompt.size());
+  if (opts.max_new_tokens == 0) return res;
+  std::vector<int32_t> eos = opts.ignore_eos ? std::vector<int32_t>{} : backend_.config().eos_token_ids;
+  if (!opts.ignore_eos) eos.insert(eos.end(), opts.extra_eos_ids.begin(), opts.extra_eos_ids.end());
+  std::vector<int32_t> history(prompt.begin(), prompt.end());  // prompt + output: repetition penalty
+  Sampler sampler(opts.sampling);
+  StopScanner scanner(opts.stop_strings);
+  logits_.resize(size_t(backend_.config().n_vocab));
+  auto emit = [&](const std::string& piece, std::span<const int32_t> ids) {
+    res.text += piece;
+    return !on_chunk || on_chunk(piece, ids);
+  };
+
+  auto t0 = std::chrono::steady_clock::now();
+  MK_TRY(prefill(prompt, res.stats));
+  for (bool stop = false; !stop;) {
+    if (!res.ids.empty()) {  // decode step: feed the last token
+      t0 = std::chrono::steady_clock::now();
+      const int32_t last = res.ids.back();
+      Status st = backend_.forward({&last, 1}, int(cached_.size()), logits_);
+      if (!st) {
+        reset();
+        return make_error("decode step at position ", cached_.size(), ": ", st.message());
+      }
+      cached_.push_back(last);
+    }
+    const int32_t id = sampler.sample(logits_, history);
+    if (id < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());
+    history.push_back(id);
+    res.ids.push_back(id);
+    const bool is_eos = std::find(eos.begin(), eos.end(), id) != eos.end();
+    const std::string piece = text && !is_eos ? scanner.push(text->push(id)) : std::string();
+    (res.ids.size() == 1 ? res.stats.prefill_ms : res.stats.decode_ms) += ms_since(t0);
+    stop = true;
+    if (scanner.stopped()) res.stop = StopReason::StopString;
+    else if (is_eos) res.stop = StopReason::Eos;
+    else if (int(res.ids.size()) >= opts.max_new_tokens) res.stop = StopReason::MaxTokens;
+    else stop = false;
+    const int32_t id_arr[1] = {id};
+    if (!emit(piece, id_arr) && !stop) {
+      res.stop = StopReason::Callback;
+      stop = true;
+    }
+  }
+  res.stats.n_generated = int(res.ids.size());
+  if (text && res.stop != StopReason::StopString) {
+    std::string tail = scanner.push(text->flush());
+    if (scanner.stopped()) res.stop = StopReason::StopString;
+    tail += scanner.finish();
+    emit(tail, {});
+  }
+  return res;
+}
+
+}  // namespace mk

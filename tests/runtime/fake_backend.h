@@ -1,0 +1,66 @@
+// Test doubles for the engine: a deterministic Backend whose next token is a function of the cached
+// sequence (so KV-cache reuse mistakes change the output), and TextStreams mapping ids to fixed strings.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "megakernel/engine.h"
+#include "runtime/backend.h"
+
+namespace mk::testing {
+
+class FakeBackend final : public Backend {
+ public:
+  // next(seq): the token the model "predicts" after seq; its logit is 10, every other one is 0.
+  FakeBackend(int n_vocab, int max_context, std::function<int32_t(const std::vector<int32_t>&)> next)
+      : max_context_(max_context), next_(std::move(next)) {
+    config_.n_vocab = n_vocab;
+    config_.max_position = max_context;
+  }
+  const char* name() const override { return "fake"; }
+  Status forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) override {
+    ++n_forward;
+    forward_sizes.push_back(int(tokens.size()));
+    forward_positions.push_back(pos);
+    if (pos != int(seq.size())) return make_error("fake: pos ", pos, " but ", seq.size(), " cached");
+    if (pos + int(tokens.size()) > max_context_) return make_error("fake: context overflow");
+    if (int(logits.size()) != config_.n_vocab) return make_error("fake: logits size");
+    if (fail_at_pos >= 0 && pos + int(tokens.size()) > fail_at_pos) return make_error("fake: injected failure");
+    seq.insert(seq.end(), tokens.begin(), tokens.end());
+    std::fill(logits.begin(), logits.end(), 0.f);
+    if (nan_logits) std::fill(logits.begin(), logits.end(), NAN);
+    else logits[size_t(next_(seq))] = 10.f;
+    return {};
+  }
+  void truncate(int pos) override {
+    if (pos < int(seq.size())) seq.resize(size_t(pos));
+  }
+  int max_context() const override { return max_context_; }
+  const ModelConfig& config() const override { return config_; }
+
+  ModelConfig config_;
+  std::vector<int32_t> seq;  // what the "KV cache" holds
+  int n_forward = 0;
+  std::vector<int> forward_sizes, forward_positions;
+  int fail_at_pos = -1;
+  bool nan_logits = false;
+
+ private:
+  int max_context_;
+  std::function<int32_t(const std::vector<int32_t>&)> next_;
+};
+
+// id -> the bytes it stands for (may be part of a UTF-8 character, like byte-level BPE tokens).
+class MapTextStream final : public TextStream {
+ public:
+  explicit MapTextStream(std::map<int32_t, std::string> pieces) : pieces_(std::move(pieces)) {}
+  std::string push(int32_t id) override { return pieces_.count(id) ? pieces_.at(id) : "<" + std::to_string(id) + ">"; }
+  std::string flush() override { return {}; }
+
+ private:
+  std::map<int32_t, std::string> pieces_;
+};
+
+}  // namespace mk::testing
