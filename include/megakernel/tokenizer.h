@@ -80,6 +80,7 @@ class StreamDecoder {
  private:
   Tokenizer tokenizer_;
   bool skip_special_;
+  bool started_ = false;  // a token was emitted (decoders that join tokens with spaces)
   std::string pending_;  // [< 4 bytes] the start of a UTF-8 character not yet complete
 };
 
