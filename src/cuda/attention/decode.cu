@@ -62,7 +62,9 @@ __global__ void __launch_bounds__(DEC_THREADS) decode_split_kernel(const DecodeP
   }
 
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
-  for (int key0 = k_begin + grp * DEC_U; key0 < k_end; key0 += NG * DEC_U) {
+  // Trip count uniform across the warp (its groups shuffle within the warp): keys past k_end are masked.
+  for (int base = k_begin; base < k_end; base += NG * DEC_U) {
+    const int key0 = base + grp * DEC_U;
     uint4 kr[DEC_U], vr[DEC_U];
 #pragma unroll
     for (int u = 0; u < DEC_U; ++u) {  // issue all loads before the first use
