@@ -279,18 +279,18 @@ def cmd_check(args):
 def cmd_golden(args):
     cases = make_cases(args.n, args.seed)
     env, cache = make_env(), {}
-    out = []
+    out, templates = [], {}
     for c in cases:
         ref = render_reference(env, c, cache)
         entry = {k: v for k, v in c.items() if k not in ("template", "bos_token", "eos_token")}
-        if c["model"] not in MODELS:
-            entry["template"] = c["template"]
-            entry["bos_token"], entry["eos_token"] = c.get("bos_token"), c.get("eos_token")
+        if c["model"] not in MODELS:  # model templates come from tests/chat/data/<model>_tokenizer_config.json
+            templates[c["model"]] = {"template": c["template"], "bos_token": c.get("bos_token"),
+                                     "eos_token": c.get("eos_token")}
         entry["expected"] = {"ok": ref["ok"], "text": ref.get("text"), "raised": ref.get("raised")}
         out.append(entry)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump({"generator": "tools/chat_template_cases.py golden", "jinja2": jinja2.__version__,
-                   "seed": args.seed, "cases": out}, f, ensure_ascii=False, indent=1)
+                   "seed": args.seed, "templates": templates, "cases": out}, f, ensure_ascii=False)
         f.write("\n")
     print(f"wrote {len(out)} cases to {args.out}")
     return 0

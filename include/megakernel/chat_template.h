@@ -24,6 +24,9 @@ struct Template;  // parsed template (AST); defined in src/tokenizer/jinja_ast.h
 
 // One chat message. Fields beyond role/content are optional and only passed to the template when set.
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role_, std::string content_) : role(std::move(role_)), content(std::move(content_)) {}
+
   std::string role;     // "system" | "user" | "assistant" | "tool" | ...
   std::string content;
   std::optional<std::string> reasoning_content;  // thinking text of an assistant turn (Qwen3 reads it)
