@@ -1,6 +1,8 @@
 // Test doubles for the engine: a deterministic Backend whose next token is a function of the cached
 // sequence (so KV-cache reuse mistakes change the output), and TextStreams mapping ids to fixed strings.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>

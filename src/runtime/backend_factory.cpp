@@ -1,0 +1,92 @@
+// Backend factory: the table of (device, kind) -> factory (see backend_factory.h).
+#include "runtime/backend_factory.h"
+
+#include <mutex>
+
+#include "cpu/cpu_backend.h"
+#include "megakernel/model.h"
+
+namespace mk {
+namespace {
+
+struct Entry {
+  std::string device, kind;
+  BackendFactory factory;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<Entry> entries;
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    // Built-in backends. A new backend adds one line here.
+    reg->entries.push_back({"cpu", "reference", [](const Model& m, const BackendOptions& o)
+                                                    -> Expected<std::unique_ptr<Backend>> {
+                              return make_cpu_backend(m, o.max_context);
+                            }});
+    return reg;
+  }();
+  return *r;
+}
+
+std::string kinds_of(const std::vector<Entry>& entries, const std::string& device) {
+  std::string out;
+  for (const auto& e : entries)
+    if (e.device == device) out += (out.empty() ? "" : ", ") + e.kind;
+  return out;
+}
+
+}  // namespace
+
+void register_backend(const std::string& device, const std::string& kind, BackendFactory factory) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (auto& e : r.entries)
+    if (e.device == device && e.kind == kind) {
+      e.factory = std::move(factory);
+      return;
+    }
+  r.entries.push_back({device, kind, std::move(factory)});
+}
+
+Expected<std::unique_ptr<Backend>> make_backend(const Model& model, const BackendOptions& options) {
+  BackendFactory factory;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    if (options.device != "cpu" && options.device != "cuda")
+      return make_error("unknown device '", options.device, "': expected cpu or cuda");
+    const std::string kinds = kinds_of(r.entries, options.device);
+    if (kinds.empty()) {
+      if (options.device == "cuda")
+        return make_error("CUDA backend not built/available: this build has no CUDA backend (it needs nvcc at "
+                          "build time and a GPU at run time); use --device cpu");
+      return make_error("no backend registered for device '", options.device, "'");
+    }
+    for (const auto& e : r.entries)
+      if (e.device == options.device && (options.kind.empty() || e.kind == options.kind)) {
+        factory = e.factory;
+        break;
+      }
+    if (!factory)
+      return make_error("unknown backend '", options.kind, "' for device ", options.device, ": available: ", kinds);
+  }
+  const int max_pos = model.config.max_position;
+  if (options.max_context < 0 || (max_pos > 0 && options.max_context > max_pos))
+    return make_error("max context ", options.max_context, " is out of range: expected 1..", max_pos,
+                      " (the model's max_position_embeddings), or 0 for the backend's default");
+  return factory(model, options);
+}
+
+std::vector<std::string> registered_backends() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::vector<std::string> out;
+  for (const auto& e : r.entries) out.push_back(e.device + "/" + e.kind);
+  return out;
+}
+
+}  // namespace mk
