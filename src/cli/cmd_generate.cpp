@@ -36,6 +36,7 @@ int fail(const std::string& message) {
 int run_generate(const GenerateFlags& f) {
   SessionOptions so = session_options(f.run);
   so.require_tokenizer = f.prompt.has_value();
+  so.tokenizer_hint = "or give the prompt as token ids with --prompt-ids";
   auto session = open_session(so);
   if (!session) return fail(session.message());
   ModelSession& s = *session;
@@ -58,9 +59,6 @@ int run_generate(const GenerateFlags& f) {
   if (Status st = s.start_backend(backend_options(f.run, max_context)); !st) return fail(st.message());
 
   const bool print_ids = f.ids || !s.tokenizer;
-  if (!f.ids && !s.tokenizer)
-    std::fprintf(stderr, "megakernel generate: no tokenizer.json in %s: printing token ids (pass --tokenizer DIR for text)\n",
-                 s.tokenizer_dir.string().c_str());
   std::unique_ptr<TextStream> text;
   if (s.tokenizer) text = std::make_unique<TokenizerTextStream>(*s.tokenizer);
   bool wrote = false, ends_with_newline = false;
@@ -79,6 +77,9 @@ int run_generate(const GenerateFlags& f) {
     if (wrote) std::fputc('\n', stdout);
     return fail(r.message());
   }
+  if (!f.ids && !s.tokenizer)
+    std::fprintf(stderr, "megakernel generate: no tokenizer.json in %s: printing token ids (pass --tokenizer DIR for text)\n",
+                 s.tokenizer_dir.string().c_str());
   if (print_ids) std::printf("%s\n", ids_json(r->ids).c_str());
   else if (wrote && !ends_with_newline) std::fputc('\n', stdout);
   std::fflush(stdout);

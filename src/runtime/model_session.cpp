@@ -28,8 +28,8 @@ Expected<ModelSession> open_session(const SessionOptions& o) {
     s.tokenizer = std::move(*tok);
   } else if (o.require_tokenizer || !o.tokenizer_dir.empty()) {
     return make_error("no tokenizer.json in ", s.tokenizer_dir,
-                      ": text needs a tokenizer; pass --tokenizer DIR (a folder with tokenizer.json)"
-                      " or give token ids with --prompt-ids");
+                      ": text needs a tokenizer; pass --tokenizer DIR (a folder with tokenizer.json)",
+                      o.tokenizer_hint.empty() ? "" : " ", o.tokenizer_hint);
   }
   if (o.require_chat_template) {
     auto tmpl = load_chat_template_from_dir(s.tokenizer_dir);

@@ -20,6 +20,7 @@ struct SessionOptions {
   std::filesystem::path tokenizer_dir;  // empty: model_dir
   bool require_tokenizer = false;       // error when tokenizer.json is missing (else: no tokenizer)
   bool require_chat_template = false;
+  std::string tokenizer_hint;           // appended to the missing-tokenizer error (e.g. "or use --prompt-ids")
   LoadOptions load;
 };
 
