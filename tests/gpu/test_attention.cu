@@ -119,6 +119,12 @@ TEST(AttentionPrefill, LongSequenceRescaling) {
       run_prefill({{1100}, {1100}, 2, 1, 128, 64, true, 3.f, opts(k, 0.25f, lazy)}, 99 + lazy);
 }
 
+// Small cases for compute-sanitizer (memcheck, racecheck): bench/attention_run.sh filters on AttentionSanitize.
+TEST(AttentionSanitize, PrefillSmall) {
+  for (auto k : {cuda::PrefillKernel::SIMPLE, cuda::PrefillKernel::AUTO})
+    for (int d : {64, 128}) run_prefill({{70, 1}, {135, 64}, 4, 1, d, 64, true, 1.f, opts(k)}, 7);
+}
+
 TEST(AttentionPrefill, RefusesBadInput) {
   PagedCache cache;
   std::mt19937 rng(5);

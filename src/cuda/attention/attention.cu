@@ -1,5 +1,6 @@
 // Attention dispatcher: validates arguments (refusals name the parameter and the supported set), picks the
 // kernel and its launch shape, and the KV-cache append kernel. Kernels live in prefill_*.cu and decode.cu.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,6 +43,17 @@ float scale_log2(float scale, int head_dim) {
 Status launch_status(const char* fn, cudaError_t e) {
   if (e != cudaSuccess) return make_error(fn, ": kernel launch failed: ", cudaGetErrorString(e));
   return {};
+}
+
+bool device_is_sm90() {
+  static bool v = [] {
+    int dev = 0, major = 0, minor = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+  }();
+  return v;
 }
 
 int sm_count() {
@@ -92,7 +104,18 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
   p.rescale_threshold = opt.lazy_rescale ? std::min(opt.rescale_threshold, 8.f) : 0.f;
   p.causal = a.causal;
   const bool d64 = a.kv.head_dim == 64;
-  cudaError_t e = d64 ? attn::launch_prefill_simple_d64(p, stream) : attn::launch_prefill_simple_d128(p, stream);
+  const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
+                      (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());
+  if (opt.prefill_kernel == PrefillKernel::HOPPER && !device_is_sm90())
+    return make_error(fn, ": prefill_kernel HOPPER needs an sm_90 GPU (use AUTO or SIMPLE)");
+  cudaError_t e;
+  if (hopper) {
+    const int64_t pool_rows = int64_t(a.kv.kv_n_blocks) * a.kv.kv_block_size;
+    e = d64 ? attn::launch_prefill_hopper_d64(p, a.total_q, pool_rows, stream)
+            : attn::launch_prefill_hopper_d128(p, a.total_q, pool_rows, stream);
+  } else {
+    e = d64 ? attn::launch_prefill_simple_d64(p, stream) : attn::launch_prefill_simple_d128(p, stream);
+  }
   return launch_status(fn, e);
 }
 
@@ -145,6 +168,35 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.lse_part = p.o_part + size_t(a.batch) * a.n_head * n_split * a.kv.head_dim;
   return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream));
 }
+
+namespace attn {
+
+// The driver's tensor-map encoder, fetched through the runtime (no link dependency on libcuda).
+cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows) {
+  using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static EncodeFn encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<EncodeFn>(fn);
+  }();
+  if (!encode) return cudaErrorNotSupported;
+  const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(heads), cuuint64_t(rows)};
+  const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(heads) * d * 2};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, 1, 64};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = encode(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base),
+                            dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+}  // namespace attn
 
 namespace {
 

@@ -74,6 +74,58 @@ __device__ __forceinline__ float exp2_poly(float x) {
   return __int_as_float(bits);
 }
 
+// Online softmax over one key tile in mma accumulator layout: s[NT][4] holds this thread's scores of rows g
+// and g+8 (of a warp's 16) for keys 8j+2t, 8j+2t+1 (masked entries already -inf). Updates the running max
+// m_run (log2 units, scaled) and partial sums l_run, rescales o, and writes P as bf16 A fragments
+// (k-step j/2: regs {0,1} from even j, {2,3} from odd j). FA-4 (b): o and l are rescaled only when some row of
+// the warp grew its max by more than `threshold` (warp-uniform branch, so probabilities stay <= 2^threshold;
+// threshold 0 = classic). FA-4 (a): chunks j < n_poly_eighths * NT / 8 use exp2_poly (FMA units).
+template <int NT, int DT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m_run)[2],
+                                             float (&l_run)[2], uint32_t (&p_frag)[NT / 2][4], float scale_log2,
+                                             float threshold, int n_poly_eighths) {
+  float m_tile[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    m_tile[r] = mx * scale_log2;
+  }
+  const bool grow = m_tile[0] > m_run[0] + threshold || m_tile[1] > m_run[1] + threshold;
+  if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m_run[r], m_tile[r]);
+      const float alpha = m_new == -INFINITY ? 1.f : exp2_mufu(m_run[r] - m_new);
+      m_run[r] = m_new;
+      l_run[r] *= alpha;
+#pragma unroll
+      for (int j = 0; j < DT; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+    }
+  }
+  const int n_poly = n_poly_eighths * NT / 8;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_use = m_run[r] == -INFINITY ? 0.f : m_run[r];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const float x0 = fmaf(s[j][2 * r], scale_log2, -m_use);
+      const float x1 = fmaf(s[j][2 * r + 1], scale_log2, -m_use);
+      const bool poly = j < n_poly;
+      const float e0 = poly ? exp2_poly(x0) : exp2_mufu(x0);
+      const float e1 = poly ? exp2_poly(x1) : exp2_mufu(x1);
+      l_run[r] += e0 + e1;
+      p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
+    }
+  }
+}
+
 // Element offset of key position `pos` (head hk) in a paged pool [n_blocks, block_size, n_kv_head, D].
 __device__ __forceinline__ int64_t paged_row(const int32_t* block_table_row, int block_size, int n_kv_head, int D,
                                              int pos, int hk) {

@@ -121,49 +121,8 @@ __global__ void __launch_bounds__(SIMPLE_THREADS) prefill_simple_kernel(const Pr
           if (key > lim) s[j][e] = -INFINITY;
         }
     }
-    // Online softmax (log2 units). Rescale o and l only when some row's max grew past the threshold
-    // (warp-uniform decision, FA-4 (b)); otherwise keep the old max, so p <= 2^threshold.
-    float m_tile[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      m_tile[r] = mx * p.scale_log2;
-    }
-    const bool grow = m_tile[0] > m_run[0] + p.rescale_threshold || m_tile[1] > m_run[1] + p.rescale_threshold;
-    if (__any_sync(0xffffffffu, grow)) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m_new = fmaxf(m_run[r], m_tile[r]);
-        const float alpha = m_new == -INFINITY ? 1.f : exp2_mufu(m_run[r] - m_new);
-        m_run[r] = m_new;
-        l_run[r] *= alpha;
-#pragma unroll
-        for (int j = 0; j < DT; ++j) {
-          o[j][2 * r] *= alpha;
-          o[j][2 * r + 1] *= alpha;
-        }
-      }
-    }
     uint32_t p_frag[SIMPLE_BN / 16][4];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float m_use = m_run[r] == -INFINITY ? 0.f : m_run[r];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const float x0 = fmaf(s[j][2 * r], p.scale_log2, -m_use);
-        const float x1 = fmaf(s[j][2 * r + 1], p.scale_log2, -m_use);
-        const bool poly = j < p.n_poly;  // FA-4 (a): these columns on the FMA units
-        const float e0 = poly ? exp2_poly(x0) : exp2_mufu(x0);
-        const float e1 = poly ? exp2_poly(x1) : exp2_mufu(x1);
-        l_run[r] += e0 + e1;
-        // S subtile j -> A fragment of k-step j/2: regs {0,1} from even j, {2,3} from odd j.
-        p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
-      }
-    }
+    softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
 #pragma unroll
     for (int kk = 0; kk < SIMPLE_BN / 16; ++kk) {
 #pragma unroll

@@ -1,0 +1,280 @@
+// FA3-style prefill kernel for sm_90a: one CTA per 128 query rows of one head, 3 warpgroups. Warpgroup 0 is
+// the producer (one warp: TMA loads of Q and of 128-key K/V tiles from the paged cache into a STAGES-deep
+// shared-memory ring, completing on mbarriers); warpgroups 1 and 2 are consumers of 64 query rows each:
+// S = Q K^T and O += P V on wgmma (fp32 accumulate), online softmax in registers with the FA-4 switches
+// (softmax_tile in attn_common.cuh). setmaxnreg moves registers from the producer to the consumers.
+// Paged KV: each 64-row chunk of a tile is one TMA box at pool row block_table[pos / bs] * bs + pos % bs; a
+// chunk that runs past the sequence end is copied by the producer warp with plain loads and zero-filled
+// (so that stale pool memory, possibly NaN, never meets a zero probability in P V).
+// Instantiated per head dim in prefill_hopper_d*.cu. Reference: cpu::attention_prefill.
+#pragma once
+#include <cuda.h>
+
+#include "cuda/attention/attn_common.cuh"
+#include "cuda/attention/attn_internal.h"
+#include "cuda/attention/wgmma.cuh"
+
+namespace mk::cuda::attn {
+
+constexpr int HOP_BM = 128;  // query rows per CTA (64 per consumer warpgroup)
+constexpr int HOP_BN = 128;  // keys per tile
+constexpr int HOP_THREADS = 384;
+constexpr int HOP_CONSUMERS = 256;
+
+template <int D>
+struct HopperSmem {
+  static constexpr int STAGES = D == 64 ? 3 : 2;
+  static constexpr int ATOMS = D / 64;                     // 64-column (128-byte) swizzle atoms per row
+  static constexpr int Q_BYTES = HOP_BM * D * 2;           // [ATOMS][128 rows][128 B]
+  static constexpr int KV_BYTES = HOP_BN * D * 2;          // [ATOMS][128 rows][128 B]
+  static constexpr int Q_OFF = 0;
+  static constexpr int K_OFF = Q_BYTES;
+  static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
+  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;  // q_full, k_full[S], v_full[S], k_empty[S], v_empty[S]
+  static constexpr int BYTES = BAR_OFF + 8 * (1 + 4 * STAGES) + 1024;  // + slack to align the base to 1024
+  static_assert(BYTES <= 227 * 1024, "shared memory budget");
+  static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
+};
+
+// ---- mbarrier / TMA / register-reconfiguration helpers (inline PTX) ----
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+// Producer warp: fills one [ATOMS][128][64] tile of K or V for keys [n0, n0 + 128). Full 64-row chunks go by
+// TMA; a partial or empty chunk is copied by the warp's lanes (rows past kv_len zero-filled) in the TMA's
+// 128-byte swizzle, then made visible to the async proxy before the barrier arrive.
+template <int D>
+__device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const CUtensorMap* map, const bf16* pool,
+                                             const PrefillParams& p, const int32_t* bt_row, int hk, int n0,
+                                             int kv_len, int lane) {
+  constexpr int ATOMS = D / 64;
+  uint32_t bytes = 0;
+#pragma unroll
+  for (int c = 0; c < HOP_BN / 64; ++c) {
+    const int pos0 = n0 + c * 64, n_valid = min(64, kv_len - pos0);
+    if (n_valid == 64) {
+      bytes += 64 * 128 * ATOMS;
+      continue;
+    }
+    for (int i = lane; i < 64 * D / 8; i += 32) {  // 16-byte vectors: row r, vector v of the row
+      const int r = i / (D / 8), v = i % (D / 8);
+      uint4 val = make_uint4(0, 0, 0, 0);
+      if (r < n_valid)
+        val = *reinterpret_cast<const uint4*>(pool + paged_row(bt_row, p.block_size, p.n_kv_head, D, pos0 + r, hk) +
+                                              v * 8);
+      const int atom = v / 8, chunk = (v % 8) ^ (r & 7);
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s_tile) + atom * HOP_BN * 128 + (c * 64 + r) * 128 +
+                                chunk * 16) = val;
+    }
+  }
+  fence_proxy_async();  // plain stores above -> visible to wgmma (async proxy) after the barrier
+  __syncwarp();
+  if (lane == 0) {
+    mbar_expect_tx(full, bytes);
+#pragma unroll
+    for (int c = 0; c < HOP_BN / 64; ++c) {
+      const int pos0 = n0 + c * 64;
+      if (kv_len - pos0 < 64) continue;
+      const int row = bt_row[pos0 / p.block_size] * p.block_size + pos0 % p.block_size;
+#pragma unroll
+      for (int a = 0; a < ATOMS; ++a)
+        tma_load_3d(reinterpret_cast<char*>(s_tile) + a * HOP_BN * 128 + c * 64 * 128, map, full, a * 64, hk, row);
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(HOP_THREADS, 1)
+    prefill_hopper_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
+                          const __grid_constant__ CUtensorMap tmap_v, const PrefillParams p) {
+  using L = HopperSmem<D>;
+  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  bf16* s_q = reinterpret_cast<bf16*>(smem + L::Q_OFF);
+  auto s_k = [&](int st) { return reinterpret_cast<bf16*>(smem + L::K_OFF + st * L::KV_BYTES); };
+  auto s_v = [&](int st) { return reinterpret_cast<bf16*>(smem + L::V_OFF + st * L::KV_BYTES); };
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + L::BAR_OFF);
+  uint64_t* q_full = bars;
+  uint64_t* k_full = bars + 1;
+  uint64_t* v_full = k_full + STAGES;
+  uint64_t* k_empty = v_full + STAGES;
+  uint64_t* v_empty = k_empty + STAGES;
+
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal: last) row blocks first
+  const int q0 = p.cu_seqlens_q[b], q_len = p.cu_seqlens_q[b + 1] - q0;
+  const int m0 = m_block * HOP_BM;
+  if (m0 >= q_len) return;  // uniform for the CTA, before any barrier
+  const int kv_len = min(p.seq_lens_k[b], p.kv_capacity);
+  const int hk = h / p.group;
+  const int diag = kv_len - q_len;
+  int n_end = kv_len;
+  if (p.causal) n_end = max(0, min(kv_len, min(q_len, m0 + HOP_BM) + diag));
+  const int n_tiles = (n_end + HOP_BN - 1) / HOP_BN;
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&k_full[s], 1);
+      mbar_init(&v_full[s], 1);
+      mbar_init(&k_empty[s], HOP_CONSUMERS);  // every consumer thread arrives once it has read the stage
+      mbar_init(&v_empty[s], HOP_CONSUMERS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // barriers initialised before anyone waits on them
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {  // ---------------- producer ----------------
+    setmaxnreg_dec<40>();
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    if (lane == 0) {
+      mbar_expect_tx(q_full, L::Q_BYTES);
+      for (int c = 0; c < HOP_BM / 64; ++c)
+        for (int a = 0; a < ATOMS; ++a)
+          tma_load_3d(reinterpret_cast<char*>(s_q) + a * HOP_BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
+                      q0 + m0 + c * 64);
+    }
+    for (int it = 0; it < n_tiles; ++it) {
+      const int st = it % STAGES;
+      const uint32_t ph = (it / STAGES) & 1;
+      mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
+      produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, it * HOP_BN, kv_len, lane);
+      mbar_wait(&v_empty[st], ph ^ 1);
+      produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, it * HOP_BN, kv_len, lane);
+    }
+    return;
+  }
+  // ---------------- consumers: warpgroup c handles query rows m0 + 64c .. +63 ----------------
+  setmaxnreg_inc<232>();
+  const int c = wg - 1;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  constexpr int NT = HOP_BN / 8, DT = D / 8;
+  float o[DT][4];
+#pragma unroll
+  for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  const int row_in_seq[2] = {m0 + c * 64 + warp * 16 + g, m0 + c * 64 + warp * 16 + g + 8};
+  const int m0_wg = m0 + c * 64;
+  const uint32_t q_addr = smem_u32(s_q) + c * 64 * 128;
+  mbar_wait(q_full, 0);
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int st = it % STAGES;
+    const uint32_t ph = (it / STAGES) & 1;
+    float s[NT][4];
+    mbar_wait(&k_full[st], ph);
+    const uint32_t k_addr = smem_u32(s_k(st));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t koff = (kk / 4) * HOP_BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
+      const uint32_t kvoff = (kk / 4) * HOP_BN * 128 + (kk % 4) * 32;
+      wgmma_m64n128k16_ss(s, wgmma_desc(q_addr + koff, 16, 1024), wgmma_desc(k_addr + kvoff, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    mbar_arrive(&k_empty[st]);  // this thread's reads of the K stage are complete
+
+    const int n0 = it * HOP_BN;
+    if (n0 + HOP_BN > kv_len || (p.causal && n0 + HOP_BN - 1 > m0_wg + diag)) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + j * 8 + 2 * t + (e & 1);
+          const int lim = p.causal ? min(kv_len - 1, row_in_seq[e / 2] + diag) : kv_len - 1;
+          if (key > lim) s[j][e] = -INFINITY;
+        }
+    }
+    uint32_t p_frag[NT / 2][4];
+    softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
+
+    mbar_wait(&v_full[st], ph);
+    const uint32_t v_addr = smem_u32(s_v(st));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HOP_BN / 16; ++kk) {
+      const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, HOP_BN * 128, 1024);
+      if constexpr (D == 64) wgmma_m64n64k16_rs(o, p_frag[kk], dv);
+      else wgmma_m64n128k16_rs(o, p_frag[kk], dv);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    mbar_arrive(&v_empty[st]);
+  }
+
+  const int64_t q_row_stride = int64_t(p.n_head) * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = row_in_seq[r];
+    if (row >= q_len) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    bf16* out_row = p.out + (int64_t(q0) + row) * q_row_stride + int64_t(h) * D;
+#pragma unroll
+    for (int j = 0; j < DT; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(out_row + j * 8 + 2 * t) =
+          __floats2bfloat162_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+    if (p.lse && t == 0)
+      p.lse[(int64_t(q0) + row) * p.n_head + h] = l > 0.f ? (m_run[r] + log2f(l)) * LN2 : -INFINITY;
+  }
+}
+
+}  // namespace mk::cuda::attn
+
+namespace mk::cuda::attn {
+
+template <int D>
+cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
+  using L = HopperSmem<D>;
+  CUtensorMap mq, mk, mv;
+  cudaError_t e = make_tensor_map_3d(&mq, p.q, D, p.n_head, total_q);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows);
+  if (e != cudaSuccess) return e;
+  static bool attr_set = false;  // raise the dynamic shared-memory limit once per process
+  if (!attr_set) {
+    e = cudaFuncSetAttribute(prefill_hopper_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::BYTES);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  dim3 grid((p.max_seqlen_q + HOP_BM - 1) / HOP_BM, p.n_head, p.batch);
+  prefill_hopper_kernel<D><<<grid, HOP_THREADS, L::BYTES, s>>>(mq, mk, mv, p);
+  return cudaGetLastError();
+}
+
+}  // namespace mk::cuda::attn
