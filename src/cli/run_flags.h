@@ -33,7 +33,8 @@ inline void add_run_flags(CLI::App* sub, RunFlags& f, int default_n) {
                   "Penalise tokens already seen (HF semantics); 1 = off")
       ->capture_default_str();
   sub->add_option("--seed", f.gen.sampling.seed, "Random seed (same seed, same tokens)")->capture_default_str();
-  sub->add_option("--stop", f.gen.stop_strings, "Stop when this text appears (not printed); repeatable");
+  sub->add_option("--stop", f.gen.stop_strings, "Stop when this text appears (not printed); repeatable")
+      ->allow_extra_args(false);  // one string per --stop
   sub->add_flag("--ignore-eos", f.gen.ignore_eos, "Do not stop at EOS ids");
   sub->add_option("--device", f.device, "cpu | cuda")->capture_default_str();
   sub->add_option("--backend", f.backend, "Backend kind on the device (cpu: reference; cuda: layered | megakernel)");
