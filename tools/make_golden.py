@@ -171,6 +171,17 @@ def respell_rope(config_path, spelling, rope_fields):
     config_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
+def check_reload(folder, ref):
+    """transformers itself must read the written folder (whichever RoPE spelling config.json now uses)
+    as the model the expectations come from."""
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
+                                                               attn_implementation="eager").eval()
+    ids = torch.arange(0, 40).remainder(ref.config.vocab_size).unsqueeze(0)
+    with torch.no_grad():
+        if not torch.equal(loaded(ids).logits, ref(ids).logits):
+            raise SystemExit(f"{folder}: transformers reloads the folder as a different model")
+
+
 def make_prompts(spec, cfg, gen):
     if spec.get("tokenizer"):
         from tokenizers import Tokenizer
@@ -206,6 +217,8 @@ def build(name, spec, out_dir, seed):
     ref.load_state_dict({k: v.to(torch.float32) for k, v in stored.state_dict().items()})
     if config.tie_word_embeddings:
         ref.tie_weights()
+
+    check_reload(folder, ref)
 
     n_vocab = fields["vocab_size"]
     subset = None
