@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "runtime/philox.h"
 
@@ -38,57 +39,101 @@ static float max_logit(const std::vector<Candidate>& c) {
   return m;
 }
 
+// The k-th largest logit: a size-k min-heap scan for small k (one comparison per rejected candidate),
+// nth_element otherwise.
+static float kth_largest(const std::vector<Candidate>& c, int k) {
+  if (k <= 1024) {
+    std::vector<float> heap;  // [k] min-heap of the largest logits seen so far
+    heap.reserve(size_t(k));
+    for (const auto& x : c) {
+      if (heap.size() < size_t(k)) {
+        heap.push_back(x.logit);
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+      } else if (x.logit > heap.front()) {
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+        heap.back() = x.logit;
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+      }
+    }
+    return heap.front();
+  }
+  std::vector<float> v(c.size());
+  for (size_t i = 0; i < c.size(); ++i) v[i] = c[i].logit;
+  std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), std::greater<>());
+  return v[size_t(k - 1)];
+}
+
 void filter_top_k(std::vector<Candidate>& c, int k) {
   if (k <= 0 || size_t(k) >= c.size()) return;
-  std::nth_element(c.begin(), c.begin() + (k - 1), c.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.logit > b.logit; });
-  const float kth = c[size_t(k - 1)].logit;
+  const float kth = kth_largest(c, k);
   // Ties with the k-th value stay (HF removes only scores < the k-th largest).
   std::erase_if(c, [kth](const Candidate& x) { return x.logit < kth; });
 }
 
 void filter_top_p(std::vector<Candidate>& c, float p) {
   if (p >= 1.f || c.size() <= 1) return;
-  const double lmax = max_logit(c);
+  // The rule: rank by (logit desc, id asc); keep candidate j while the mass ranked before it is < p.
+  // Instead of sorting everything, bucket by logit (bin 0 = the top): bins whose cumulative mass stays
+  // below p * total are kept whole, bins after the crossing bin are dropped, and only the crossing bin
+  // is sorted. Ties share a bin, so the result is the full sort's.
+  constexpr int N_BINS = 1024;
+  float lmax = -INFINITY, lmin = INFINITY;
+  for (const auto& x : c) lmax = std::max(lmax, x.logit), lmin = std::min(lmin, x.logit);
+  const double range = double(lmax) - double(lmin);
+  thread_local std::vector<uint16_t> bin;  // [c.size()] bin of each candidate
+  thread_local std::vector<double> w;      // [c.size()] exp(logit - max)
+  bin.resize(c.size());
+  w.resize(c.size());
+  std::vector<double> bin_mass(N_BINS, 0.0);
   double total = 0;
-  for (const auto& x : c) total += std::exp(double(x.logit) - lmax);
-  const double target = double(p) * total;
-  auto desc = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
-  // Sort only as much of the head as needed: the nucleus is usually small.
-  for (size_t m = std::min<size_t>(c.size(), 64);; m = std::min(c.size(), 2 * m)) {
-    std::partial_sort(c.begin(), c.begin() + ptrdiff_t(m), c.end(), desc);
-    double mass_before = 0;  // probability mass of the candidates ranked before j (unnormalised)
-    for (size_t j = 0; j < m; ++j) {
-      if (mass_before >= target && j > 0) {  // j is not needed: the prefix already reaches p
-        c.resize(j);
-        return;
-      }
-      mass_before += std::exp(double(c[j].logit) - lmax);
-    }
-    if (m == c.size()) return;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double d = double(lmax) - double(c[i].logit);
+    bin[i] = uint16_t(range > 0 ? std::min(N_BINS - 1, int(d / range * N_BINS)) : 0);
+    total += w[i] = std::exp(-d);
+    bin_mass[bin[i]] += w[i];
   }
+  const double target = double(p) * total;
+  int cross = 0;
+  double mass_before = 0;  // mass of the bins before `cross`
+  while (cross < N_BINS - 1 && mass_before + bin_mass[size_t(cross)] < target) mass_before += bin_mass[size_t(cross++)];
+  // Kept bins first, then the crossing bin (ranked), the rest dropped.
+  std::vector<Candidate> kept, crossing;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (bin[i] < cross) kept.push_back(c[i]);
+    else if (bin[i] == cross) crossing.push_back(c[i]);
+  }
+  std::sort(crossing.begin(), crossing.end(), [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  });
+  for (const auto& x : crossing) {
+    if (mass_before >= target && !kept.empty()) break;  // the prefix already reaches p
+    kept.push_back(x);
+    mass_before += std::exp(double(x.logit) - double(lmax));
+  }
+  c.swap(kept);
 }
 
 void filter_min_p(std::vector<Candidate>& c, float p) {
   if (p <= 0.f || c.empty()) return;
-  const double lmax = max_logit(c);
-  // prob / max prob = exp(logit - max logit); the max itself always stays (ratio 1 >= p).
-  std::erase_if(c, [&](const Candidate& x) { return std::exp(double(x.logit) - lmax) < double(p); });
+  // prob / max prob = exp(logit - max logit) >= p  <=>  logit >= max logit + log(p); the max always stays.
+  const double cut = double(max_logit(c)) + std::log(double(p));
+  std::erase_if(c, [cut](const Candidate& x) { return double(x.logit) < cut; });
 }
 
 int32_t draw_candidate(std::vector<Candidate>& c, double u) {
   if (c.empty()) return -1;
-  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
+  if (!std::is_sorted(c.begin(), c.end(), by_id)) std::sort(c.begin(), c.end(), by_id);
   const double lmax = max_logit(c);
+  thread_local std::vector<double> w;  // [c.size()] exp(logit - max), kept between calls (no reallocation)
+  w.resize(c.size());
   double total = 0;
-  for (const auto& x : c) total += std::exp(double(x.logit) - lmax);
+  for (size_t i = 0; i < c.size(); ++i) total += w[i] = std::exp(double(c[i].logit) - lmax);
   const double target = u * total;
   double run = 0;
-  for (const auto& x : c) {
-    run += std::exp(double(x.logit) - lmax);
-    if (run > target) return x.id;
+  for (size_t i = 0; i < c.size(); ++i) {
+    run += w[i];
+    if (run > target) return c[i].id;
   }
   return c.back().id;  // u * total rounded up to total
 }

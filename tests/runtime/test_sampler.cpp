@@ -144,6 +144,40 @@ TEST(Sampler, TopPMatchesHfFormulationOnRandomVocabs) {
   }
 }
 
+// The rule written as a full sort: rank by (logit desc, id asc), keep j while the mass before it is < p.
+std::set<int32_t> full_sort_top_p(const std::vector<float>& l, float top_p) {
+  const auto p = softmax(l);
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b);
+  });
+  std::set<int32_t> keep;
+  double before = 0;
+  for (size_t j = 0; j < order.size() && (j == 0 || before < top_p); ++j) {
+    keep.insert(order[j]);
+    before += p[size_t(order[j])];
+  }
+  return keep;
+}
+
+TEST(Sampler, TopPWithTiesAndLargeVocabsMatchesFullSort) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int n = trial % 3 == 0 ? 20000 : 1 + int(rng() % 3000);
+    auto l = random_logits(rng, n, trial % 2 ? 1.f : 4.f);
+    if (trial % 4 < 2)
+      for (auto& x : l) x = std::round(x * 2.f) / 2.f;  // many exact ties, also at the cut
+    const float top_p = std::uniform_real_distribution<float>(0.05f, 0.999f)(rng);
+    auto c = all_candidates(l);
+    filter_top_p(c, top_p);
+    EXPECT_EQ(ids_of(c), full_sort_top_p(l, top_p)) << "trial " << trial << " n " << n << " p " << top_p;
+  }
+  auto same = all_candidates(std::vector<float>(10, 1.5f));  // all equal: the lowest ids are ranked first
+  filter_top_p(same, 0.25f);
+  EXPECT_EQ(ids_of(same), (std::set<int32_t>{0, 1, 2}));
+}
+
 TEST(Sampler, MinPMatchesDefinition) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
