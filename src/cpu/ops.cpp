@@ -13,7 +13,8 @@ namespace mk::cpu {
 namespace {
 
 // Dot product of one weight row (elements of type T, converted by load) with x[n]. Eight partial sums
-// let the compiler vectorise without reordering a single sum.
+// (lane j takes elements j, j + 8, ...) let the compiler vectorise without reordering any single sum.
+// (Measured: with bf16 weights this is memory-bound on one core; wider lanes or AVX2 clones gain nothing.)
 template <class T, class Load>
 float dot_row(const T* w, const float* x, int64_t n, Load load) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -24,24 +25,28 @@ float dot_row(const T* w, const float* x, int64_t n, Load load) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// One entry per dtype, each compiled twice (AVX2 and baseline, picked at load time). Without FMA
-// contraction both clones round identically: the result does not depend on the machine.
-#define MK_CPU_CLONES __attribute__((target_clones("avx2", "default")))
-MK_CPU_CLONES float dot_f32(const float* w, const float* x, int64_t n) {
-  return dot_row(w, x, n, [](float v) { return v; });
-}
-MK_CPU_CLONES float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
-  return dot_row(w, x, n, [](uint16_t v) { return bf16_to_f32(v); });
-}
-MK_CPU_CLONES float dot_f16(const uint16_t* w, const float* x, int64_t n) {
-  return dot_row(w, x, n, [](uint16_t v) { return f16_to_f32(v); });
+// f16 -> f32 of every bit pattern (256 KiB): a lookup is ~5x faster than the branchy conversion.
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(size_t(1) << 16);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = f16_to_f32(uint16_t(i));
+    return t;
+  }();
+  return table.data();
 }
 
 float dot_row(const TensorView& w, int64_t row, const float* x, int64_t cols) {
   switch (w.dtype) {
-    case DType::F32: return dot_f32(static_cast<const float*>(w.data) + row * cols, x, cols);
-    case DType::BF16: return dot_bf16(static_cast<const uint16_t*>(w.data) + row * cols, x, cols);
-    case DType::F16: return dot_f16(static_cast<const uint16_t*>(w.data) + row * cols, x, cols);
+    case DType::F32:
+      return dot_row(static_cast<const float*>(w.data) + row * cols, x, cols, [](float v) { return v; });
+    case DType::BF16:
+      return dot_row(static_cast<const uint16_t*>(w.data) + row * cols, x, cols,
+                     [](uint16_t v) { return bf16_to_f32(v); });
+    case DType::F16: {
+      const float* table = f16_table();
+      return dot_row(static_cast<const uint16_t*>(w.data) + row * cols, x, cols,
+                     [table](uint16_t v) { return table[v]; });
+    }
   }
   return 0.f;
 }
