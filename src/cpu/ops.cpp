@@ -83,6 +83,7 @@ void matvec_rows(float* out, const TensorView& w, const float* x, int64_t row_be
 
 void matvec(float* out, const TensorView& w, const float* x, const TensorView* bias) {
   MK_CHECK(w.shape.size() == 2);
+  MK_CHECK(out != x);
   // Chunks of at least ~64 KiB of weights, so that small matrices do not pay for the hand-off.
   int64_t min_rows = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, w.shape[1] * dtype_size(w.dtype)));
   ThreadPool::global().parallel_for(w.shape[0], min_rows, [&](int64_t begin, int64_t end) {
