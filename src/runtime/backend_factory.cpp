@@ -5,9 +5,22 @@
 
 #include "cpu/cpu_backend.h"
 #include "megakernel/model.h"
+#include "megakernel/sim.h"
+
+// CUDA backends register when the build has them (MK_HAVE_CUDA) and their headers exist.
+#if defined(MK_HAVE_CUDA) && __has_include("cuda/backend/cuda_backend.h")
+#include "cuda/backend/cuda_backend.h"
+#define MK_HAVE_CUDA_LAYERED 1
+#endif
+#if defined(MK_HAVE_CUDA) && __has_include("megakernel/device/megakernel_backend.h")
+#include "megakernel/device/megakernel_backend.h"
+#define MK_HAVE_CUDA_MEGAKERNEL 1
+#endif
 
 namespace mk {
 namespace {
+
+constexpr int SIM_N_SM = 8;  // simulated SMs of `--backend megakernel-sim`
 
 struct Entry {
   std::string device, kind;
@@ -22,11 +35,25 @@ struct Registry {
 Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;
-    // Built-in backends. A new backend adds one line here.
-    reg->entries.push_back({"cpu", "reference", [](const Model& m, const BackendOptions& o)
-                                                    -> Expected<std::unique_ptr<Backend>> {
-                              return make_cpu_backend(m, o.max_context);
-                            }});
+    // Built-in backends: one entry each; the first of a device is its default.
+    auto add = [&](const char* device, const char* kind, BackendFactory f) {
+      reg->entries.push_back({device, kind, std::move(f)});
+    };
+    add("cpu", "reference", [](const Model& m, const BackendOptions& o) -> Expected<std::unique_ptr<Backend>> {
+      return make_cpu_backend(m, o.max_context);
+    });
+    // The megakernel's instruction stream on simulated SMs (slow; checks every dependency).
+    add("cpu", "megakernel-sim", [](const Model& m, const BackendOptions& o) {
+      return megakernel::make_sim_backend(m, SIM_N_SM, o.max_context, /*seed=*/0);
+    });
+#ifdef MK_HAVE_CUDA_LAYERED
+    add("cuda", "layered", [](const Model& m, const BackendOptions& o) { return make_cuda_backend(m, o.max_context); });
+#endif
+#ifdef MK_HAVE_CUDA_MEGAKERNEL
+    add("cuda", "megakernel", [](const Model& m, const BackendOptions& o) {
+      return megakernel::make_megakernel_backend(m, o.max_context);
+    });
+#endif
     return reg;
   }();
   return *r;
