@@ -30,7 +30,7 @@ Expected<Value> repeat(const Value& seq, int64_t n) {
   if (n > 0 && seq.list->size() * size_t(n) > (size_t(1) << 24)) return make_error("list repetition too large");
   std::vector<Value> out;
   for (int64_t k = 0; k < n; ++k) out.insert(out.end(), seq.list->begin(), seq.list->end());
-  return Value::make_list(std::move(out), seq.is_tuple);
+  return Value::make_list(std::move(out), seq.is_tuple());
 }
 
 // Python's slice.indices(n) and the selected positions.
@@ -82,7 +82,7 @@ Value get_attr(const Value& obj, const std::string& name) {
 }
 
 Value get_item(const Value& obj, const Value& key) {
-  if ((obj.kind == Kind::List || obj.kind == Kind::String) && is_int_like(key)) {
+  if ((obj.is_sequence() || obj.kind == Kind::String) && is_int_like(key)) {
     int64_t idx = int_of(key);
     if (obj.kind == Kind::List) {
       int64_t n = int64_t(obj.list->size());
@@ -105,7 +105,13 @@ Value get_item(const Value& obj, const Value& key) {
 Expected<std::vector<Value>> iterate(const Value& v) {
   switch (v.kind) {
     case Kind::Undefined: return std::vector<Value>{};
-    case Kind::List: return *v.list;
+    case Kind::List:
+      if (v.seq == Seq::Generator) {  // one-shot, like the Python generator it stands for
+        std::vector<Value> items = std::move(*v.list);
+        v.list->clear();
+        return items;
+      }
+      return *v.list;
     case Kind::Dict: {
       std::vector<Value> keys;
       for (const auto& kv : v.dict->items) keys.push_back(Value::string(kv.first));
@@ -126,10 +132,12 @@ Expected<bool> contains(const Value& container, const Value& item) {
       if (item.kind != Kind::String)
         return make_error("'in <string>' requires string as left operand, not ", type_name(item));
       return container.s.find(item.s) != std::string::npos;
-    case Kind::List:
-      for (const Value& x : *container.list)
+    case Kind::List: {
+      JJ_ASSIGN(std::vector<Value> items, iterate(container));
+      for (const Value& x : items)
         if (py_equal(x, item)) return true;
       return false;
+    }
     case Kind::Dict: return item.kind == Kind::String && container.dict->find(item.s) != nullptr;
     case Kind::Undefined: return false;
     default: return make_error("argument of type '", type_name(container), "' is not iterable");
@@ -194,17 +202,17 @@ Expected<Value> binary_op(BinOp op, const Value& l, const Value& r) {
   }
   if (op == BinOp::Add) {
     if (l.kind == Kind::String && r.kind == Kind::String) return Value::string(l.s + r.s);
-    if (l.kind == Kind::List && r.kind == Kind::List && l.is_tuple == r.is_tuple) {
+    if (l.is_sequence() && r.is_sequence() && l.seq == r.seq) {
       std::vector<Value> out = *l.list;
       out.insert(out.end(), r.list->begin(), r.list->end());
-      return Value::make_list(std::move(out), l.is_tuple);
+      return Value::make_list(std::move(out), l.is_tuple());
     }
     if (l.kind == Kind::String)
       return make_error("can only concatenate str (not \"", type_name(r), "\") to str");
   }
   if (op == BinOp::Mul) {
-    if ((l.kind == Kind::String || l.kind == Kind::List) && is_int_like(r)) return repeat(l, int_of(r));
-    if ((r.kind == Kind::String || r.kind == Kind::List) && is_int_like(l)) return repeat(r, int_of(l));
+    if ((l.kind == Kind::String || l.is_sequence()) && is_int_like(r)) return repeat(l, int_of(r));
+    if ((r.kind == Kind::String || r.is_sequence()) && is_int_like(l)) return repeat(r, int_of(l));
   }
   if (op == BinOp::Mod && l.kind == Kind::String)
     return make_error("unsupported construct: printf-style string formatting with '%'");
@@ -259,12 +267,12 @@ Expected<Value> SliceExpr::eval(Interp& in) const {
   if (start) { JJ_ASSIGN(b, start->eval(in)); }
   if (stop) { JJ_ASSIGN(e, stop->eval(in)); }
   if (step) { JJ_ASSIGN(s, step->eval(in)); }
-  if (o.kind == Kind::List) {
+  if (o.is_sequence()) {
     auto pos = slice_positions(int64_t(o.list->size()), b, e, s);
     if (!pos) return in.fail(offset, pos.message());
     std::vector<Value> out;
     for (int64_t k : *pos) out.push_back((*o.list)[size_t(k)]);
-    return Value::make_list(std::move(out), o.is_tuple);
+    return Value::make_list(std::move(out), o.is_tuple());
   }
   if (o.kind == Kind::String) {
     std::u32string u = decode_utf8(o.s);

@@ -94,6 +94,8 @@ Expected<Flow> OutputStmt::exec(Interp& in) const {
   JJ_ASSIGN(Value v, expr->eval(in));
   if (v.kind == Kind::Function)
     return in.fail(offset, cat("cannot print the function '", v.fn->name, "' (call it with '()')"));
+  if (v.kind == Kind::List && v.seq == Seq::Generator)  // jinja2 would print "<generator object ... at 0x...>"
+    return in.fail(offset, "cannot print a generator (the result of map/select/reverse/...; add '| list')");
   in.out() += py_str(v);
   return Flow::Normal;
 }

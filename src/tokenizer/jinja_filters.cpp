@@ -25,7 +25,12 @@ int64_t py_len(const Value& v, bool& ok) {
   switch (v.kind) {
     case Kind::Undefined: return 0;
     case Kind::String: return utf8_length(v.s);
-    case Kind::List: return int64_t(v.list->size());
+    case Kind::List:
+      if (v.seq == Seq::Generator) {
+        ok = false;
+        return 0;
+      }
+      return int64_t(v.list->size());
     case Kind::Dict: case Kind::Namespace: return int64_t(v.dict->items.size());
     default: ok = false; return 0;
   }
@@ -175,7 +180,7 @@ Expected<Value> select_items(const Value& input, const CallArgs& args, Interp& i
     }
     if (ok == want) out.push_back(item);
   }
-  return Value::make_list(std::move(out));
+  return Value::make_seq(std::move(out), Seq::Generator);
 }
 
 Expected<Value> map_items(const Value& input, const CallArgs& args, Interp& in) {
@@ -194,7 +199,7 @@ Expected<Value> map_items(const Value& input, const CallArgs& args, Interp& in) 
       if (v.is_undefined() && def) v = *def;
       out.push_back(std::move(v));
     }
-    return Value::make_list(std::move(out));
+    return Value::make_seq(std::move(out), Seq::Generator);
   }
   if (args.positional.empty() || args.positional[0].kind != Kind::String)
     return make_error("expected a filter name or attribute=");
@@ -207,7 +212,7 @@ Expected<Value> map_items(const Value& input, const CallArgs& args, Interp& in) 
     JJ_ASSIGN(Value v, apply_filter(name, item, rest, in));
     out.push_back(std::move(v));
   }
-  return Value::make_list(std::move(out));
+  return Value::make_seq(std::move(out), Seq::Generator);
 }
 
 std::string indent(const std::string& s0, const Value& width, bool first, bool blank) {
@@ -309,6 +314,14 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
     }
     return Value::string(std::move(out));
   }
+  if (name == "first" && v.kind == Kind::List && v.seq == Seq::Generator) {  // next(): takes one item
+    if (v.list->empty()) return Value::undefined("no first item, sequence was empty");
+    Value front = v.list->front();
+    v.list->erase(v.list->begin());
+    return front;
+  }
+  if (name == "last" && v.kind == Kind::List && v.seq == Seq::Generator)
+    return make_error("'generator' object is not reversible (add '| list' before '| last')");
   if (name == "first" || name == "last") {
     JJ_ASSIGN(std::vector<Value> items, iterate(v));
     if (items.empty()) return Value::undefined(cat("no ", name, " item, sequence was empty"));
@@ -319,11 +332,11 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
     return Value::make_list(std::move(items));
   }
   if (name == "items") {
-    if (v.is_undefined()) return Value::make_list({});
+    if (v.is_undefined()) return Value::make_seq({}, Seq::Generator);
     if (v.kind != Kind::Dict) return make_error("can only get item pairs from a mapping, not '", type_name(v), "'");
     std::vector<Value> out;
     for (const auto& [k, x] : v.dict->items) out.push_back(Value::make_list({Value::string(k), x}, true));
-    return Value::make_list(std::move(out));
+    return Value::make_seq(std::move(out), Seq::Generator);
   }
   if (name == "dictsort") {
     JJ_ASSIGN(auto a, bind({"case_sensitive", "by", "reverse"}));
@@ -373,8 +386,11 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
       std::u32string u = decode_utf8(v.s);
       return Value::string(encode_utf8(std::u32string(u.rbegin(), u.rend())));
     }
+    // reversed() gives an iterator; a generator has none, so jinja2 falls back to a reversed list.
+    bool was_generator = v.kind == Kind::List && v.seq == Seq::Generator;
     JJ_ASSIGN(std::vector<Value> items, iterate(v));
-    return Value::make_list(std::vector<Value>(items.rbegin(), items.rend()));
+    std::vector<Value> out(items.rbegin(), items.rend());
+    return was_generator ? Value::make_list(std::move(out)) : Value::make_seq(std::move(out), Seq::Generator);
   }
   if (name == "sort") {
     JJ_ASSIGN(auto a, bind({"reverse", "case_sensitive", "attribute"}));
@@ -393,7 +409,7 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
         out.push_back(item);
       }
     }
-    return Value::make_list(std::move(out));
+    return Value::make_seq(std::move(out), Seq::Generator);
   }
   if (name == "min" || name == "max") {
     JJ_ASSIGN(auto a, bind({"case_sensitive", "attribute"}));

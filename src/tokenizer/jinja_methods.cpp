@@ -153,23 +153,27 @@ Expected<Value> call_dict_method(const Value& d, const std::string& name, CallAr
   }
   if (!args.positional.empty() || !args.keyword.empty()) return make_error(what, " takes no arguments");
   std::vector<Value> out;
+  Seq view;
   if (name == "items") {
     for (const auto& [k, v] : d.dict->items) out.push_back(Value::make_list({Value::string(k), v}, true));
+    view = Seq::Items;
   } else if (name == "keys") {
     for (const auto& kv : d.dict->items) out.push_back(Value::string(kv.first));
+    view = Seq::Keys;
   } else if (name == "values") {
     for (const auto& kv : d.dict->items) out.push_back(kv.second);
+    view = Seq::Values;
   } else if (name == "copy") {
     return Value::make_dict(*d.dict);
   } else {
     return make_error("unsupported construct: method ", what);
   }
-  return Value::make_list(std::move(out));
+  return Value::make_seq(std::move(out), view);
 }
 
 Expected<Value> call_list_method(const Value& l, const std::string& name, CallArgs& args) {
   std::string what = "list." + name + "()";
-  if (name == "copy") return Value::make_list(*l.list, l.is_tuple);
+  if (name == "copy") return Value::make_list(*l.list, l.is_tuple());
   if (name == "count" || name == "index") {
     JJ_ASSIGN(auto a, bind_args(args, what, {"value"}));
     if (!a[0]) return make_error(what, " takes exactly one argument");
@@ -193,7 +197,8 @@ std::optional<Value> get_method(const Value& obj, const std::string& name) {
                                        : obj.kind == Kind::List ? &LIST_METHODS
                                                                 : nullptr;
   if (!names || !names->count(name)) return std::nullopt;
-  std::string type = obj.kind == Kind::String ? "str" : obj.kind == Kind::Dict ? "dict" : obj.is_tuple ? "tuple" : "list";
+  if (obj.kind == Kind::List && !obj.is_sequence()) return std::nullopt;  // generators and views: no methods
+  std::string type = obj.kind == Kind::String ? "str" : obj.kind == Kind::Dict ? "dict" : type_name(obj);
   if (obj.kind != Kind::String && MUTATING.count(name)) {
     return Value::function(type + "." + name, [type, name](CallArgs&, Interp&) -> Expected<Value> {
       return make_error("unsupported construct: ", type, ".", name, "() (templates cannot modify a ", type, ")");

@@ -50,7 +50,7 @@ Expected<bool> apply_test(const std::string& name, const Value& v, const CallArg
   if (name == "number") return v.is_number();
   if (name == "mapping") return v.kind == Kind::Dict;
   if (name == "iterable") return v.kind == Kind::List || v.kind == Kind::Dict || v.kind == Kind::String || v.is_undefined();
-  if (name == "sequence") return v.kind == Kind::List || v.kind == Kind::Dict || v.kind == Kind::String || v.is_undefined();
+  if (name == "sequence") return v.is_sequence() || v.kind == Kind::Dict || v.kind == Kind::String || v.is_undefined();
   if (name == "callable") return v.kind == Kind::Function;
   if (name == "escaped") return false;
   if (name == "lower") return case_test(py_str(v), true);

@@ -27,8 +27,14 @@ void ValueDict::set(const std::string& key, Value v) {
 Value Value::make_list(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind = Kind::List;
-  v.is_tuple = tuple;
+  v.seq = tuple ? Seq::Tuple : Seq::List;
   v.list = std::make_shared<std::vector<Value>>(std::move(items));
+  return v;
+}
+
+Value Value::make_seq(std::vector<Value> items, Seq seq) {
+  Value v = make_list(std::move(items));
+  v.seq = seq;
   return v;
 }
 
@@ -88,7 +94,16 @@ const char* type_name(const Value& v) {
     case Kind::Int: return "int";
     case Kind::Float: return "float";
     case Kind::String: return "str";
-    case Kind::List: return v.is_tuple ? "tuple" : "list";
+    case Kind::List:
+      switch (v.seq) {
+        case Seq::List: return "list";
+        case Seq::Tuple: return "tuple";
+        case Seq::Generator: return "generator";
+        case Seq::Items: return "dict_items";
+        case Seq::Keys: return "dict_keys";
+        case Seq::Values: return "dict_values";
+      }
+      return "list";
     case Kind::Dict: return "dict";
     case Kind::Namespace: return "Namespace";
     case Kind::Function: return "function";
@@ -103,7 +118,7 @@ bool truthy(const Value& v) {
     case Kind::Int: return v.i != 0;
     case Kind::Float: return v.f != 0;
     case Kind::String: return !v.s.empty();
-    case Kind::List: return !v.list->empty();
+    case Kind::List: return v.seq == Seq::Generator || !v.list->empty();
     case Kind::Dict: return !v.dict->items.empty();
     case Kind::Namespace: case Kind::Function: return true;
   }
@@ -127,13 +142,16 @@ std::string py_repr(const Value& v) {
     case Kind::Float: return py_repr_float(v.f);
     case Kind::String: return py_repr_string(v.s);
     case Kind::List: {
-      std::string out = v.is_tuple ? "(" : "[";
+      if (v.seq == Seq::Generator) return "<generator object>";
+      bool tuple = v.seq == Seq::Tuple;
+      std::string out = tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
         out += py_repr((*v.list)[k]);
       }
-      if (v.is_tuple && v.list->size() == 1) out += ",";
-      return out + (v.is_tuple ? ")" : "]");
+      if (tuple && v.list->size() == 1) out += ",";
+      out += tuple ? ")" : "]";
+      return v.is_sequence() ? out : std::string(type_name(v)) + "(" + out + ")";
     }
     case Kind::Dict: case Kind::Namespace: {
       std::string out = v.kind == Kind::Namespace ? "<Namespace {" : "{";
@@ -159,7 +177,8 @@ bool py_equal(const Value& a, const Value& b) {
     case Kind::Undefined: case Kind::None: return true;
     case Kind::String: return a.s == b.s;
     case Kind::List:
-      if (a.is_tuple != b.is_tuple || a.list->size() != b.list->size()) return false;
+      if (a.seq != b.seq || a.list->size() != b.list->size()) return false;
+      if (a.seq == Seq::Generator) return a.list == b.list;
       for (size_t k = 0; k < a.list->size(); ++k)
         if (!py_equal((*a.list)[k], (*b.list)[k])) return false;
       return true;
@@ -183,7 +202,7 @@ Expected<bool> py_less(const Value& a, const Value& b) {
     return a.as_double() < b.as_double();
   }
   if (a.kind == Kind::String && b.kind == Kind::String) return a.s < b.s;  // UTF-8 keeps code point order
-  if (a.kind == Kind::List && b.kind == Kind::List && a.is_tuple == b.is_tuple) {
+  if (a.is_sequence() && b.is_sequence() && a.seq == b.seq) {
     size_t n = std::min(a.list->size(), b.list->size());
     for (size_t k = 0; k < n; ++k) {
       const Value& x = (*a.list)[k];
@@ -248,6 +267,7 @@ Status json_value(std::string& out, const Value& v, const JsonDumpOptions& opt, 
       return {};
     case Kind::String: json_string(out, v.s, opt.ensure_ascii); return {};
     case Kind::List: {
+      if (!v.is_sequence()) return make_error("tojson: Object of type ", type_name(v), " is not JSON serializable");
       if (v.list->empty()) { out += "[]"; return {}; }
       out += '[';
       for (size_t k = 0; k < v.list->size(); ++k) {

@@ -20,6 +20,10 @@ struct Value;
 class Interp;
 
 enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
+// Flavours of Kind::List: a Python list, a tuple, a one-shot generator (what jinja2's map, select, items...
+// filters return: always truthy, no len(), no indexing, not JSON, empty once iterated) or a dict view
+// (dict.items() / keys() / values(): no indexing, not JSON).
+enum class Seq : uint8_t { List, Tuple, Generator, Items, Keys, Values };
 
 struct ValueDict {
   std::vector<std::pair<std::string, Value>> items;  // insertion order, unique keys
@@ -42,7 +46,7 @@ struct Function {
 
 struct Value {
   Kind kind = Kind::Undefined;
-  bool is_tuple = false;  // List only: renders as (a, b)
+  Seq seq = Seq::List;    // List only
   bool b = false;
   int64_t i = 0;
   double f = 0;
@@ -58,11 +62,15 @@ struct Value {
   static Value number(double x) { Value v; v.kind = Kind::Float; v.f = x; return v; }
   static Value string(std::string x) { Value v; v.kind = Kind::String; v.s = std::move(x); return v; }
   static Value make_list(std::vector<Value> items, bool tuple = false);
+  static Value make_seq(std::vector<Value> items, Seq seq);
   static Value make_dict(ValueDict d);
   static Value make_namespace(ValueDict d);
   static Value function(std::string name, NativeFn fn);
 
   bool is_undefined() const { return kind == Kind::Undefined; }
+  bool is_tuple() const { return kind == Kind::List && seq == Seq::Tuple; }
+  // A list or tuple proper (indexable, sized, JSON-serialisable), not a generator or dict view.
+  bool is_sequence() const { return kind == Kind::List && (seq == Seq::List || seq == Seq::Tuple); }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
   double as_double() const { return kind == Kind::Float ? f : kind == Kind::Bool ? (b ? 1.0 : 0.0) : double(i); }
 };

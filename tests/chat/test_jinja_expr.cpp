@@ -95,3 +95,19 @@ TEST(JinjaExpr, Tests) {
                    "{{ true is true }}{{ 0 is false }}{{ m.n is eq 3 }}{{ 1 is in m.l }}", ctx),
             "TrueTrueFalseTrueTrueTrueTrueTrueTrueTrueTrueTrueTrueTrueFalseTrueTrue");
 }
+
+// map/select/items/reverse... give one-shot generators as in jinja2: always truthy, no length, not JSON,
+// empty once consumed; dict.items()/keys()/values() are views that print as dict_items([...]).
+TEST(JinjaExpr, GeneratorsAndDictViews) {
+  const char* ctx = R"({"n": [1, 2, 3], "d": {"a": 1}})";
+  EXPECT_EQ(render("{% set g = n | select('odd') %}{{ g | list }}{{ g | list }}", ctx), "[1, 3][]");
+  EXPECT_EQ(render("{% if n | select('gt', 9) %}truthy{% endif %}", ctx), "truthy");
+  EXPECT_EQ(render("{{ d.items() }} {{ d.keys() }} {{ d.values() | list }} {{ d.items() | length }}", ctx),
+            "dict_items([('a', 1)]) dict_keys(['a']) [1] 1");
+  EXPECT_EQ(render("{{ n | reverse | list }} {{ n | map('string') | join('-') }} {{ n | select('even') | first }}", ctx),
+            "[3, 2, 1] 1-2-3 2");
+  EXPECT_NE(mk::testing::error_of("{{ n | map('abs') | tojson }}", ctx).find("Object of type generator"), std::string::npos);
+  EXPECT_NE(mk::testing::error_of("{{ d.items() | tojson }}", ctx).find("Object of type dict_items"), std::string::npos);
+  EXPECT_NE(mk::testing::error_of("{{ n | select('odd') | length }}", ctx).find("has no len()"), std::string::npos);
+  EXPECT_NE(mk::testing::error_of("{{ n | reverse }}", ctx).find("cannot print a generator"), std::string::npos);
+}
