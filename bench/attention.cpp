@@ -147,19 +147,29 @@ void prefill_table(bool quick) {
 }
 
 void ablation() {
+  struct Variant {
+    cuda::PrefillKernel kernel;
+    float poly;
+    bool lazy, overlap;
+  };
+  using K = cuda::PrefillKernel;
+  const Variant variants[] = {{K::SIMPLE, 0.f, false, true},  {K::SIMPLE, 0.25f, true, true},
+                              {K::HOPPER, 0.f, false, true},  {K::HOPPER, 0.f, true, true},
+                              {K::HOPPER, 0.25f, false, true}, {K::HOPPER, 0.25f, true, true},
+                              {K::HOPPER, 0.5f, false, true}, {K::HOPPER, 0.5f, true, true},
+                              {K::HOPPER, 0.25f, true, false}};
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     for (bool causal : {false, true})
-      for (auto k : {cuda::PrefillKernel::SIMPLE, cuda::PrefillKernel::HOPPER})
-        for (float poly : {0.f, 0.25f, 0.5f})
-          if (!(g_no_hopper && k == cuda::PrefillKernel::HOPPER))
-          for (bool lazy : {false, true}) {
-            cuda::AttentionOptions o;
-            o.prefill_kernel = k;
-            o.poly_exp2_fraction = poly;
-            o.lazy_rescale = lazy;
-            prefill_point(st, 2, 16384, d, causal, o, "ablation");
-          }
+      for (const Variant& v : variants) {
+        if (g_no_hopper && v.kernel == K::HOPPER) continue;
+        cuda::AttentionOptions o;
+        o.prefill_kernel = v.kernel;
+        o.poly_exp2_fraction = v.poly;
+        o.lazy_rescale = v.lazy;
+        o.hopper_overlap = v.overlap;
+        prefill_point(st, 2, 16384, d, causal, o, v.overlap ? "ablation" : "abl_noovl");
+      }
   }
 }
 

@@ -10,18 +10,18 @@ A=.carry/attn
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 peers=0; args=()
 for a in "$@"; do if [ "$a" = peers ]; then peers=1; else args+=("$a"); fi; done
-timeout 45 $A/attn_test > "$OUT/test.log" 2>&1; trc=$?
+timeout 25 $A/attn_test > "$OUT/test.log" 2>&1; trc=$?
 echo "test rc=$trc"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure|error|Expected|Which is|naive" "$OUT/test.log" | head -30
 if [ $trc = 124 ]; then
   args+=(nohopper)
 else
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  timeout 30 $CS --tool memcheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize*' > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
-  timeout 40 $CS --tool racecheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize*' > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | head -5
+  timeout 12 $CS --tool memcheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize*' > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
+  timeout 15 $CS --tool racecheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize*' > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | head -5
 fi
-timeout 70 $A/attn_bench "${args[@]}" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+timeout 45 $A/attn_bench "${args[@]}" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
 grep -v RESULT "$OUT/bench.log"
 if [ $peers = 1 ]; then
-  PYTHONUNBUFFERED=1 timeout 75 python3 bench/attention_peers.py "$OUT/bench.log" > "$OUT/peers.log" 2>&1; echo "peers rc=$?"
+  PYTHONUNBUFFERED=1 timeout 45 python3 bench/attention_peers.py "$OUT/bench.log" > "$OUT/peers.log" 2>&1; echo "peers rc=$?"
   grep -v RESULT "$OUT/peers.log" | tail -40
 fi

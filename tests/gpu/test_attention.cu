@@ -86,43 +86,48 @@ void run_prefill(const PrefillCase& c, uint32_t seed) {
   EXPECT_LE(lse_max_err, 2e-3) << "LSE";
 }
 
-cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true) {
+cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true, bool overlap = true) {
   cuda::AttentionOptions o;
+  o.hopper_overlap = overlap;
   o.prefill_kernel = k;
   o.poly_exp2_fraction = poly;
   o.lazy_rescale = lazy;
   return o;
 }
 
-void prefill_sweep(cuda::PrefillKernel kernel) {
+void prefill_sweep(cuda::PrefillKernel kernel, bool overlap = true) {
   uint32_t seed = 1;
   for (int d : {64, 128})
     for (bool causal : {true, false}) {
       // ragged, not tile multiples, 1-token queries, chunked prefill (kv longer than q)
-      run_prefill({{1, 77, 130, 64}, {1, 82, 330, 64}, 8, 2, d, 64, causal, 1.f, opts(kernel)}, seed++);
+      run_prefill({{1, 77, 130, 64}, {1, 82, 330, 64}, 8, 2, d, 64, causal, 1.f, opts(kernel, 0.25f, true, overlap)}, seed++);
       for (int ratio : {1, 4, 6, 8})
-        run_prefill({{200, 33}, {200, 97}, 2 * ratio, 2, d, 128, causal, 1.f, opts(kernel)}, seed++);
+        run_prefill({{200, 33}, {200, 97}, 2 * ratio, 2, d, 128, causal, 1.f, opts(kernel, 0.25f, true, overlap)}, seed++);
       // peaky softmax with the FA-4 switches in every combination
       for (float poly : {0.f, 0.5f, 1.f})
         for (bool lazy : {false, true})
-          run_prefill({{257}, {300}, 4, 1, d, 64, causal, 4.f, opts(kernel, poly, lazy)}, seed++);
+          run_prefill({{257}, {300}, 4, 1, d, 64, causal, 4.f, opts(kernel, poly, lazy, overlap)}, seed++);
     }
 }
 
 TEST(AttentionPrefill, SimpleMatchesReference) { prefill_sweep(cuda::PrefillKernel::SIMPLE); }
 TEST(AttentionPrefill, AutoMatchesReference) { prefill_sweep(cuda::PrefillKernel::AUTO); }
+TEST(AttentionPrefill, HopperNoOverlapMatchesReference) { prefill_sweep(cuda::PrefillKernel::HOPPER, false); }
 
 TEST(AttentionPrefill, LongSequenceRescaling) {
   // A rising score trend forces the running max to grow many times; both kernels, lazy and eager.
   for (auto k : {cuda::PrefillKernel::SIMPLE, cuda::PrefillKernel::AUTO})
     for (bool lazy : {false, true})
-      run_prefill({{1100}, {1100}, 2, 1, 128, 64, true, 3.f, opts(k, 0.25f, lazy)}, 99 + lazy);
+      for (int d : {64, 128}) run_prefill({{1100}, {1100}, 2, 1, d, 64, true, 3.f, opts(k, 0.25f, lazy)}, 99 + lazy);
 }
 
 // Small cases for compute-sanitizer (memcheck, racecheck): bench/attention_run.sh filters on AttentionSanitize.
 TEST(AttentionSanitize, PrefillSmall) {
   for (auto k : {cuda::PrefillKernel::SIMPLE, cuda::PrefillKernel::AUTO})
-    for (int d : {64, 128}) run_prefill({{70, 1}, {135, 64}, 4, 1, d, 64, true, 1.f, opts(k)}, 7);
+    for (int d : {64, 128}) {
+      run_prefill({{70, 1}, {135, 64}, 4, 1, d, 64, true, 1.f, opts(k)}, 7);
+      run_prefill({{300}, {300}, 2, 1, d, 64, false, 1.f, opts(k, 0.25f, true, false)}, 8);
+    }
 }
 
 TEST(AttentionPrefill, RefusesBadInput) {

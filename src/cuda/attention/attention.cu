@@ -103,6 +103,7 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
   // Polynomial exp2 is valid only for arguments <= 8 + a margin: lazy rescaling bounds them by the threshold.
   p.rescale_threshold = opt.lazy_rescale ? std::min(opt.rescale_threshold, 8.f) : 0.f;
   p.causal = a.causal;
+  p.overlap = opt.hopper_overlap;
   const bool d64 = a.kv.head_dim == 64;
   const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
                       (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());

@@ -67,6 +67,8 @@ struct AttentionOptions {
   // lazy_rescale = false rescales on every growth (FA-2/3 behaviour).
   bool lazy_rescale = true;
   float rescale_threshold = 8.f;
+  // HOPPER kernel: overlap the softmax of tile j with Q K^T of tile j and P V of tile j-1 inside a warpgroup.
+  bool hopper_overlap = true;
   // Decode: number of KV splits per (sequence, kv head); 0 chooses from max_seqlen_k and the SM count.
   int decode_splits = 0;
 };

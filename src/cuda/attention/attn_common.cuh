@@ -74,16 +74,19 @@ __device__ __forceinline__ float exp2_poly(float x) {
   return __int_as_float(bits);
 }
 
-// Online softmax over one key tile in mma accumulator layout: s[NT][4] holds this thread's scores of rows g
+// Online softmax over one key tile in mma accumulator layout (softmax_scores: everything but the rescaling of
+// o, which it returns as alpha when it returns true, so that a caller with P V in flight can defer it): s[NT][4] holds this thread's scores of rows g
 // and g+8 (of a warp's 16) for keys 8j+2t, 8j+2t+1 (masked entries already -inf). Updates the running max
 // m_run (log2 units, scaled) and partial sums l_run, rescales o, and writes P as bf16 A fragments
 // (k-step j/2: regs {0,1} from even j, {2,3} from odd j). FA-4 (b): o and l are rescaled only when some row of
 // the warp grew its max by more than `threshold` (warp-uniform branch, so probabilities stay <= 2^threshold;
 // threshold 0 = classic). FA-4 (a): chunks j < n_poly_eighths * NT / 8 use exp2_poly (FMA units).
-template <int NT, int DT>
-__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m_run)[2],
-                                             float (&l_run)[2], uint32_t (&p_frag)[NT / 2][4], float scale_log2,
-                                             float threshold, int n_poly_eighths) {
+// IN_PLACE: the probabilities overwrite s (fp32) and p_frag is untouched (pack_p converts them later, when
+// the registers of the previous P are free again).
+template <bool IN_PLACE = false, int NT>
+__device__ __forceinline__ bool softmax_scores(float (&s)[NT][4], float (&m_run)[2], float (&l_run)[2],
+                                               float (&alpha)[2], uint32_t (&p_frag)[NT / 2][4], float scale_log2,
+                                               float threshold, int n_poly_eighths) {
   float m_tile[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -95,18 +98,15 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4
     m_tile[r] = mx * scale_log2;
   }
   const bool grow = m_tile[0] > m_run[0] + threshold || m_tile[1] > m_run[1] + threshold;
-  if (__any_sync(0xffffffffu, grow)) {
+  const bool rescale = __any_sync(0xffffffffu, grow);
+  alpha[0] = alpha[1] = 1.f;
+  if (rescale) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m_new = fmaxf(m_run[r], m_tile[r]);
-      const float alpha = m_new == -INFINITY ? 1.f : exp2_mufu(m_run[r] - m_new);
+      alpha[r] = m_new == -INFINITY ? 1.f : exp2_mufu(m_run[r] - m_new);
       m_run[r] = m_new;
-      l_run[r] *= alpha;
-#pragma unroll
-      for (int j = 0; j < DT; ++j) {
-        o[j][2 * r] *= alpha;
-        o[j][2 * r + 1] *= alpha;
-      }
+      l_run[r] *= alpha[r];
     }
   }
   const int n_poly = n_poly_eighths * NT / 8;
@@ -121,9 +121,43 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4
       const float e0 = poly ? exp2_poly(x0) : exp2_mufu(x0);
       const float e1 = poly ? exp2_poly(x1) : exp2_mufu(x1);
       l_run[r] += e0 + e1;
-      p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
+      if constexpr (IN_PLACE) {
+        s[j][2 * r] = e0;
+        s[j][2 * r + 1] = e1;
+      } else {
+        p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
+      }
     }
   }
+  return rescale;
+}
+
+template <int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[NT][4], uint32_t (&p_frag)[NT / 2][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(s[j][2 * r], s[j][2 * r + 1]);
+}
+
+// o rows g (r = 0) and g + 8 (r = 1) times alpha[r].
+template <int DT>
+__device__ __forceinline__ void rescale_o(float (&o)[DT][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int j = 0; j < DT; ++j) {
+    o[j][0] *= alpha[0];
+    o[j][1] *= alpha[0];
+    o[j][2] *= alpha[1];
+    o[j][3] *= alpha[1];
+  }
+}
+
+template <int NT, int DT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&o)[DT][4], float (&m_run)[2],
+                                             float (&l_run)[2], uint32_t (&p_frag)[NT / 2][4], float scale_log2,
+                                             float threshold, int n_poly_eighths) {
+  float alpha[2];
+  if (softmax_scores(s, m_run, l_run, alpha, p_frag, scale_log2, threshold, n_poly_eighths)) rescale_o(o, alpha);
 }
 
 // Element offset of key position `pos` (head hk) in a paged pool [n_blocks, block_size, n_kv_head, D].

@@ -24,6 +24,7 @@ struct PrefillParams {
   int n_poly;               // FA-4 (a): of each thread's 8 key columns-pairs per 64-key tile, how many use exp2_poly
   float rescale_threshold;  // FA-4 (b): log2 units; 0 = rescale on every growth of the running max
   bool causal;
+  bool overlap;  // Hopper kernel: intra-warpgroup overlap of softmax with the next tile's GEMMs
 };
 
 struct DecodeParams {

@@ -62,6 +62,22 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Pins accumulator registers at this point (the compiler must not move them across an async wgmma's
+// issue / wait window).
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&x)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(x[j][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&x)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(x[j][e])::"memory");
+}
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 template <int N>
@@ -156,8 +172,8 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {  // ---------------- producer ----------------
     setmaxnreg_dec<40>();
-    if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
+    if (lane < 32) {
     if (lane == 0) {
       mbar_expect_tx(q_full, L::Q_BYTES);
       for (int c = 0; c < HOP_BM / 64; ++c)
@@ -173,9 +189,8 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
       mbar_wait(&v_empty[st], ph ^ 1);
       produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, it * HOP_BN, kv_len, lane);
     }
-    return;
-  }
-  // ---------------- consumers: warpgroup c handles query rows m0 + 64c .. +63 ----------------
+    }  // lane < 32
+  } else {  // ---------------- consumers: warpgroup c handles query rows m0 + 64c .. +63 ----------------
   setmaxnreg_inc<232>();
   const int c = wg - 1;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -190,23 +205,25 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
   const uint32_t q_addr = smem_u32(s_q) + c * 64 * 128;
   mbar_wait(q_full, 0);
 
-  for (int it = 0; it < n_tiles; ++it) {
-    const int st = it % STAGES;
-    const uint32_t ph = (it / STAGES) & 1;
-    float s[NT][4];
-    mbar_wait(&k_full[st], ph);
+  auto issue_qk = [&](float (&sc)[NT][4], int st) {
     const uint32_t k_addr = smem_u32(s_k(st));
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t koff = (kk / 4) * HOP_BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
-      const uint32_t kvoff = (kk / 4) * HOP_BN * 128 + (kk % 4) * 32;
-      wgmma_m64n128k16_ss(s, wgmma_desc(q_addr + koff, 16, 1024), wgmma_desc(k_addr + kvoff, 16, 1024), kk > 0);
+      const uint32_t qoff = (kk / 4) * HOP_BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
+      const uint32_t koff = (kk / 4) * HOP_BN * 128 + (kk % 4) * 32;
+      wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    mbar_arrive(&k_empty[st]);  // this thread's reads of the K stage are complete
-
+  };
+  auto issue_pv = [&](const uint32_t (&pf)[NT / 2][4], int st) {
+    const uint32_t v_addr = smem_u32(s_v(st));
+#pragma unroll
+    for (int kk = 0; kk < HOP_BN / 16; ++kk) {
+      const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, HOP_BN * 128, 1024);
+      if constexpr (D == 64) wgmma_m64n64k16_rs(o, pf[kk], dv);
+      else wgmma_m64n128k16_rs(o, pf[kk], dv);
+    }
+  };
+  auto mask = [&](float (&sc)[NT][4], int it) {
     const int n0 = it * HOP_BN;
     if (n0 + HOP_BN > kv_len || (p.causal && n0 + HOP_BN - 1 > m0_wg + diag)) {
 #pragma unroll
@@ -215,24 +232,83 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
         for (int e = 0; e < 4; ++e) {
           const int key = n0 + j * 8 + 2 * t + (e & 1);
           const int lim = p.causal ? min(kv_len - 1, row_in_seq[e / 2] + diag) : kv_len - 1;
-          if (key > lim) s[j][e] = -INFINITY;
+          if (key > lim) sc[j][e] = -INFINITY;
         }
     }
-    uint32_t p_frag[NT / 2][4];
-    softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
+  };
 
-    mbar_wait(&v_full[st], ph);
-    const uint32_t v_addr = smem_u32(s_v(st));
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < HOP_BN / 16; ++kk) {
-      const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, HOP_BN * 128, 1024);
-      if constexpr (D == 64) wgmma_m64n64k16_rs(o, p_frag[kk], dv);
-      else wgmma_m64n128k16_rs(o, p_frag[kk], dv);
+  if (p.overlap && n_tiles > 0) {  // (n_tiles == 0: a sequence shorter than its queries; nothing to do)
+    // Intra-warpgroup overlap (FA3): S(it) = Q K(it)^T and O += P(it-1) V(it-1) are in flight together; the
+    // softmax of S(it) runs while P V still occupies the tensor cores; O's rescale waits for P V to land.
+    uint32_t p_frag[NT / 2][4];
+    float alpha[2];
+    {
+      float s[NT][4];
+      mbar_wait(&k_full[0], 0);
+      wgmma_fence();
+      issue_qk(s, 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(s);
+      mbar_arrive(&k_empty[0]);
+      mask(s, 0);
+      softmax_scores(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);  // o == 0
+      fence_operands(p_frag);
     }
+    for (int it = 1; it < n_tiles; ++it) {
+      const int st = it % STAGES, st_prev = (it - 1) % STAGES;
+      const uint32_t ph = (it / STAGES) & 1, ph_prev = ((it - 1) / STAGES) & 1;
+      float s[NT][4];
+      mbar_wait(&k_full[st], ph);
+      wgmma_fence();
+      issue_qk(s, st);
+      wgmma_commit();
+      mbar_wait(&v_full[st_prev], ph_prev);
+      wgmma_fence();
+      issue_pv(p_frag, st_prev);
+      wgmma_commit();
+      wgmma_wait<1>();  // S(it) has landed (groups retire in order); P V may still run
+      mbar_arrive(&k_empty[st]);
+      mask(s, it);
+      const bool rescale =
+          softmax_scores<true>(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
+      wgmma_wait<0>();
+      fence_operands(o);
+      mbar_arrive(&v_empty[st_prev]);
+      if (rescale) rescale_o(o, alpha);
+      pack_p(s, p_frag);  // the previous P's registers are free now
+    }
+    const int st = (n_tiles - 1) % STAGES;
+    mbar_wait(&v_full[st], ((n_tiles - 1) / STAGES) & 1);
+    wgmma_fence();
+    issue_pv(p_frag, st);
     wgmma_commit();
     wgmma_wait<0>();
+    fence_operands(o);
     mbar_arrive(&v_empty[st]);
+  } else {
+    for (int it = 0; it < n_tiles; ++it) {
+      const int st = it % STAGES;
+      const uint32_t ph = (it / STAGES) & 1;
+      float s[NT][4];
+      mbar_wait(&k_full[st], ph);
+      wgmma_fence();
+      issue_qk(s, st);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(s);
+      mbar_arrive(&k_empty[st]);  // this thread's reads of the K stage are complete
+      mask(s, it);
+      uint32_t p_frag[NT / 2][4];
+      softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
+      mbar_wait(&v_full[st], ph);
+      wgmma_fence();
+      issue_pv(p_frag, st);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(o);
+      mbar_arrive(&v_empty[st]);
+    }
   }
 
   const int64_t q_row_stride = int64_t(p.n_head) * D;
@@ -252,6 +328,7 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
     if (p.lse && t == 0)
       p.lse[(int64_t(q0) + row) * p.n_head + h] = l > 0.f ? (m_run[r] + log2f(l)) * LN2 : -INFINITY;
   }
+  }  // consumers
 }
 
 }  // namespace mk::cuda::attn

@@ -1,0 +1,167 @@
+// Megakernel decode benchmark: ms/token of the megakernel (one step per launch and K steps per launch) for named
+// model shapes with random bf16 weights generated on the device, against the read-bandwidth floor measured in the
+// same run (a 2 GiB device-to-device copy: bytes read + written over time), and the layered CUDA-graph path.
+// Prompt of 32 tokens (one megakernel launch each), then 128 decoded tokens; long contexts use a random KV cache.
+// Usage: megakernel_decode [shape ...]   (default llama-3.2-1b). Prints one line per measurement; record in RESULTS.md.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/backend/cuda_backend.h"
+#include "megakernel/device/megakernel_backend.h"
+#include "megakernel/model.h"
+#include "model/shapes.h"
+
+using namespace mk;
+
+namespace {
+
+#define CK(x)                                                                               \
+  do {                                                                                      \
+    cudaError_t e_ = (x);                                                                   \
+    if (e_ != cudaSuccess) {                                                                \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+// Read ceiling (GB/s): median of 10 copies of 2 GiB, counting bytes read + written.
+double measure_bandwidth() {
+  const size_t n = size_t(2) << 30;
+  void *a, *b;
+  CK(cudaMalloc(&a, n));
+  CK(cudaMalloc(&b, n));
+  CK(cudaMemset(a, 1, n));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    CK(cudaEventRecord(e0));
+    CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (i >= 2) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  return 2.0 * double(n) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// ms/token of the megakernel decoding n_new tokens from position pos, steps_per_launch steps per launch.
+double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int steps_per_launch, int reps) {
+  std::vector<double> per;
+  std::vector<int32_t> out(static_cast<size_t>(n_new));
+  for (int r = 0; r < reps; ++r) {
+    b.truncate(pos);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, b.stream()));
+    auto st = b.generate_greedy(1, pos, out, steps_per_launch);
+    CK(cudaEventRecord(e1, b.stream()));
+    CK(cudaEventSynchronize(e1));
+    if (!st.ok()) {
+      std::fprintf(stderr, "megakernel: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    per.push_back(ms / n_new);
+  }
+  return median(per);
+}
+
+double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
+  std::vector<double> per;
+  for (int r = 0; r < reps; ++r) {
+    b.truncate(pos);
+    if (!b.begin_decode(1, pos).ok()) return -1;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, b.stream()));
+    for (int i = 0; i < n_new; ++i) b.replay_decode();
+    CK(cudaEventRecord(e1, b.stream()));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    per.push_back(ms / n_new);
+  }
+  return median(per);
+}
+
+void bench_shape(const std::string& name, double gbs) {
+  auto c = shape_config(name);
+  if (!c) {
+    std::fprintf(stderr, "%s\n", c.message().c_str());
+    std::exit(1);
+  }
+  const double bytes = double(decode_bytes_per_token(*c, DType::BF16));
+  const double floor_ms = bytes / (gbs * 1e9) * 1e3;
+  std::printf("%s: %.3f GB/token, floor %.3f ms at %.0f GB/s\n", name.c_str(), bytes / 1e9, floor_ms, gbs);
+  const int n_new = 128;
+  for (int ctx : {32, 4096, 16384}) {
+    const int max_ctx = ctx + n_new;
+    {  // the megakernel's buffers are freed before the layered path allocates its own
+    auto w = cuda::random_device_weights(*c, 1234);
+    if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
+    auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx);
+    if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
+    if (ctx == 32) {
+      std::printf("  %s\n", (*b)->schedule().summary().c_str());
+      std::vector<int32_t> prompt(32, 7);
+      std::vector<float> logits(static_cast<size_t>(c->n_vocab));
+      auto t0 = std::chrono::steady_clock::now();
+      if (auto st = (*b)->forward(prompt, 0, logits); !st.ok()) return (void)std::fprintf(stderr, "%s\n", st.message().c_str());
+      double pre = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("  prompt 32 tokens (one launch each): %.2f ms\n", pre);
+    } else if (!(*b)->set_random_context(ctx).ok()) {
+      return;
+    }
+    for (int spl : {1, 16, 128}) {
+      if (ctx != 32 && spl == 16) continue;
+      double ms = time_megakernel(**b, ctx, n_new, spl, 5);
+      std::printf("  megakernel ctx %5d, %3d steps/launch: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n", ctx, spl, ms,
+                  bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+    }
+    }
+    auto wl = cuda::random_device_weights(*c, 1234);
+    if (!wl) continue;
+    auto l = cuda::CudaBackend::create(*c, std::move(*wl), max_ctx);
+    if (!l) {
+      std::printf("  layered: %s\n", l.message().c_str());
+      continue;
+    }
+    if (ctx != 32 && !(*l)->set_random_context(ctx).ok()) continue;
+    double ms = time_layered(**l, ctx, n_new, 5);
+    std::printf("  layered CUDA graph ctx %5d: %.3f ms/token, %.1f%% of floor\n", ctx, ms, 100.0 * floor_ms / ms);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> shapes;
+  for (int i = 1; i < argc; ++i) shapes.push_back(argv[i]);
+  if (shapes.empty()) shapes.push_back("llama-3.2-1b");
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const double gbs = measure_bandwidth();
+  std::printf("GPU %s, %d SMs; read ceiling (2 GiB D2D copy, read+write): %.0f GB/s\n", prop.name,
+              prop.multiProcessorCount, gbs);
+  for (const auto& s : shapes) bench_shape(s, gbs);
+  return 0;
+}
