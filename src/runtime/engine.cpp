@@ -90,10 +90,11 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
     if (!res.ids.empty()) {  // decode step: feed the last token
       t0 = std::chrono::steady_clock::now();
       const int32_t last = res.ids.back();
-      Status st = backend_.forward({&last, 1}, int(cached_.size()), logits_);
+      const int pos = int(cached_.size());
+      Status st = backend_.forward({&last, 1}, pos, logits_);
       if (!st) {
-        reset();
-        return make_error("decode step at position ", cached_.size(), ": ", st.message());
+        reset();  // the backend's cache state is unknown after a failure
+        return make_error("decode step at position ", pos, ": ", st.message());
       }
       cached_.push_back(last);
     }

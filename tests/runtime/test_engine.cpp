@@ -257,6 +257,7 @@ TEST(Engine, BackendFailuresAndNanLogitsAreErrors) {
   auto r = eng.generate(std::vector<int32_t>{1, 2}, o);
   ASSERT_FALSE(r);
   EXPECT_NE(r.message().find("injected failure"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("decode step at position 5"), std::string::npos) << r.message();
   EXPECT_TRUE(eng.cached_ids().empty());  // state reset after a failure
   be.fail_at_pos = -1;
   be.nan_logits = true;
