@@ -1,0 +1,128 @@
+// Prefill and decode timing of CudaBackend (see backend_bench.h).
+#include "cuda/backend/backend_bench.h"
+
+#include <algorithm>
+#include <random>
+
+#include "cuda/common/cuda_check.h"
+
+namespace mk::cuda {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+struct Events {
+  std::vector<cudaEvent_t> ev;
+  explicit Events(size_t n) : ev(n) {
+    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~Events() {
+    for (auto& e : ev) cudaEventDestroy(e);
+  }
+  double ms(size_t a, size_t b) const {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, ev[a], ev[b]));
+    return t;
+  }
+};
+
+Expected<PrefillTiming> time_prefill(CudaBackend& b, int n, int repeats) {
+  auto tokens = random_tokens(n, b.config().n_vocab, 42u + uint32_t(n));
+  cudaStream_t s = b.stream();
+  Events ev(2);
+  std::vector<double> ts;
+  for (int r = -2; r < repeats; ++r) {  // two warm-ups
+    b.truncate(0);
+    CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
+    MK_TRY(b.enqueue_prefill_only(tokens, 0));
+    CUDA_CHECK(cudaEventRecord(ev.ev[1], s));
+    MK_TRY(cuda_status(cudaEventSynchronize(ev.ev[1]), "timing prefill"));
+    if (r >= 0) ts.push_back(ev.ms(0, 1));
+  }
+  b.truncate(0);
+  return PrefillTiming{n, median(ts)};
+}
+
+Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, int repeats, double weight_bytes,
+                                   int max_real_prefill) {
+  const ModelConfig& c = b.config();
+  if (context + n_tokens + 1 > b.max_context())
+    return make_error("decode at context ", context, " + ", n_tokens, " tokens exceeds the backend's context ",
+                      b.max_context());
+  DecodeTiming t;
+  t.context = context;
+  b.truncate(0);
+  if (context == 0) {
+  } else if (context <= max_real_prefill) {
+    auto prompt = random_tokens(context, c.n_vocab, 7u);
+    MK_TRY(b.enqueue_prefill_only(prompt, 0));
+  } else {
+    MK_TRY(b.set_random_context(context));
+    t.random_context = true;
+  }
+  MK_TRY(cuda_status(cudaStreamSynchronize(b.stream()), "preparing decode"));
+  cudaStream_t s = b.stream();
+  const int32_t first = 1000 % c.n_vocab;
+  // Warm-up.
+  MK_TRY(b.begin_decode(first, context));
+  for (int i = 0; i < 16; ++i) b.replay_decode();
+  MK_TRY(cuda_status(cudaStreamSynchronize(s), "decode warm-up"));
+  Events ev(size_t(n_tokens) + 1);
+  std::vector<double> per_token, means;
+  for (int r = 0; r < repeats; ++r) {
+    MK_TRY(b.begin_decode(first, context));
+    CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
+    for (int i = 0; i < n_tokens; ++i) {
+      b.replay_decode();
+      CUDA_CHECK(cudaEventRecord(ev.ev[size_t(i) + 1], s));
+    }
+    MK_TRY(cuda_status(cudaStreamSynchronize(s), "timing decode"));
+    for (int i = 0; i < n_tokens; ++i) per_token.push_back(ev.ms(size_t(i), size_t(i) + 1));
+    // Back to back, no events in between (what a generation loop sees).
+    MK_TRY(b.begin_decode(first, context));
+    CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
+    for (int i = 0; i < n_tokens; ++i) b.replay_decode();
+    CUDA_CHECK(cudaEventRecord(ev.ev[1], s));
+    MK_TRY(cuda_status(cudaStreamSynchronize(s), "timing decode"));
+    means.push_back(ev.ms(0, 1) / n_tokens);
+  }
+  t.ms_median = median(per_token);
+  t.ms_mean = median(means);
+  double mean_ctx = context + n_tokens / 2.0;
+  t.bytes_per_token = weight_bytes + 2.0 * c.n_layer * mean_ctx * c.kv_dim() * 2.0;
+  b.truncate(0);
+  return t;
+}
+
+}  // namespace
+
+Expected<BackendTiming> time_backend(CudaBackend& b, const std::vector<int>& prefill_lengths,
+                                     const std::vector<int>& contexts, int n_tokens, int repeats,
+                                     double weight_bytes_per_token, int max_real_prefill) {
+  BackendTiming out;
+  for (int n : prefill_lengths) {
+    if (n > b.max_context()) return make_error("prefill of ", n, " tokens exceeds the context ", b.max_context());
+    auto p = time_prefill(b, n, repeats);
+    if (!p) return p.error();
+    out.prefill.push_back(*p);
+  }
+  for (int ctx : contexts) {
+    auto d = time_decode(b, ctx, n_tokens, repeats, weight_bytes_per_token, max_real_prefill);
+    if (!d) return d.error();
+    out.decode.push_back(*d);
+  }
+  return out;
+}
+
+}  // namespace mk::cuda

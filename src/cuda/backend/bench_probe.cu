@@ -1,0 +1,191 @@
+// Ceilings and matvec probes for `megakernel bench` (see bench_probe.h).
+#include "cuda/backend/bench_probe.h"
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device.cuh"
+#include "cuda/ops/gemm.h"
+#include "cuda/ops/matvec.h"
+
+namespace mk::cuda {
+namespace {
+
+// Grid-stride read, LOADS independent 16-byte loads in flight per thread.
+template <int LOADS>
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, unsigned* out) {
+  size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  unsigned acc = 0;
+  for (; i + (LOADS - 1) * stride < n; i += LOADS * stride) {
+    uint4 v[LOADS];
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) v[j] = __ldg(p + i + j * stride);
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  for (; i < n; i += stride) {
+    uint4 a = __ldg(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;  // practically never: keeps the loads alive
+}
+
+__global__ void fill_kernel(uint32_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    // Two bf16 in (-1, 1): no NaN/Inf when the buffer is read as bf16.
+    p[i] = (x & 0x807f807fu) | 0x3f003f00u;
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median ms of fn() over repeats, one event pair each, after warm-up.
+double time_ms(cudaStream_t s, const std::function<void()>& fn, int repeats, int warmup = 3) {
+  for (int i = 0; i < warmup; ++i) fn();
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ts;
+  for (int i = 0; i < repeats; ++i) {
+    CUDA_CHECK(cudaEventRecord(a, s));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b, s));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    ts.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(ts);
+}
+
+int sm_count() {
+  int dev = 0, n = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+struct DevBuf {
+  void* p = nullptr;
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+};
+
+}  // namespace
+
+Expected<ReadCeiling> measure_read_ceiling(double gib, int repeats) {
+  size_t bytes = size_t(gib * double(size_t(1) << 30)) / 16 * 16;
+  DevBuf buf, out;
+  MK_TRY(cuda_status(cudaMalloc(&buf.p, bytes), "allocating the read-bandwidth buffer"));
+  MK_TRY(cuda_status(cudaMalloc(&out.p, 16), "allocating the read-bandwidth buffer"));
+  fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(buf.p), bytes / 4, 1u);
+  CUDA_CHECK_LAUNCH();
+  size_t n16 = bytes / 16;
+  int sms = sm_count();
+  ReadCeiling best;
+  best.bytes = double(bytes);
+  struct Shape {
+    const char* name;
+    void (*k)(const uint4*, size_t, unsigned*);
+    int threads, per_sm;
+  };
+  const Shape shapes[] = {{"gridstride4", read_kernel<4>, 1024, 2}, {"gridstride8", read_kernel<8>, 512, 4},
+                          {"gridstride8", read_kernel<8>, 256, 8}, {"gridstride4", read_kernel<4>, 512, 4}};
+  for (const Shape& sh : shapes) {
+    double ms = time_ms(nullptr, [&] {
+      sh.k<<<sms * sh.per_sm, sh.threads>>>(static_cast<const uint4*>(buf.p), n16, static_cast<unsigned*>(out.p));
+    }, repeats);
+    CUDA_CHECK_LAUNCH();
+    double tbps = double(bytes) / (ms * 1e-3) / 1e12;
+    if (tbps > best.tbps) {
+      best.tbps = tbps;
+      best.best_shape = cat(sh.name, " ", sh.threads, "x", sh.per_sm, "/SM");
+    }
+  }
+  MK_TRY(cuda_status(cudaDeviceSynchronize(), "measuring read bandwidth"));
+  return best;
+}
+
+Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
+  auto g = Gemm::create();
+  if (!g) return g.error();
+  size_t elems = size_t(n) * size_t(n);
+  DevBuf a, b, c;
+  MK_TRY(cuda_status(cudaMalloc(&a.p, elems * 2), "allocating matmul operands"));
+  MK_TRY(cuda_status(cudaMalloc(&b.p, elems * 2), "allocating matmul operands"));
+  MK_TRY(cuda_status(cudaMalloc(&c.p, elems * 2), "allocating matmul operands"));
+  fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(a.p), elems / 2, 7u);
+  fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(b.p), elems / 2, 11u);
+  CUDA_CHECK_LAUNCH();
+  auto run = [&] {
+    (*g)->run(nullptr, c.p, DType::BF16, static_cast<const bf16*>(a.p), static_cast<const bf16*>(b.p), n, n, n);
+  };
+  double ms = time_ms(nullptr, run, repeats, 10);
+  MK_TRY(cuda_status(cudaDeviceSynchronize(), "measuring the matmul rate"));
+  MatmulRate r;
+  r.ms = ms;
+  r.tflops = 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
+  return r;
+}
+
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats) {
+  size_t mat_bytes = size_t(n_rows) * size_t(n_cols) * 2;
+  int copies = int(std::max<size_t>(8, (size_t(512) << 20) / mat_bytes + 1));
+  DevBuf w, x, y;
+  MK_TRY(cuda_status(cudaMalloc(&w.p, mat_bytes * copies), "allocating matvec probe"));
+  MK_TRY(cuda_status(cudaMalloc(&x.p, size_t(n_cols) * 4), "allocating matvec probe"));
+  MK_TRY(cuda_status(cudaMalloc(&y.p, size_t(n_rows) * 4 * copies), "allocating matvec probe"));
+  fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(w.p), mat_bytes * copies / 4, 3u);
+  fill_kernel<<<64, 256>>>(static_cast<uint32_t*>(x.p), size_t(n_cols), 5u);  // read as f32: small values
+  CUDA_CHECK_LAUNCH();
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto args = [&](int i) {
+    MatvecArgs a;
+    a.w = static_cast<const bf16*>(w.p) + size_t(i % copies) * size_t(n_rows) * n_cols;
+    a.n_rows = n_rows;
+    a.n_cols = n_cols;
+    a.x = static_cast<const float*>(x.p);
+    a.out = static_cast<float*>(y.p) + size_t(i % copies) * n_rows;
+    return a;
+  };
+  int it = 0;
+  double single = time_ms(s, [&] { matvec(Stream(s, true), args(it++)); }, repeats * 4);
+  // Chained: a graph of `chain` matvecs over rotating copies (the decode pattern), per-matvec time.
+  const int chain = 64;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < chain; ++i) matvec(Stream(s, true), args(i));
+  CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  double chained = time_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats) / chain;
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  MK_TRY(cuda_status(cudaStreamSynchronize(s), "measuring the matvec"));
+  cudaStreamDestroy(s);
+  MatvecRate r;
+  r.n_rows = n_rows;
+  r.n_cols = n_cols;
+  r.us_single = single * 1e3;
+  r.us_chained = chained * 1e3;
+  r.tbps_single = double(mat_bytes) / (single * 1e-3) / 1e12;
+  r.tbps_chained = double(mat_bytes) / (chained * 1e-3) / 1e12;
+  return r;
+}
+
+}  // namespace mk::cuda

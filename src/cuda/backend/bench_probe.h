@@ -1,0 +1,35 @@
+// Ceilings measured in the same process as the benchmark (DESIGN.md, "Performance method"):
+// the read-bandwidth ceiling (a read-only kernel over several GiB, as /work/shared/peers/ceilings.py),
+// the bf16 matrix rate (cuBLASLt 8192^3), and the decode matvec's achieved bandwidth on given shapes.
+// All figures: medians over repeats timed with CUDA events after warm-up.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace mk::cuda {
+
+struct ReadCeiling {
+  double tbps = 0;          // best launch shape, median
+  std::string best_shape;   // e.g. "gridstride8 512x4/SM"
+  double bytes = 0;
+};
+Expected<ReadCeiling> measure_read_ceiling(double gib = 4.0, int repeats = 20);
+
+struct MatmulRate {
+  double tflops = 0;  // median over repeats
+  double ms = 0;
+};
+Expected<MatmulRate> measure_matmul_rate(int n = 8192, int repeats = 20);
+
+struct MatvecRate {
+  int n_rows = 0, n_cols = 0;
+  double us_single = 0;   // one launch, cold weights, events around it (median)
+  double us_chained = 0;  // per matvec inside a CUDA graph of back-to-back launches with PDL, cold weights
+  double tbps_single = 0, tbps_chained = 0;
+};
+// Rotates over enough copies of the matrix to defeat the L2.
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20);
+
+}  // namespace mk::cuda

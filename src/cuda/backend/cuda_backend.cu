@@ -1,0 +1,208 @@
+// CudaBackend: creation, buffers, and the Backend entry points (see cuda_backend.h). The kernels each step
+// enqueues are in steps.cu.
+#include "cuda/backend/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu/ops.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/device_info.h"
+
+namespace mk {
+namespace cuda {
+namespace {
+
+size_t align_up(size_t n) { return (n + 255) / 256 * 256; }
+
+}  // namespace
+
+CudaBackend::CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context, const CudaBackendOptions& opt)
+    : config_(c), weights_(std::move(w)), opt_(opt), max_context_(max_context) {}
+
+CudaBackend::~CudaBackend() {
+  if (graph_) cudaGraphExecDestroy(graph_);
+  if (stream_) cudaStreamDestroy(stream_);
+  if (arena_) cudaFree(arena_);
+  if (attn_ws_) cudaFree(attn_ws_);
+}
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& config, DeviceWeights weights,
+                                                           int max_context, const CudaBackendOptions& opt) {
+  if (max_context <= 0) return make_error("max_context must be positive, got ", max_context);
+  if (config.head_dim % 32 != 0 || config.head_dim > 256)
+    return make_error("head_dim ", config.head_dim, " is not supported by the CUDA backend (a multiple of 32, <= 256)");
+  if (config.n_embd % 8 != 0 || config.n_ff % 8 != 0)
+    return make_error("hidden_size and intermediate_size must be multiples of 8 for the CUDA backend (got ",
+                      config.n_embd, ", ", config.n_ff, ")");
+  std::unique_ptr<CudaBackend> b(new CudaBackend(config, std::move(weights), max_context, opt));
+  MK_TRY(b->init());
+  return std::move(b);
+}
+
+Status CudaBackend::init() {
+  const ModelConfig& c = config_;
+  MK_TRY(kv_.init(c, max_context_));
+  MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a CUDA stream"));
+  auto g = Gemm::create();
+  if (!g) return g.error();
+  gemm_ = std::move(*g);
+
+  const size_t E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab, C = opt_.prefill_chunk;
+  std::vector<std::pair<void**, size_t>> bufs = {
+      {reinterpret_cast<void**>(&state_), sizeof(StepState)},
+      {reinterpret_cast<void**>(&tokens_out_), size_t(max_context_) * 4},
+      {reinterpret_cast<void**>(&x_), E * 4},
+      {reinterpret_cast<void**>(&qkv_), (Q + 2 * KV) * 4},
+      {reinterpret_cast<void**>(&q_), Q * 2},
+      {reinterpret_cast<void**>(&attn_), Q * 2},
+      {reinterpret_cast<void**>(&h_), F * 4},
+      {reinterpret_cast<void**>(&logits_), V * 4},
+      {reinterpret_cast<void**>(&inv_freq_), size_t(c.head_dim) * 2},
+      {reinterpret_cast<void**>(&tokens_), C * 4},
+      {reinterpret_cast<void**>(&px_), C * E * 4},
+      {reinterpret_cast<void**>(&pxn_), C * E * 2},
+      {reinterpret_cast<void**>(&pqkv_), C * (Q + 2 * KV) * 4},
+      {reinterpret_cast<void**>(&pq_), C * Q * 2},
+      {reinterpret_cast<void**>(&pattn_), C * Q * 2},
+      {reinterpret_cast<void**>(&pgu_), C * 2 * F * 4},
+      {reinterpret_cast<void**>(&ph_), C * F * 2},
+  };
+  size_t total = 0;
+  for (auto& b : bufs) total += align_up(b.second);
+  size_t free_b = 0, total_b = 0;
+  MK_TRY(cuda_status(cudaMemGetInfo(&free_b, &total_b), "querying GPU memory"));
+  if (total > free_b)
+    return make_error("activation buffers need ", total >> 20, " MiB of GPU memory but only ", free_b >> 20,
+                      " MiB are free");
+  MK_TRY(cuda_status(cudaMalloc(&arena_, total), "allocating activation buffers"));
+  MK_TRY(cuda_status(cudaMemset(arena_, 0, total), "clearing activation buffers"));
+  char* p = static_cast<char*>(arena_);
+  for (auto& b : bufs) {
+    *b.first = p;
+    p += align_up(b.second);
+  }
+  std::vector<float> inv_freq;
+  cpu::rope_inv_freq(inv_freq, c.rope, c.head_dim);
+  MK_TRY(cuda_status(cudaMemcpy(inv_freq_, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice),
+                     "uploading RoPE frequencies"));
+  // cuda/attention/ serves head dims 64 and 128; others use ops/attention_simple.
+  if (opt_.attention_lib && attention_lib_available() && (c.head_dim == 64 || c.head_dim == 128)) {
+    attn_ws_bytes_ = attention_decode_workspace_bytes(1, c.n_head, c.n_kv_head, c.head_dim, kv_.capacity());
+    MK_TRY(cuda_status(cudaMalloc(&attn_ws_, std::max<size_t>(attn_ws_bytes_, 256)), "allocating attention workspace"));
+  } else {
+    opt_.attention_lib = false;
+  }
+  return {};
+}
+
+Status CudaBackend::check_step(std::span<const int32_t> tokens, int pos) const {
+  if (tokens.empty()) return make_error("forward: no tokens given");
+  if (pos != n_cached_)
+    return make_error("forward: pos ", pos, " must equal the number of cached positions (", n_cached_, ")");
+  if (pos + int64_t(tokens.size()) > max_context_)
+    return make_error("forward: positions up to ", pos + tokens.size(), " exceed the context length ", max_context_);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= config_.n_vocab)
+      return make_error("forward: token ", tokens[i], " at index ", i, " is outside the vocabulary [0, ",
+                        config_.n_vocab, ")");
+  return {};
+}
+
+void CudaBackend::set_state(int32_t token, int pos, int n_tokens) {
+  StepState s{};
+  s.token = token;
+  s.pos = pos;
+  s.seq_len = pos + n_tokens;
+  s.cu_seqlens_q[0] = 0;
+  s.cu_seqlens_q[1] = n_tokens;
+  s.n_generated = 0;
+  s.argmax = 0;
+  // Pageable source: the copy is staged before the call returns, so `s` may go out of scope.
+  CUDA_CHECK(cudaMemcpyAsync(state_, &s, sizeof(s), cudaMemcpyHostToDevice, stream_));
+}
+
+Status CudaBackend::forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) {
+  MK_TRY(check_step(tokens, pos));
+  if (logits.size() != size_t(config_.n_vocab))
+    return make_error("forward: logits has ", logits.size(), " elements, expected n_vocab = ", config_.n_vocab);
+  if (tokens.size() == 1) {
+    set_state(tokens[0], pos, 1);
+    MK_TRY(ensure_graph());
+    replay_decode();
+  } else {
+    MK_TRY(enqueue_prefill_only(tokens, pos));
+  }
+  CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_, logits.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "running the forward pass"));
+  n_cached_ = pos + int(tokens.size());
+  return {};
+}
+
+Status CudaBackend::enqueue_prefill_only(std::span<const int32_t> tokens, int pos) {
+  MK_TRY(check_step(tokens, pos));
+  Stream s(stream_, opt_.pdl);
+  for (size_t done = 0; done < tokens.size();) {
+    int n = int(std::min<size_t>(size_t(opt_.prefill_chunk), tokens.size() - done));
+    CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens.data() + done, size_t(n) * 4, cudaMemcpyHostToDevice, stream_));
+    set_state(0, pos + int(done), n);
+    done += size_t(n);
+    enqueue_prefill_chunk(s, n, done == tokens.size());
+  }
+  n_cached_ = pos + int(tokens.size());
+  return {};
+}
+
+void CudaBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
+
+Status CudaBackend::generate_greedy(int32_t token, int pos, std::span<int32_t> out) {
+  int32_t t[1] = {token};
+  MK_TRY(check_step(t, pos));
+  if (pos + int64_t(out.size()) > max_context_)
+    return make_error("generate: ", out.size(), " tokens from position ", pos, " exceed the context length ",
+                      max_context_);
+  if (out.empty()) return {};
+  MK_TRY(ensure_graph());  // may run one eager step: do it before setting the state
+  set_state(token, pos, 1);
+  for (size_t i = 0; i < out.size(); ++i) replay_decode();
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), tokens_out_, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "running greedy decode"));
+  n_cached_ = pos + int(out.size());
+  return {};
+}
+
+Status CudaBackend::set_random_context(int n) {
+  if (n < 0 || n >= max_context_) return make_error("set_random_context: ", n, " is outside [0, ", max_context_, ")");
+  kv_.fill_random(12345, stream_);
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "filling the KV cache"));
+  n_cached_ = n;
+  return {};
+}
+
+Status CudaBackend::begin_decode(int32_t token, int pos) {
+  int32_t t[1] = {token};
+  MK_TRY(check_step(t, pos));
+  MK_TRY(ensure_graph());
+  set_state(token, pos, 1);
+  return {};
+}
+
+}  // namespace cuda
+
+Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max_context) {
+  auto dev = cuda::query_device();
+  if (!dev) return dev.error();
+  if (max_context <= 0) max_context = std::min(model.config.max_position > 0 ? model.config.max_position : 8192, 8192);
+  size_t need = cuda::device_weight_bytes(model.config) + cuda::DeviceKvCache::bytes_for(model.config, max_context);
+  if (need > dev->free_memory)
+    return make_error("the model needs ", need >> 20, " MiB of GPU memory (weights + KV cache for ", max_context,
+                      " positions) but GPU '", dev->name, "' has ", dev->free_memory >> 20, " MiB free");
+  auto w = cuda::upload_weights(model.config, model.weights);
+  if (!w) return w.error();
+  auto b = cuda::CudaBackend::create(model.config, std::move(*w), max_context);
+  if (!b) return b.error();
+  return std::unique_ptr<Backend>(std::move(*b));
+}
+
+}  // namespace mk

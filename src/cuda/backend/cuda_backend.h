@@ -1,0 +1,123 @@
+// CudaBackend: the layered GPU path. One kernel per operation (src/cuda/ops/), weights uploaded once in bf16
+// (device_weights.h), a paged KV cache on the device (kv_cache.h), prefill through cuBLASLt GEMMs, and the
+// decode step captured once as a CUDA graph whose kernels chain with programmatic dependent launch.
+// The decode graph reads its token and position from device memory and writes the argmax token back, so greedy
+// generation replays it with no host work between steps (generate_greedy).
+// Tests: tests/gpu/test_backend.cu. Benchmark: `megakernel bench` (src/cli/cmd_bench.cpp).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/status.h"
+#include "cuda/backend/device_weights.h"
+#include "cuda/backend/kv_cache.h"
+#include "cuda/common/launch.h"
+#include "cuda/ops/gemm.h"
+#include "megakernel/model.h"
+#include "runtime/backend.h"
+
+namespace mk {
+
+// Checks the GPU (present, sm_90, memory), uploads the model's weights and allocates the KV cache.
+// max_context <= 0: the model's max_position capped at 8192. Errors name what is missing.
+Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max_context);
+
+namespace cuda {
+
+struct CudaBackendOptions {
+  bool pdl = true;           // programmatic dependent launch between kernels
+  bool graph = true;         // replay the decode step as a CUDA graph
+  bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
+  int prefill_chunk = 1024;  // tokens per prefill pass
+};
+
+// Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
+bool attention_lib_available();
+
+// Device-side state of a step (read by the graph's kernels, so it lives at a fixed address).
+struct StepState {
+  int32_t token;             // decode input token
+  int32_t pos;               // position of the step's first token
+  int32_t seq_len;           // cached positions once the step's tokens are appended (pos + n_tokens)
+  int32_t cu_seqlens_q[2];   // {0, n_tokens}
+  int32_t n_generated;       // tokens written to tokens_out by the decode graph
+  unsigned long long argmax; // packed argmax of the logits (see ops/matvec.h)
+};
+
+class CudaBackend final : public Backend {
+ public:
+  static Expected<std::unique_ptr<CudaBackend>> create(const ModelConfig& config, DeviceWeights weights,
+                                                       int max_context, const CudaBackendOptions& opt = {});
+  ~CudaBackend() override;
+
+  const char* name() const override { return "cuda"; }
+  Status forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) override;
+  void truncate(int pos) override;
+  int max_context() const override { return max_context_; }
+  const ModelConfig& config() const override { return config_; }
+
+  // Greedy decode on the device: feeds `token` at `pos`, then each argmax back in; out[i] is the i-th argmax.
+  Status generate_greedy(int32_t token, int pos, std::span<int32_t> out);
+
+  // --- for benchmarks ---
+  // Pretends positions [0, n) are cached, with random K/V (attention cost depends only on the length).
+  Status set_random_context(int n);
+  // Sets the decode state (token at pos) without running anything; then replay_decode() runs one step each.
+  Status begin_decode(int32_t token, int pos);
+  void replay_decode();
+  // Runs a prefill of `tokens` at pos without copying logits back (asynchronous).
+  Status enqueue_prefill_only(std::span<const int32_t> tokens, int pos);
+  cudaStream_t stream() const { return stream_; }
+  size_t weight_bytes() const { return weights_.bytes; }
+  int n_cached() const { return n_cached_; }
+
+ private:
+  CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context, const CudaBackendOptions& opt);
+  Status init();
+  Status check_step(std::span<const int32_t> tokens, int pos) const;
+  void set_state(int32_t token, int pos, int n_tokens);
+  void enqueue_decode(const Stream& s);
+  void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
+  void attend_decode(const Stream& s, int layer);
+  void attend_prefill(const Stream& s, int layer, int n_tokens);
+  Status ensure_graph();
+
+  ModelConfig config_;
+  DeviceWeights weights_;
+  DeviceKvCache kv_;
+  CudaBackendOptions opt_;
+  int max_context_ = 0;
+  int n_cached_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaGraphExec_t graph_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+
+  // Device buffers (one arena). Decode: fixed addresses captured by the graph.
+  void* arena_ = nullptr;
+  StepState* state_ = nullptr;
+  int32_t* tokens_out_ = nullptr;  // [max_context] decode graph output
+  float* x_ = nullptr;             // [n_embd] residual stream
+  float* qkv_ = nullptr;           // [q_dim + 2 kv_dim]
+  __nv_bfloat16* q_ = nullptr;     // [n_head, head_dim]
+  __nv_bfloat16* attn_ = nullptr;  // [n_head, head_dim]
+  float* h_ = nullptr;             // [n_ff]
+  float* logits_ = nullptr;        // [n_vocab]
+  float* inv_freq_ = nullptr;      // [head_dim / 2]
+  void* attn_ws_ = nullptr;        // attention decode workspace
+  size_t attn_ws_bytes_ = 0;
+  // Prefill chunk buffers, C = prefill_chunk.
+  int32_t* tokens_ = nullptr;      // [C]
+  float* px_ = nullptr;            // [C, n_embd]
+  __nv_bfloat16* pxn_ = nullptr;   // [C, n_embd]
+  float* pqkv_ = nullptr;          // [C, q_dim + 2 kv_dim]
+  __nv_bfloat16* pq_ = nullptr;    // [C, n_head, head_dim]
+  __nv_bfloat16* pattn_ = nullptr; // [C, n_head, head_dim]
+  float* pgu_ = nullptr;           // [C, 2 n_ff]
+  __nv_bfloat16* ph_ = nullptr;    // [C, n_ff]
+};
+
+}  // namespace cuda
+}  // namespace mk

@@ -1,0 +1,55 @@
+// Model weights on the device, uploaded once in bf16, in the layouts the layered kernels want:
+//   wqkv       [q_dim + 2 kv_dim, n_embd]  rows of wq, then wk, then wv (one matvec / one GEMM)
+//   w_gate_up  [2 n_ff, n_embd]            rows interleaved gate_0, up_0, gate_1, up_1, ... (SwiGLU fused)
+// Norm weights and biases are f32. f32/f16 checkpoints are converted to bf16 at upload (with a warning).
+// random_device_weights fills the same layout on the device (for benchmarks of big shapes without host RNG).
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "megakernel/config.h"
+#include "model/weights.h"
+
+namespace mk::cuda {
+
+struct DeviceLayer {
+  float* attn_norm = nullptr;       // [n_embd]
+  __nv_bfloat16* wqkv = nullptr;    // [q_dim + 2 kv_dim, n_embd]
+  float* bqkv = nullptr;            // [q_dim + 2 kv_dim] or null (Qwen2)
+  float* q_norm = nullptr;          // [head_dim] or null (Qwen3)
+  float* k_norm = nullptr;          // [head_dim] or null (Qwen3)
+  __nv_bfloat16* wo = nullptr;      // [n_embd, q_dim]
+  float* mlp_norm = nullptr;        // [n_embd]
+  __nv_bfloat16* w_gate_up = nullptr;  // [2 n_ff, n_embd] interleaved
+  __nv_bfloat16* w_down = nullptr;  // [n_embd, n_ff]
+};
+
+struct DeviceWeights {
+  __nv_bfloat16* tok_embd = nullptr;  // [n_vocab, n_embd]
+  __nv_bfloat16* lm_head = nullptr;   // [n_vocab, n_embd]; == tok_embd when tied
+  float* final_norm = nullptr;        // [n_embd]
+  std::vector<DeviceLayer> layers;    // [n_layer]
+  void* arena = nullptr;              // one allocation holding everything above
+  size_t bytes = 0;
+
+  DeviceWeights() = default;
+  DeviceWeights(DeviceWeights&& o) noexcept { *this = std::move(o); }
+  DeviceWeights& operator=(DeviceWeights&& o) noexcept;
+  DeviceWeights(const DeviceWeights&) = delete;
+  ~DeviceWeights();
+};
+
+// Bytes of device memory the weights of this configuration take (bf16 matrices, f32 vectors, padding).
+size_t device_weight_bytes(const ModelConfig& c);
+
+// Uploads (and converts) the weights. Fails before allocating when they do not fit in free device memory.
+Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w);
+
+// Random weights of the configuration, generated on the device: matrices ~ U(-a, a) with std 0.02, norm weights
+// 1 +- small, biases small. Deterministic in seed.
+Expected<DeviceWeights> random_device_weights(const ModelConfig& c, uint64_t seed);
+
+}  // namespace mk::cuda

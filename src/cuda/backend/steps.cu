@@ -1,0 +1,228 @@
+// The kernels one step enqueues (see cuda_backend.h): the decode step (captured as a CUDA graph) and a prefill
+// chunk. Shapes: E = n_embd, F = n_ff, Q = q_dim, KV = kv_dim, V = n_vocab, T = tokens in the chunk.
+#include <cmath>
+
+// cuda/attention/ (split-KV decode, FA2-style prefill) is linked: use it unless the options say otherwise.
+#define MK_ATTENTION_LIB 1
+
+#include "cuda/backend/cuda_backend.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device.cuh"
+#include "cuda/ops/attention_simple.h"
+#include "cuda/ops/embed.h"
+#include "cuda/ops/matvec.h"
+#include "cuda/ops/rmsnorm.h"
+#include "cuda/ops/rope.h"
+#include "cuda/ops/swiglu.h"
+
+namespace mk::cuda {
+namespace {
+
+// Ends a decode step: the argmax becomes the next input token and is logged; the position advances.
+__global__ void finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity) {
+  pdl_wait();
+  if (threadIdx.x == 0) {
+    int32_t tok = argmax_unpack(st->argmax);
+    st->token = tok;
+    if (st->n_generated < capacity) tokens_out[st->n_generated] = tok;
+    st->n_generated += 1;
+    st->pos += 1;
+    st->seq_len += 1;
+  }
+}
+
+}  // namespace
+
+#ifdef MK_ATTENTION_LIB
+bool attention_lib_available() { return true; }
+#else
+bool attention_lib_available() { return false; }
+#endif
+
+void CudaBackend::attend_decode(const Stream& s, int layer) {
+#ifdef MK_ATTENTION_LIB
+  if (opt_.attention_lib) {
+    AttentionDecodeArgs a;
+    a.q = q_;
+    a.out = attn_;
+    a.seq_lens_k = &state_->seq_len;
+    a.kv = kv_.layer(layer);
+    a.block_table = kv_.block_table();
+    a.batch = 1;
+    a.n_head = config_.n_head;
+    a.max_seqlen_k = kv_.capacity();
+    a.workspace = attn_ws_;
+    a.workspace_bytes = attn_ws_bytes_;
+    Status st = attention_decode(s.stream, a);
+    MK_CHECK(st.ok());
+    return;
+  }
+#endif
+  attention_simple(s, attn_, q_, kv_.layer(layer), kv_.block_table_data(), &state_->seq_len, 1, config_.n_head, 0.f);
+}
+
+void CudaBackend::attend_prefill(const Stream& s, int layer, int n_tokens) {
+#ifdef MK_ATTENTION_LIB
+  if (opt_.attention_lib) {
+    AttentionPrefillArgs a;
+    a.q = pq_;
+    a.out = pattn_;
+    a.cu_seqlens_q = state_->cu_seqlens_q;
+    a.seq_lens_k = &state_->seq_len;
+    a.kv = kv_.layer(layer);
+    a.block_table = kv_.block_table();
+    a.batch = 1;
+    a.total_q = n_tokens;
+    a.max_seqlen_q = n_tokens;
+    a.max_seqlen_k = kv_.capacity();
+    a.n_head = config_.n_head;
+    Status st = attention_prefill(s.stream, a);
+    MK_CHECK(st.ok());
+    return;
+  }
+#endif
+  attention_simple(s, pattn_, pq_, kv_.layer(layer), kv_.block_table_data(), &state_->seq_len, n_tokens,
+                   config_.n_head, 0.f);
+}
+
+void CudaBackend::enqueue_decode(const Stream& s) {
+  const ModelConfig& c = config_;
+  const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
+  embed(s, x_, weights_.tok_embd, &state_->token, 1, E, c.n_vocab, &state_->argmax);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const DeviceLayer& w = weights_.layers[size_t(l)];
+    MatvecArgs qkv;  // qkv[Q + 2KV] = Wqkv rmsnorm(x)
+    qkv.w = w.wqkv;
+    qkv.n_rows = Q + 2 * KV;
+    qkv.n_cols = E;
+    qkv.x = x_;
+    qkv.norm_w = w.attn_norm;
+    qkv.eps = c.rms_norm_eps;
+    qkv.out = qkv_;
+    matvec(s, qkv);
+
+    RopeQkvArgs r;  // q[Q] bf16, K/V rows of this position into the cache
+    r.qkv = qkv_;
+    r.bias = w.bqkv;
+    r.q_norm = w.q_norm;
+    r.k_norm = w.k_norm;
+    r.eps = c.rms_norm_eps;
+    r.inv_freq = inv_freq_;
+    r.pos0 = &state_->pos;
+    r.n_tokens = 1;
+    r.n_head = c.n_head;
+    r.n_kv_head = c.n_kv_head;
+    r.head_dim = c.head_dim;
+    r.q_out = q_;
+    r.kv = kv_.layer(l);
+    r.block_table = kv_.block_table_data();
+    r.max_positions = kv_.capacity();
+    rope_qkv(s, r);
+
+    attend_decode(s, l);  // attn[Q] bf16
+
+    MatvecArgs o;  // x += Wo attn
+    o.w = w.wo;
+    o.n_rows = E;
+    o.n_cols = Q;
+    o.x_bf16 = attn_;
+    o.out = x_;
+    o.mode = MatvecOut::ADD;
+    matvec(s, o);
+
+    MatvecArgs gu;  // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
+    gu.w = w.w_gate_up;
+    gu.n_rows = 2 * F;
+    gu.n_cols = E;
+    gu.x = x_;
+    gu.norm_w = w.mlp_norm;
+    gu.eps = c.rms_norm_eps;
+    gu.out = h_;
+    gu.mode = MatvecOut::SWIGLU;
+    matvec(s, gu);
+
+    MatvecArgs d;  // x += Wd h
+    d.w = w.w_down;
+    d.n_rows = E;
+    d.n_cols = F;
+    d.x = h_;
+    d.out = x_;
+    d.mode = MatvecOut::ADD;
+    matvec(s, d);
+  }
+  MatvecArgs head;  // logits[V] = Wlm rmsnorm(x), argmax into state
+  head.w = weights_.lm_head;
+  head.n_rows = c.n_vocab;
+  head.n_cols = E;
+  head.x = x_;
+  head.norm_w = weights_.final_norm;
+  head.eps = c.rms_norm_eps;
+  head.out = logits_;
+  head.argmax = &state_->argmax;
+  matvec(s, head);
+  launch(s, dim3(1), dim3(32), 0, finish_step_kernel, state_, tokens_out_, max_context_);
+}
+
+void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
+  const ModelConfig& c = config_;
+  const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
+  embed(s, px_, weights_.tok_embd, tokens_, T, E, c.n_vocab, &state_->argmax);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const DeviceLayer& w = weights_.layers[size_t(l)];
+    rmsnorm(s, pxn_, px_, w.attn_norm, c.rms_norm_eps, E, T, E);
+    gemm_->run(s.stream, pqkv_, DType::F32, pxn_, w.wqkv, T, Q + 2 * KV, E);
+    RopeQkvArgs r;
+    r.qkv = pqkv_;
+    r.bias = w.bqkv;
+    r.q_norm = w.q_norm;
+    r.k_norm = w.k_norm;
+    r.eps = c.rms_norm_eps;
+    r.inv_freq = inv_freq_;
+    r.pos0 = &state_->pos;
+    r.n_tokens = T;
+    r.n_head = c.n_head;
+    r.n_kv_head = c.n_kv_head;
+    r.head_dim = c.head_dim;
+    r.q_out = pq_;
+    r.kv = kv_.layer(l);
+    r.block_table = kv_.block_table_data();
+    r.max_positions = kv_.capacity();
+    rope_qkv(s, r);
+    attend_prefill(s, l, T);
+    gemm_->run(s.stream, px_, DType::F32, pattn_, w.wo, T, E, Q, 1.f);  // x += attn Wo^T
+    rmsnorm(s, pxn_, px_, w.mlp_norm, c.rms_norm_eps, E, T, E);
+    gemm_->run(s.stream, pgu_, DType::F32, pxn_, w.w_gate_up, T, 2 * F, E);
+    swiglu(s, ph_, pgu_, F, T);
+    gemm_->run(s.stream, px_, DType::F32, ph_, w.w_down, T, E, F, 1.f);  // x += h Wd^T
+  }
+  if (!logits) return;
+  MatvecArgs head;  // logits of the last token only
+  head.w = weights_.lm_head;
+  head.n_rows = c.n_vocab;
+  head.n_cols = E;
+  head.x = px_ + size_t(T - 1) * size_t(E);
+  head.norm_w = weights_.final_norm;
+  head.eps = c.rms_norm_eps;
+  head.out = logits_;
+  head.argmax = &state_->argmax;
+  matvec(s, head);
+}
+
+Status CudaBackend::ensure_graph() {
+  if (!opt_.graph || graph_) return {};
+  // Relaxed: the first launch of each kernel variant sets its attributes (not a stream operation).
+  MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing the decode graph"));
+  enqueue_decode(Stream(stream_, opt_.pdl));
+  cudaGraph_t g = nullptr;
+  MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing the decode graph"));
+  cudaError_t err = cudaGraphInstantiate(&graph_, g, 0);
+  cudaGraphDestroy(g);
+  return cuda_status(err, "instantiating the decode graph");
+}
+
+void CudaBackend::replay_decode() {
+  if (graph_) CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
+  else enqueue_decode(Stream(stream_, opt_.pdl));
+}
+
+}  // namespace mk::cuda

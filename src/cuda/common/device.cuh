@@ -1,0 +1,59 @@
+// Device helpers shared by the layered kernels: PDL controls, 16-byte weight loads that bypass L1,
+// bf16x8 unpacking, warp and block reductions.
+#pragma once
+#include <cuda_bf16.h>
+#include <cstdint>
+
+namespace mk::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// Waits until the previous kernel in the stream has finished and its writes are visible (no-op without PDL).
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Lets the next kernel in the stream start launching its blocks (its pdl_wait still waits for us).
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// 16-byte read-only load of streamed data (weights): not kept in L1, read once per step.
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+
+// Unpacks 8 bf16 (one uint4) into floats.
+__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
+  f[0] = bf16_lo(v.x); f[1] = bf16_hi(v.x);
+  f[2] = bf16_lo(v.y); f[3] = bf16_hi(v.y);
+  f[4] = bf16_lo(v.z); f[5] = bf16_hi(v.z);
+  f[6] = bf16_lo(v.w); f[7] = bf16_hi(v.w);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. s_red: >= 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* s_red) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // s_red may still be read by a previous call
+  if (lane == 0) s_red[warp] = v;
+  __syncthreads();
+  v = lane < n_warp ? s_red[lane] : 0.f;
+  return warp_sum(v);
+}
+
+}  // namespace mk::cuda

@@ -1,0 +1,204 @@
+// Decode matrix-vector product (see matvec.h). One warp owns a pair of adjacent rows at a time (grid-stride
+// over pairs); lane l reads 16-byte chunks l, l+32, ... of both rows, 16 loads in flight per lane.
+#include "cuda/ops/matvec.h"
+
+#include <algorithm>
+
+#include "cuda/common/device.cuh"
+#include "cuda/device_info.h"
+
+namespace mk::cuda {
+namespace {
+
+constexpr int WARPS = 8;      // warps per block
+constexpr int THREADS = WARPS * 32;
+constexpr int U = 8;          // chunks per lane per batch (x 2 rows = 16 loads of 16 bytes in flight)
+
+struct Params {
+  MatvecArgs a;
+};
+
+// Order-preserving float -> uint32 (larger float, larger key); NaN largest as torch.argmax.
+__device__ __forceinline__ uint32_t float_key(float v) {
+  if (v != v) return 0xffffffffu;
+  uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+// Ties: the smaller index wins, so the low word holds the complemented index.
+__device__ __forceinline__ unsigned long long argmax_pack(float v, int r) {
+  return (static_cast<unsigned long long>(float_key(v)) << 32) | (0xffffffffu - uint32_t(r));
+}
+
+template <bool NORM, class XT>
+__device__ void stage_x(float* s_x, float* s_red, const XT* x, const float* norm_w, float eps, int n) {
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v;
+    if constexpr (sizeof(XT) == 4) v = x[i];
+    else v = __bfloat162float(x[i]);
+    s_x[i] = v;
+    if constexpr (NORM) ss += v * v;
+  }
+  if constexpr (NORM) {
+    float inv = rsqrtf(block_sum(ss, s_red) / float(n) + eps);
+    // Each thread rescales only the elements it wrote itself: no barrier needed before this loop.
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s_x[i] = s_x[i] * inv * norm_w[i];
+  }
+  __syncthreads();
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
+__global__ void __launch_bounds__(THREADS) matvec_kernel(Params p) {
+  extern __shared__ float s_x[];  // [n_cols] staged (normalised) input
+  __shared__ float s_red[32];
+  __shared__ unsigned long long s_best[WARPS];
+  const MatvecArgs& a = p.a;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_chunks = a.n_cols >> 3;
+  const int per_lane = (n_chunks + 31) >> 5;
+  const int n_pairs = (a.n_rows + 1) >> 1;  // an odd last row pairs with nothing (STORE / ADD only)
+  const int warp_stride = gridDim.x * WARPS;
+  int g = blockIdx.x * WARPS + warp;
+
+  uint4 wb[2][U];
+  auto load_batch = [&](int pair, int j0) {
+    const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols);
+    const bool has1 = 2 * pair + 1 < a.n_rows;
+    const bf16* r1 = has1 ? r0 + a.n_cols : r0;  // re-reads row 0 (cached) rather than branching per load
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      int c = (j0 + u) * 32 + lane;
+      if (j0 + u < per_lane && c < n_chunks) {
+        wb[0][u] = ld_stream(r0 + size_t(c) * 8);
+        wb[1][u] = ld_stream(r1 + size_t(c) * 8);
+      } else {
+        wb[0][u] = make_uint4(0, 0, 0, 0);
+        wb[1][u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // Weights do not depend on the previous kernel: start streaming them before waiting for it.
+  if (g < n_pairs) load_batch(g, 0);
+  pdl_wait();
+  if constexpr (sizeof(XT) == 4) stage_x<NORM>(s_x, s_red, a.x, a.norm_w, a.eps, a.n_cols);
+  else stage_x<NORM>(s_x, s_red, a.x_bf16, a.norm_w, a.eps, a.n_cols);
+  pdl_launch_dependents();
+
+  unsigned long long best = 0;
+  bool loaded = true;
+  for (; g < n_pairs; g += warp_stride) {
+    float acc0 = 0.f, acc1 = 0.f;
+    for (int j0 = 0; j0 < per_lane; j0 += U) {
+      if (!loaded) load_batch(g, j0);
+      loaded = false;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        int c = (j0 + u) * 32 + lane;
+        if (j0 + u < per_lane && c < n_chunks) {
+          const float4 xa = *reinterpret_cast<const float4*>(s_x + c * 8);
+          const float4 xb = *reinterpret_cast<const float4*>(s_x + c * 8 + 4);
+          float f[8];
+          unpack8(wb[0][u], f);
+          acc0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                  f[7] * xb.w;
+          unpack8(wb[1][u], f);
+          acc1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                  f[7] * xb.w;
+        }
+      }
+    }
+    acc0 = warp_sum(acc0);
+    acc1 = warp_sum(acc1);
+    if (lane == 0) {
+      int r = 2 * g;
+      const bool has1 = r + 1 < a.n_rows;
+      if (a.bias) {
+        acc0 += a.bias[r];
+        if (has1) acc1 += a.bias[r + 1];
+      }
+      if constexpr (MODE == MatvecOut::STORE) {
+        a.out[r] = acc0;
+        if (has1) a.out[r + 1] = acc1;
+        if constexpr (ARGMAX) {
+          best = max(best, argmax_pack(acc0, r));
+          if (has1) best = max(best, argmax_pack(acc1, r + 1));
+        }
+      } else if constexpr (MODE == MatvecOut::ADD) {
+        a.out[r] += acc0;
+        if (has1) a.out[r + 1] += acc1;
+      } else {
+        a.out[g] = acc0 / (1.f + __expf(-acc0)) * acc1;
+      }
+    }
+  }
+  if constexpr (ARGMAX) {
+    if (lane == 0) s_best[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned long long b = 0;
+      for (int i = 0; i < WARPS; ++i) b = max(b, s_best[i]);
+      if (b) atomicMax(a.argmax, b);
+    }
+  }
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
+void launch_matvec(const Stream& s, const MatvecArgs& a) {
+  auto kernel = matvec_kernel<MODE, NORM, ARGMAX, XT>;
+  static int blocks_per_sm = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, THREADS, 32 * 1024));
+    return std::max(1, n);
+  }();
+  static int sm_count = [] {
+    int dev = 0, n = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  int n_pairs = (a.n_rows + 1) / 2;
+  int blocks = std::min((n_pairs + WARPS - 1) / WARPS, sm_count * std::min(blocks_per_sm, 2));
+  size_t smem = size_t(a.n_cols) * sizeof(float);
+  launch(s, dim3(blocks), dim3(THREADS), smem, kernel, Params{a});
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX>
+void dispatch_x(const Stream& s, const MatvecArgs& a) {
+  if (a.x) launch_matvec<MODE, NORM, ARGMAX, float>(s, a);
+  else launch_matvec<MODE, NORM, ARGMAX, bf16>(s, a);
+}
+
+}  // namespace
+
+void matvec(const Stream& s, const MatvecArgs& a) {
+  MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));
+  MK_CHECK(a.n_rows > 0 && a.n_cols > 0 && a.n_cols % 8 == 0);
+  MK_CHECK(a.mode != MatvecOut::SWIGLU || a.n_rows % 2 == 0);
+  MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0);
+  MK_CHECK(!a.argmax || a.mode == MatvecOut::STORE);
+  bool norm = a.norm_w != nullptr;
+  switch (a.mode) {
+    case MatvecOut::STORE:
+      if (a.argmax) {
+        if (norm) dispatch_x<MatvecOut::STORE, true, true>(s, a);
+        else dispatch_x<MatvecOut::STORE, false, true>(s, a);
+      } else if (norm) {
+        dispatch_x<MatvecOut::STORE, true, false>(s, a);
+      } else {
+        dispatch_x<MatvecOut::STORE, false, false>(s, a);
+      }
+      break;
+    case MatvecOut::ADD:
+      if (norm) dispatch_x<MatvecOut::ADD, true, false>(s, a);
+      else dispatch_x<MatvecOut::ADD, false, false>(s, a);
+      break;
+    case MatvecOut::SWIGLU:
+      if (norm) dispatch_x<MatvecOut::SWIGLU, true, false>(s, a);
+      else dispatch_x<MatvecOut::SWIGLU, false, false>(s, a);
+      break;
+  }
+}
+
+}  // namespace mk::cuda
