@@ -60,11 +60,13 @@ enum class PrefillKernel : uint8_t {
 struct AttentionOptions {
   PrefillKernel prefill_kernel = PrefillKernel::AUTO;
   // FA-4 (a): fraction of the softmax exponentials computed by a degree-3 polynomial exp2 on the FMA units
-  // (the rest on the MUFU unit). Quantised to eighths of a row's columns. 0 disables.
-  float poly_exp2_fraction = 0.25f;
+  // (the rest on the MUFU unit). Quantised to eighths of a row's columns. 0 disables. Off by default: as
+  // built, the compiler if-converts the per-column choice and still issues MUFU.EX2 for every element, so any
+  // fraction > 0 only adds work (measured -12..-19% at 16k, bench/RESULTS.md); see the note there.
+  float poly_exp2_fraction = 0.f;
   // FA-4 (b): rescale the running output only when the running max (log2 units) grows by more than
   // rescale_threshold; the final normalisation uses the max actually applied, so the result stays exact.
-  // lazy_rescale = false rescales on every growth (FA-2/3 behaviour).
+  // lazy_rescale = false rescales on every growth (FA-2/3 behaviour). Measured within +-3% either way.
   bool lazy_rescale = true;
   float rescale_threshold = 8.f;
   // HOPPER kernel: overlap the softmax of tile j with Q K^T of tile j and P V of tile j-1 inside a warpgroup.
