@@ -1,0 +1,153 @@
+// Device building blocks of the megakernel ops: the counter protocol (wait / signal), activation loads
+// that bypass L1, the residual reduction shared by every reader, RMSNorm into shared memory, and the
+// row-sliced bf16 matvec that streams weights with 64 KB per SM in flight.
+#pragma once
+#include <cuda_bf16.h>
+
+#include "cuda/common/device.cuh"
+#include "megakernel/device/params.cuh"
+
+namespace mk::megakernel::device {
+
+using mk::cuda::block_sum;
+using mk::cuda::ld_stream;
+using mk::cuda::unpack8;
+using mk::cuda::warp_max;
+using mk::cuda::warp_sum;
+
+// Activations written by other SMs in this launch: read from L2 (L1 is not coherent across SMs).
+__device__ __forceinline__ float ld_act(const float* p) { return __ldcg(p); }
+
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Waits for every dependency of `in` (thread 0 polls, the block follows). Returns false when the
+// watchdog fired (here or in another block): the caller leaves the kernel.
+__device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, uint32_t instr_index) {
+  __shared__ int s_ok;
+  if (threadIdx.x == 0) {
+    int ok = 1;
+    for (int w = 0; w < in.n_waits && ok; ++w) {
+      const Wait& wt = in.waits[w];
+      const uint32_t target = (epoch + 1u - wt.lag) * uint32_t(wt.count);
+      const uint32_t* c = p.counters + wt.counter;
+      long long t0 = clock64();
+      // Wrap-safe: the counter is "done" once it is at most 2^31 past... i.e. (value - target) >= 0.
+      for (uint32_t polls = 0; int32_t(ld_acquire(c) - target) < 0; ++polls) {
+        if ((polls & 255u) == 255u &&
+            (clock64() - t0 > p.watchdog_cycles || *reinterpret_cast<volatile uint32_t*>(p.error) != 0)) {
+          if (atomicCAS(p.error, 0u, 1u) == 0u) {
+            p.error[1] = blockIdx.x, p.error[2] = instr_index, p.error[3] = wt.counter;
+          }
+          ok = 0;
+          break;
+        }
+      }
+    }
+    // Why the fence: the acquire load orders thread 0's later reads; the fence (cumulative) plus the
+    // barrier below extend that to the whole block, as cooperative groups' grid sync does.
+    __threadfence();
+    s_ok = ok;
+  }
+  __syncthreads();
+  return s_ok != 0;
+}
+
+// Publishes the instruction's writes: every thread's stores precede the barrier; thread 0's fence is
+// cumulative over what the barrier made visible to it, then the relaxed increment releases them.
+__device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(p.counters + counter, 1u);
+  }
+}
+
+// s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
+// embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1], in this fixed order
+// (the simulator's order), so every reader computes the same bits.
+__device__ void residual_in(const Ctx& c, int l) {
+  const Layout& L = c.p.L;
+  if (l == 0) {
+    const int32_t token = __ldcg(c.p.tokens + c.step);
+    const bf16* row = c.p.tok_embd + size_t(token) * size_t(L.n_embd);
+    for (int i = threadIdx.x; i < L.n_embd; i += blockDim.x) c.s_x[i] = __bfloat162float(row[i]);
+    return;
+  }
+  const float* resid = c.p.ws + L.resid + int64_t(l - 1) * L.n_embd;
+  const float* o = c.p.ws + L.o_part + int64_t(l - 1) * L.n_kv_head * L.n_embd;
+  const float* down = c.p.ws + L.down + int64_t(l - 1) * L.n_embd;
+  for (int i = threadIdx.x; i < L.n_embd; i += blockDim.x) {
+    float x = ld_act(resid + i);
+    for (int g = 0; g < L.n_kv_head; ++g) x += ld_act(o + int64_t(g) * L.n_embd + i);
+    c.s_x[i] = x + ld_act(down + i);
+  }
+}
+
+// s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.
+__device__ void rmsnorm_smem(const Ctx& c, const float* w, int n) {
+  __syncthreads();
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += c.s_x[i] * c.s_x[i];
+  ss = block_sum(ss, c.s_red);
+  const float inv = 1.f / sqrtf(ss / float(n) + c.p.eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) c.s_x[i] = w[i] * (c.s_x[i] * inv);
+  __syncthreads();
+}
+
+// For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp
+// that owns the row. Each warp takes two rows at a time and issues U 16-byte loads per row before
+// using any (2 x 4 x 16 B x 512 threads = 64 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
+template <class Out>
+__device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const float* s_in, int cols, int r0, int r1,
+                                            Out&& out) {
+  constexpr int U = 4;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
+  for (int r = r0 + 2 * warp; r < r1; r += 2 * n_warp) {
+    const bool two = r + 1 < r1;
+    const bf16* w0 = W + int64_t(r) * ld;
+    const bf16* w1 = two ? w0 + ld : w0;
+    float a0 = 0.f, a1 = 0.f;
+    for (int k0 = lane * 8; k0 < cols; k0 += 256 * U) {
+      uint4 u0[U], u1[U];
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        const int k = k0 + j * 256;
+        if (k < cols) u0[j] = ld_stream(w0 + k), u1[j] = ld_stream(w1 + k);
+      }
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        const int k = k0 + j * 256;
+        if (k < cols) {
+          const float4 xa = *reinterpret_cast<const float4*>(s_in + k);
+          const float4 xb = *reinterpret_cast<const float4*>(s_in + k + 4);
+          float f[8];
+          unpack8(u0[j], f);
+          a0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                f[7] * xb.w;
+          unpack8(u1[j], f);
+          a1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                f[7] * xb.w;
+        }
+      }
+    }
+    a0 = warp_sum(a0);
+    a1 = warp_sum(a1);
+    if (lane == 0) {
+      out(r, a0);
+      if (two) out(r + 1, a1);
+    }
+  }
+}
+
+// First index of the largest value, NaN the largest (cpu::argmax): is (v, i) better than (bv, bi)?
+__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
+  if (isnan(bv)) return isnan(v) && i < bi;
+  if (isnan(v)) return true;
+  return v > bv || (v == bv && i < bi);
+}
+
+}  // namespace mk::megakernel::device

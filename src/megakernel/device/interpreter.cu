@@ -1,0 +1,53 @@
+// The megakernel interpreter: one persistent block per SM walks its queue of instructions (isa.h)
+// for n_steps decode steps, waiting on and signalling the monotonic epoch counters exactly as the
+// simulator (sim.cpp) does. All SMs must be resident at once: the launch is cooperative, so the
+// driver refuses a grid that cannot be co-resident instead of letting it deadlock.
+//
+// Version 1 (this file): every warp of the block computes each instruction in turn (no warp roles
+// yet); weights stream with 64 KB of 16-byte loads in flight per SM (common.cuh matvec_rows);
+// publishing is barrier + fence + atomic increment; waiting is thread 0 polling with ld.acquire.
+#include "megakernel/device/interpreter.h"
+#include "megakernel/device/ops/attention.cuh"
+#include "megakernel/device/ops/lm_head.cuh"
+#include "megakernel/device/ops/mlp.cuh"
+#include "megakernel/device/ops/qkv_proj.cuh"
+
+namespace mk::megakernel::device {
+
+__global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
+  for (int step = 0; step < p.n_steps; ++step) {
+    const Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, step, p.pos0 + step};
+    const uint32_t epoch = p.epoch0 + uint32_t(step);
+    for (uint32_t i = begin; i < end; ++i) {
+      const Instr in = p.instrs[i];
+      if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
+      switch (in.op) {
+        case Op::QkvProj: op_qkv_proj(c, in); break;
+        case Op::AttnPartial: op_attn_partial(c, in); break;
+        case Op::AttnOProj: op_attn_o_proj(c, in); break;
+        case Op::MlpGateUp: op_mlp_gate_up(c, in); break;
+        case Op::MlpDown: op_mlp_down(c, in); break;
+        case Op::LmHead: op_lm_head(c, in); break;
+        case Op::Argmax: op_argmax(c, in); break;
+        default: break;
+      }
+      signal(p, in.signal);
+    }
+  }
+}
+
+size_t smem_bytes(const MkParams& p) { return size_t(p.smem_x_floats + p.smem_aux_floats + 64) * sizeof(float); }
+
+cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) {
+  const size_t smem = smem_bytes(p);
+  cudaError_t e = cudaFuncSetAttribute(megakernel_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  void* args[] = {const_cast<MkParams*>(&p)};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(megakernel_kernel), dim3(n_sm), dim3(THREADS), args,
+                                     smem, stream);
+}
+
+}  // namespace mk::megakernel::device

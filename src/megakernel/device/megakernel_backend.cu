@@ -1,0 +1,228 @@
+// MegakernelBackend (see megakernel_backend.h): device buffers, the schedule upload, launches.
+#include "megakernel/device/megakernel_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu/ops.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/device_info.h"
+#include "megakernel/device/interpreter.h"
+
+namespace mk::megakernel {
+
+using cuda::cuda_status;
+using device::MkLayer;
+using device::MkParams;
+
+namespace {
+
+Status check_shapes(const ModelConfig& c) {
+  if (c.head_dim != 64 && c.head_dim != 128)
+    return make_error("megakernel: head_dim ", c.head_dim, " has no attention kernel (64 or 128 supported)");
+  if (c.n_kv_head < 1 || c.n_head % c.n_kv_head != 0 || c.n_head / c.n_kv_head > 8)
+    return make_error("megakernel: ", c.n_head, " q heads per ", c.n_kv_head,
+                      " kv heads: the attention ops support groups of at most 8 q heads");
+  if (c.n_embd % 8 != 0 || c.n_ff % 8 != 0)
+    return make_error("megakernel: n_embd ", c.n_embd, " and n_ff ", c.n_ff,
+                      " must be multiples of 8 (16-byte weight loads)");
+  return {};
+}
+
+template <class T>
+Status alloc(T*& p, size_t n, const char* what) {
+  void* v = nullptr;
+  MK_TRY(cuda_status(cudaMalloc(&v, std::max<size_t>(n, 1) * sizeof(T)), what));
+  p = static_cast<T*>(v);
+  return {};
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const ModelConfig& config,
+                                                                       cuda::DeviceWeights weights, int max_context,
+                                                                       const MegakernelOptions& opt) {
+  MK_TRY(check_shapes(config));
+  std::unique_ptr<MegakernelBackend> b(new MegakernelBackend());
+  b->config_ = config;
+  b->weights_ = std::move(weights);
+  b->max_context_ = max_context;
+  MK_TRY(b->init(opt));
+  return std::move(b);
+}
+
+Status MegakernelBackend::init(const MegakernelOptions& opt) {
+  auto dev = cuda::query_device();
+  if (!dev) return dev.error();
+  n_sm_ = opt.n_sm > 0 ? std::min(opt.n_sm, dev->sm_count) : dev->sm_count;
+  ScheduleOptions so;
+  so.n_sm = n_sm_;
+  so.max_context = max_context_;
+  so.attn_chunk_len = opt.attn_chunk_len;
+  so.slices_per_sm = opt.slices_per_sm;
+  auto s = build_schedule(config_, so);
+  if (!s) return s.error();
+  schedule_ = std::move(*s);
+  const Layout& L = schedule_.layout;
+  // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the gate/up rows or attention.
+  int max_gu_rows = 0;
+  for (const auto& q : schedule_.queues)
+    for (const Instr& in : q)
+      if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
+  const int G = L.group, hd = L.head_dim;
+  smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd}) + 3) / 4 * 4;
+  smem_aux_floats_ =
+      (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2)}) + 3) / 4 * 4;
+  const size_t smem = size_t(smem_x_floats_ + smem_aux_floats_ + 64) * 4;
+  if (smem > dev->smem_per_block_optin)
+    return make_error("megakernel: needs ", smem, " B of shared memory per block, the GPU allows ",
+                      dev->smem_per_block_optin, "; use the layered backend");
+  MK_TRY(kv_.init(config_, max_context_));
+  MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
+  std::vector<Instr> instrs;
+  std::vector<uint32_t> offsets;
+  schedule_.flatten(instrs, offsets);
+  Instr* d_instrs = nullptr;
+  MK_TRY(alloc(d_instrs, instrs.size(), "megakernel: instructions"));
+  instrs_ = d_instrs;
+  MK_TRY(alloc(queue_begin_, offsets.size(), "megakernel: queues"));
+  CUDA_CHECK(cudaMemcpy(instrs_, instrs.data(), instrs.size() * sizeof(Instr), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(queue_begin_, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<MkLayer> layers(size_t(config_.n_layer));
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const cuda::DeviceLayer& w = weights_.layers[size_t(l)];
+    layers[size_t(l)] = MkLayer{w.attn_norm, w.wqkv,     w.bqkv,   w.q_norm,          w.k_norm,         w.wo,
+                                w.mlp_norm,  w.w_gate_up, w.w_down, kv_.layer(l).k, kv_.layer(l).v};
+  }
+  MkLayer* d_layers = nullptr;
+  MK_TRY(alloc(d_layers, layers.size(), "megakernel: layer table"));
+  layers_ = d_layers;
+  CUDA_CHECK(cudaMemcpy(layers_, layers.data(), layers.size() * sizeof(MkLayer), cudaMemcpyHostToDevice));
+  std::vector<float> inv_freq;
+  cpu::rope_inv_freq(inv_freq, config_.rope, config_.head_dim);
+  MK_TRY(alloc(inv_freq_, inv_freq.size(), "megakernel: rope"));
+  CUDA_CHECK(cudaMemcpy(inv_freq_, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice));
+  MK_TRY(alloc(ws_, size_t(L.workspace_floats), "megakernel: workspace"));
+  CUDA_CHECK(cudaMemset(ws_, 0xff, size_t(L.workspace_floats) * 4));  // NaN poison: unwritten reads show
+  MK_TRY(alloc(tokens_, MAX_STEPS + 1, "megakernel: tokens"));
+  MK_TRY(alloc(counters_, size_t(L.n_counters), "megakernel: counters"));
+  CUDA_CHECK(cudaMemset(counters_, 0, size_t(L.n_counters) * 4));
+  MK_TRY(alloc(error_, 4, "megakernel: error word"));
+  CUDA_CHECK(cudaMemset(error_, 0, 16));
+  MK_TRY(alloc(out_tokens_, size_t(max_context_), "megakernel: output tokens"));
+  int clock_khz = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev->index));
+  watchdog_cycles_ = (long long)(opt.watchdog_s * double(clock_khz) * 1e3);
+  return {};
+}
+
+MegakernelBackend::~MegakernelBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (void* p : {instrs_, static_cast<void*>(queue_begin_), layers_, static_cast<void*>(inv_freq_),
+                  static_cast<void*>(ws_), static_cast<void*>(tokens_), static_cast<void*>(counters_),
+                  static_cast<void*>(error_), static_cast<void*>(out_tokens_)})
+    if (p) cudaFree(p);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
+  if (broken_) return make_error("megakernel: a previous step timed out; create a new backend");
+  if (n_steps < 1 || n_steps > MAX_STEPS) return make_error("megakernel: ", n_steps, " steps per launch, expected 1..", MAX_STEPS);
+  if (pos < 0 || pos + n_steps > max_context_)
+    return make_error("megakernel: positions [", pos, ", ", pos + n_steps, ") exceed the context of ", max_context_);
+  if (token >= 0) CUDA_CHECK(cudaMemcpyAsync(tokens_, &token, 4, cudaMemcpyHostToDevice, stream_));
+  MkParams p{};
+  p.instrs = static_cast<const Instr*>(instrs_);
+  p.queue_begin = queue_begin_;
+  p.layers = static_cast<const MkLayer*>(layers_);
+  p.tok_embd = weights_.tok_embd;
+  p.lm_head = weights_.lm_head;
+  p.final_norm = weights_.final_norm;
+  p.inv_freq = inv_freq_;
+  p.block_table = kv_.block_table_data();
+  p.kv_block_size = cuda::KV_BLOCK_SIZE;
+  p.ws = ws_;
+  p.tokens = tokens_;
+  p.counters = counters_;
+  p.error = error_;
+  p.L = schedule_.layout;
+  p.eps = config_.rms_norm_eps;
+  p.epoch0 = epoch_;
+  p.pos0 = pos;
+  p.n_steps = n_steps;
+  p.watchdog_cycles = watchdog_cycles_;
+  p.smem_x_floats = smem_x_floats_;
+  p.smem_aux_floats = smem_aux_floats_;
+  MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
+  epoch_ += uint32_t(n_steps);
+  return {};
+}
+
+Status MegakernelBackend::check_error() {
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: step"));
+  uint32_t e[4];
+  CUDA_CHECK(cudaMemcpy(e, error_, 16, cudaMemcpyDeviceToHost));
+  if (e[0] == 0) return {};
+  broken_ = true;
+  return make_error("megakernel: watchdog: block ", e[1], " waited too long on counter ", e[3],
+                    " before instruction ", e[2], " (a dependency that never completes)");
+}
+
+Status MegakernelBackend::forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) {
+  if (tokens.empty()) return make_error("megakernel: forward called with no tokens");
+  if (pos != n_cached_)
+    return make_error("megakernel: forward at position ", pos, " but ", n_cached_, " positions are cached");
+  if (logits.size() != size_t(config_.n_vocab))
+    return make_error("megakernel: logits buffer holds ", logits.size(), " floats, expected n_vocab = ", config_.n_vocab);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= config_.n_vocab)
+      return make_error("megakernel: token id ", tokens[i], " is outside the vocabulary [0, ", config_.n_vocab, ")");
+  for (size_t i = 0; i < tokens.size(); ++i) MK_TRY(enqueue(tokens[i], pos + int(i), 1));
+  CUDA_CHECK(cudaMemcpyAsync(logits.data(), ws_ + schedule_.layout.logits, logits.size() * 4, cudaMemcpyDeviceToHost,
+                             stream_));
+  MK_TRY(check_error());
+  n_cached_ = pos + int(tokens.size());
+  return {};
+}
+
+void MegakernelBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
+
+Status MegakernelBackend::generate_greedy(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch) {
+  if (pos != n_cached_) return make_error("megakernel: generate at position ", pos, " but ", n_cached_, " are cached");
+  if (pos + int(out.size()) > max_context_)
+    return make_error("megakernel: ", pos + out.size(), " positions exceed the context of ", max_context_);
+  int done = 0;
+  while (done < int(out.size())) {
+    const int k = std::min(steps_per_launch, int(out.size()) - done);
+    MK_TRY(enqueue(done == 0 ? token : -1, pos + done, k));
+    // Outputs tokens[1..k]; the last becomes the next launch's input, all on the stream (no host sync).
+    CUDA_CHECK(cudaMemcpyAsync(out_tokens_ + done, tokens_ + 1, size_t(k) * 4, cudaMemcpyDeviceToDevice, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens_ + k, 4, cudaMemcpyDeviceToDevice, stream_));
+    done += k;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), out_tokens_, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  MK_TRY(check_error());
+  n_cached_ = pos + int(out.size());
+  return {};
+}
+
+Status MegakernelBackend::set_random_context(int n) {
+  if (n < 0 || n > max_context_) return make_error("megakernel: random context ", n, " exceeds ", max_context_);
+  kv_.fill_random(12345, stream_);
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: filling the KV cache"));
+  n_cached_ = n;
+  return {};
+}
+
+Expected<std::unique_ptr<Backend>> make_megakernel_backend(const Model& model, int max_context) {
+  MK_TRY(check_shapes(model.config));
+  if (max_context <= 0) max_context = std::min(model.config.max_position > 0 ? model.config.max_position : 4096, 4096);
+  auto w = cuda::upload_weights(model.config, model.weights);
+  if (!w) return w.error();
+  auto b = MegakernelBackend::create(model.config, std::move(*w), max_context);
+  if (!b) return b.error();
+  return std::unique_ptr<Backend>(std::move(*b));
+}
+
+}  // namespace mk::megakernel

@@ -1,0 +1,202 @@
+// AttnPartial and AttnOProj (isa.h): q/k norm + RoPE of one kv group, the K/V append, attention over a
+// range of cached positions, the merge of split partials and the group's split-K O projection.
+// Mirrors attend / attn_partial / attn_o_proj in src/megakernel/sim_ops.cpp. The cache is the paged
+// bf16 layout of cuda/attention/attention.h; this step's k/v are rounded to bf16 before use, as the
+// cache holds them.
+//
+// Shared memory (s_aux, floats): s_h [(group + 2) * head_dim] (q heads, k, v of this step),
+// s_o [group * head_dim], s_m [group], s_s [group], s_wp [warps][group][head_dim + 2] per-warp partials.
+#pragma once
+#include "megakernel/device/common.cuh"
+
+namespace mk::megakernel::device {
+
+__device__ __forceinline__ int64_t kv_offset(const MkParams& p, int pos, int g) {
+  const int blk = __ldg(p.block_table + pos / p.kv_block_size);
+  const int64_t row = int64_t(blk) * p.kv_block_size + pos % p.kv_block_size;
+  return (row * p.L.n_kv_head + g) * p.L.head_dim;
+}
+
+// Loads q (group heads), k, v of kv head g from qkv[l]; q/k norm; RoPE; k, v rounded to bf16; appends
+// k, v at pos when `append`.
+__device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h) {
+  const Layout& L = c.p.L;
+  const MkLayer& w = c.p.layers[l];
+  const int hd = L.head_dim, G = L.group, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
+  const float* qkv = c.p.ws + L.qkv + int64_t(l) * L.qkv_dim;
+  for (int i = threadIdx.x; i < (G + 2) * hd; i += blockDim.x) {
+    int src = i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
+                                                             : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
+    s_h[i] = ld_act(qkv + src);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (w.q_norm) {  // Qwen3: RMSNorm over each head (q heads 0..G-1, k = head G), one warp per head
+    for (int h = warp; h <= G; h += blockDim.x >> 5) {
+      float* x = s_h + h * hd;
+      const float* nw = h < G ? w.q_norm : w.k_norm;
+      float ss = 0.f;
+      for (int e = lane; e < hd; e += 32) ss += x[e] * x[e];
+      ss = warp_sum(ss);
+      const float inv = 1.f / sqrtf(ss / float(hd) + c.p.eps);
+      __syncwarp();
+      for (int e = lane; e < hd; e += 32) x[e] = nw[e] * (x[e] * inv);
+    }
+    __syncthreads();
+  }
+  const int half = hd / 2;
+  for (int i = threadIdx.x; i < (G + 1) * half; i += blockDim.x) {
+    const int h = i / half, e = i % half;
+    float sn, cs;
+    sincosf(float(c.pos) * c.p.inv_freq[e], &sn, &cs);
+    float* x = s_h + h * hd;
+    const float x0 = x[e], x1 = x[e + half];
+    x[e] = x0 * cs - x1 * sn;
+    x[e + half] = x1 * cs + x0 * sn;
+  }
+  __syncthreads();
+  const int64_t at = kv_offset(c.p, c.pos, g);
+  for (int e = threadIdx.x; e < 2 * hd; e += blockDim.x) {
+    const bf16 b = __float2bfloat16(s_h[G * hd + e]);
+    s_h[G * hd + e] = __bfloat162float(b);
+    if (append) (e < hd ? w.k_cache : w.v_cache)[at + (e % hd)] = b;
+  }
+  __syncthreads();
+}
+
+constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
+
+// Attention of the group's q heads over positions [p0, p1) ∩ [0, pos]: s_o = sum_p e^(s_p - m) v_p
+// (unnormalised), s_m = max score, s_s = sum e^(s_p - m), per q head. One pass over K and V: each warp
+// takes every n_warp-th position with an online softmax in registers (lane holds head elements
+// e = lane + 32 t), then the warps' partials are merged in warp order (deterministic) through s_wp.
+__device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o, float* s_m,
+                           float* s_s, float* s_wp) {
+  const Layout& L = c.p.L;
+  const MkLayer& w = c.p.layers[l];
+  const int hd = L.head_dim, G = L.group;
+  const int end = min(p1, c.pos + 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
+  const float scale = rsqrtf(float(hd));
+  const float* k_new = s_h + G * hd;
+  const float* v_new = s_h + (G + 1) * hd;
+  float m[G_MAX], s[G_MAX], acc[G_MAX][4];
+#pragma unroll
+  for (int j = 0; j < G_MAX; ++j) {
+    m[j] = -INFINITY, s[j] = 0.f;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) acc[j][t] = 0.f;
+  }
+  for (int p = p0 + warp; p < end; p += n_warp) {
+    float kr[4], vr[4];
+    const int64_t at = kv_offset(c.p, p, g);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const int e = lane + 32 * t;
+      kr[t] = e < hd ? (p == c.pos ? k_new[e] : __bfloat162float(__ldcg(w.k_cache + at + e))) : 0.f;
+      vr[t] = e < hd ? (p == c.pos ? v_new[e] : __bfloat162float(__ldcg(w.v_cache + at + e))) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < G_MAX; ++j) {
+      if (j >= G) break;
+      float d = 0.f;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int e = lane + 32 * t;
+        if (e < hd) d += s_h[j * hd + e] * kr[t];
+      }
+      d = warp_sum(d) * scale;
+      const float m_new = fmaxf(m[j], d);
+      const float corr = expf(m[j] - m_new), pe = expf(d - m_new);
+      s[j] = s[j] * corr + pe;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) acc[j][t] = acc[j][t] * corr + pe * vr[t];
+      m[j] = m_new;
+    }
+  }
+  // s_wp[warp][j][hd + 2]: this warp's (acc, m, s) per q head.
+  float* mine = s_wp + warp * G * (hd + 2);
+#pragma unroll
+  for (int j = 0; j < G_MAX; ++j) {
+    if (j >= G) break;
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      if (lane + 32 * t < hd) mine[j * (hd + 2) + lane + 32 * t] = acc[j][t];
+    if (lane == 0) mine[j * (hd + 2) + hd] = m[j], mine[j * (hd + 2) + hd + 1] = s[j];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+    const int j = t / hd, e = t % hd;
+    float mm = -INFINITY, ss = 0.f, o = 0.f;
+    for (int k = 0; k < n_warp; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (hd + 2) + hd]);
+    for (int k = 0; k < n_warp; ++k) {
+      const float* r = s_wp + (k * G + j) * (hd + 2);
+      if (r[hd + 1] == 0.f) continue;  // this warp saw no position
+      const float f = expf(r[hd] - mm);
+      ss += f * r[hd + 1];
+      o += f * r[e];
+    }
+    s_o[t] = o;
+    if (e == 0) s_m[j] = mm, s_s[j] = ss;
+  }
+  __syncthreads();
+}
+
+__device__ void op_attn_partial(const Ctx& c, const Instr& in) {
+  const Layout& L = c.p.L;
+  const int hd = L.head_dim, G = L.group;
+  float* s_h = c.s_aux;
+  float* s_o = s_h + (G + 2) * hd;
+  float* s_m = s_o + G * hd;
+  float* s_s = s_m + G;
+  float* s_wp = s_s + G;
+  const bool append = int(in.row_begin) <= c.pos && c.pos < int(in.row_end);
+  attn_prepare(c, in.layer, in.group, append, s_h);
+  attn_range(c, in.layer, in.group, int(in.row_begin), int(in.row_end), s_h, s_o, s_m, s_s, s_wp);
+  float* rec = c.p.ws + L.att_part +
+               ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
+  for (int t = threadIdx.x; t < G * (hd + 2); t += blockDim.x) {
+    const int j = t / (hd + 2), e = t % (hd + 2);
+    rec[t] = e < hd ? s_o[j * hd + e] : e == hd ? s_m[j] : s_s[j];
+  }
+}
+
+__device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
+  const Layout& L = c.p.L;
+  const int hd = L.head_dim, G = L.group;
+  float* s_h = c.s_aux;
+  float* s_o = s_h + (G + 2) * hd;
+  float* s_m = s_o + G * hd;
+  float* s_s = s_m + G;
+  float* s_wp = s_s + G;
+  if (L.n_chunks == 1) {
+    attn_prepare(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
+    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) c.s_x[t] = s_o[t] / s_s[t / hd];
+  } else {
+    // Merge the chunk partials in chunk order (as the simulator): rescale to the global max.
+    const float* rec = c.p.ws + L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
+    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+      const int j = t / hd, e = t % hd;
+      float m = -INFINITY, sum = 0.f, acc = 0.f;
+      for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld_act(rec + int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
+      for (int ch = 0; ch < L.n_chunks; ++ch) {
+        const float* r = rec + int64_t(ch) * L.att_part_stride + j * (hd + 2);
+        const float s = ld_act(r + hd + 1);
+        if (s == 0.f) continue;  // empty chunk
+        const float f = expf(ld_act(r + hd) - m);
+        sum += f * s;
+        acc += f * ld_act(r + e);
+      }
+      c.s_x[t] = acc / sum;
+    }
+  }
+  __syncthreads();
+  // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
+  const int q_dim = L.n_head * hd;
+  float* out = c.p.ws + L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd;
+  matvec_rows(c.p.layers[in.layer].wo + int64_t(in.group) * G * hd, q_dim, c.s_x, G * hd, int(in.row_begin),
+              int(in.row_end), [&](int r, float v) { out[r] = v; });
+}
+
+}  // namespace mk::megakernel::device

@@ -1,0 +1,48 @@
+// LmHead and Argmax (isa.h). Mirrors lm_head / argmax in src/megakernel/sim_ops.cpp.
+#pragma once
+#include "megakernel/device/common.cuh"
+
+namespace mk::megakernel::device {
+
+// Final residual; rmsnorm(final_norm); logits[rows]; the slice's argmax -> amax[slice].
+__device__ void op_lm_head(const Ctx& c, const Instr& in) {
+  const Layout& L = c.p.L;
+  residual_in(c, L.n_layer);
+  rmsnorm_smem(c, c.p.final_norm, L.n_embd);
+  float* logits = c.p.ws + L.logits;
+  float best = -INFINITY;
+  int best_i = INT32_MAX;
+  matvec_rows(c.p.lm_head, L.n_embd, c.s_x, L.n_embd, int(in.row_begin), int(in.row_end), [&](int r, float v) {
+    logits[r] = v;
+    if (argmax_better(v, r, best, best_i)) best = v, best_i = r;
+  });
+  // Per-warp candidates (lane 0 holds them) -> thread 0.
+  float* s_val = c.s_aux;
+  int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int k = 1; k < int(blockDim.x >> 5); ++k)
+      if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
+    float* amax = c.p.ws + L.amax + 2 * int64_t(in.chunk);
+    amax[0] = best, amax[1] = float(best_i);
+  }
+}
+
+// tokens[step + 1] = argmax over the slices' candidates (first index on ties).
+__device__ void op_argmax(const Ctx& c, const Instr&) {
+  const Layout& L = c.p.L;
+  if (threadIdx.x != 0) return;
+  const float* amax = c.p.ws + L.amax;
+  float best = ld_act(amax);
+  int best_i = int(ld_act(amax + 1));
+  for (int s = 1; s < L.n_lm_slices; ++s) {
+    const float v = ld_act(amax + 2 * s);
+    const int i = int(ld_act(amax + 2 * s + 1));
+    if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
+  }
+  c.p.tokens[c.step + 1] = best_i;
+}
+
+}  // namespace mk::megakernel::device
