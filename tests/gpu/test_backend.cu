@@ -1,0 +1,181 @@
+// The CUDA backend (src/cuda/backend/) against the CPU backend: random small models of every family (Llama, Qwen2
+// biases, Qwen3 q/k norm, tied and untied heads, GQA, head dims 32/64/128, odd vocabularies, f32 checkpoints) and
+// the golden models of tests/golden/. Greedy decoding is teacher-forced with the CPU's tokens so that one near-tie
+// cannot derail the rest; the GPU's argmax must equal the CPU's unless the CPU's two logits are within TIE of each
+// other. Logits: relative error < 3e-2 (bf16 K/V cache, bf16 q and attention output; fp32 elsewhere).
+// Run: test_gpu --gtest_filter='Backend*'
+#include <filesystem>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/ops.h"
+#include "cuda/backend/cuda_backend.h"
+#include "gpu_test_util.h"
+#include "megakernel/model.h"
+
+namespace mk::gpu_test {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr double LOGITS_TOL = 3e-2;
+
+ModelConfig small_config(Family f, int D, int n_head, int n_kv, bool tied, int vocab) {
+  ModelConfig c;
+  c.family = f;
+  c.architecture = f == Family::Llama ? "LlamaForCausalLM" : f == Family::Qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+  c.n_vocab = vocab;
+  c.n_embd = 128;
+  c.n_ff = 344;
+  c.n_layer = 2;
+  c.n_head = n_head;
+  c.n_kv_head = n_kv;
+  c.head_dim = D;
+  c.rms_norm_eps = 1e-5f;
+  c.rope.theta = f == Family::Llama ? 500000.f : 1000000.f;
+  if (f == Family::Llama) {
+    c.rope.type = "llama3";
+    c.rope.factor = 32.f;
+  }
+  c.max_position = 4096;
+  c.tie_word_embeddings = tied;
+  c.qkv_bias = f == Family::Qwen2;
+  c.qk_norm = f == Family::Qwen3;
+  return c;
+}
+
+std::unique_ptr<cuda::CudaBackend> make_gpu(const Model& m, int max_ctx, cuda::CudaBackendOptions opt = {}) {
+  auto w = cuda::upload_weights(m.config, m.weights);
+  EXPECT_TRUE(w) << w.message();
+  if (!w) return nullptr;
+  auto b = cuda::CudaBackend::create(m.config, std::move(*w), max_ctx, opt);
+  EXPECT_TRUE(b) << b.message();
+  return b ? std::move(*b) : nullptr;
+}
+
+// Prefill `prompt`, then n_decode teacher-forced decode steps; compares every step's logits and argmax.
+void compare_with_cpu(const Model& m, const std::vector<int32_t>& prompt, int n_decode, cuda::CudaBackendOptions opt = {}) {
+  const int V = m.config.n_vocab;
+  auto gpu = make_gpu(m, 256, opt);
+  ASSERT_TRUE(gpu);
+  CpuBackend cpu(m, 256);
+  std::vector<float> lg(static_cast<size_t>(V)), lc(static_cast<size_t>(V));
+  int pos = 0;
+  std::vector<int32_t> feed = prompt;
+  for (int step = 0; step <= n_decode; ++step) {
+    SCOPED_TRACE(cat("step ", step, " at position ", pos, " (", feed.size(), " tokens)"));
+    ASSERT_TRUE(gpu->forward(feed, pos, lg).ok());
+    ASSERT_TRUE(cpu.forward(feed, pos, lc).ok());
+    double err = rel_err(lg, lc);
+    EXPECT_LT(err, LOGITS_TOL) << "logits rel err " << err;
+    int32_t ag = cpu::argmax(lg.data(), V), ac = cpu::argmax(lc.data(), V);
+    float spread = *std::max_element(lc.begin(), lc.end()) - *std::min_element(lc.begin(), lc.end());
+    if (ag != ac) EXPECT_LT(lc[size_t(ac)] - lc[size_t(ag)], 2e-2 * spread) << "GPU picked " << ag << ", CPU " << ac;
+    pos += int(feed.size());
+    feed = {ac};
+  }
+}
+
+std::vector<int32_t> random_prompt(int n, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (auto& t : p) t = int32_t(rng() % uint32_t(V));
+  return p;
+}
+
+TEST(Backend, RandomModelsMatchCpu) {
+  struct Case {
+    Family f;
+    int D, n_head, n_kv;
+    bool tied;
+    int vocab;
+    DType dtype;
+  };
+  for (const Case& c : {Case{Family::Llama, 64, 4, 2, true, 1001, DType::BF16},
+                        Case{Family::Llama, 32, 4, 4, false, 512, DType::BF16},
+                        Case{Family::Qwen2, 64, 6, 2, false, 999, DType::BF16},
+                        Case{Family::Qwen3, 128, 4, 1, true, 768, DType::BF16},
+                        Case{Family::Llama, 64, 2, 1, false, 300, DType::F32}}) {
+    ModelConfig cfg = small_config(c.f, c.D, c.n_head, c.n_kv, c.tied, c.vocab);
+    SCOPED_TRACE(cat(cfg.architecture, " D ", c.D, " heads ", c.n_head, "/", c.n_kv, c.tied ? " tied" : "", " vocab ",
+                     c.vocab, " ", dtype_name(c.dtype)));
+    Model m = make_random_model(cfg, c.dtype, 11 + c.D + c.vocab);
+    compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12);
+  }
+}
+
+TEST(Backend, PrefillChunksGraphAndPdlDoNotChangeResults) {
+  Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, 1000), DType::BF16, 5);
+  auto prompt = random_prompt(150, 1000, 9);
+  // Graph + PDL (default), no graph, no PDL: the same kernels, so the same bits.
+  std::vector<std::vector<float>> outs;
+  for (auto [graph, pdl, chunk] : {std::tuple{true, true, 1024}, {false, true, 1024}, {true, false, 1024}, {true, true, 64}}) {
+    cuda::CudaBackendOptions opt;
+    opt.graph = graph;
+    opt.pdl = pdl;
+    opt.prefill_chunk = chunk;
+    auto gpu = make_gpu(m, 256, opt);
+    ASSERT_TRUE(gpu);
+    std::vector<float> l(1000);
+    ASSERT_TRUE(gpu->forward(prompt, 0, l).ok());
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(gpu->forward(std::vector<int32_t>{int32_t(i * 7)}, 150 + i, l).ok());
+    outs.push_back(l);
+  }
+  EXPECT_EQ(outs[0], outs[1]) << "graph vs eager";
+  EXPECT_EQ(outs[0], outs[2]) << "PDL vs none";
+  EXPECT_LT(rel_err(outs[3], outs[0]), 1e-3) << "chunked prefill";
+}
+
+TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
+  Model m = make_random_model(small_config(Family::Qwen3, 64, 4, 2, true, 777), DType::BF16, 8);
+  auto prompt = random_prompt(10, 777, 1);
+  auto a = make_gpu(m, 128), b = make_gpu(m, 128);
+  ASSERT_TRUE(a && b);
+  std::vector<float> l(777);
+  ASSERT_TRUE(a->forward(std::span(prompt).first(9), 0, l).ok());
+  ASSERT_TRUE(b->forward(std::span(prompt).first(9), 0, l).ok());
+  std::vector<int32_t> dev(20);
+  ASSERT_TRUE(a->generate_greedy(prompt[9], 9, dev).ok());
+  int32_t tok = prompt[9];
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 9 + i, l).ok());
+    tok = cpu::argmax(l.data(), 777);
+    EXPECT_EQ(dev[size_t(i)], tok) << "token " << i;
+  }
+}
+
+TEST(Backend, BadInputIsAnErrorNotACrash) {
+  Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, true, 500), DType::BF16, 2);
+  auto gpu = make_gpu(m, 64);
+  ASSERT_TRUE(gpu);
+  std::vector<float> l(500), short_l(10);
+  EXPECT_FALSE(gpu->forward(std::vector<int32_t>{1, 2}, 5, l).ok());      // pos != cached
+  EXPECT_FALSE(gpu->forward(std::vector<int32_t>{1, 500}, 0, l).ok());    // token out of range
+  EXPECT_FALSE(gpu->forward(std::vector<int32_t>{-1}, 0, l).ok());
+  EXPECT_FALSE(gpu->forward(std::vector<int32_t>{1}, 0, short_l).ok());   // logits size
+  EXPECT_FALSE(gpu->forward(std::vector<int32_t>(65, 1), 0, l).ok());     // beyond the context
+  EXPECT_FALSE(gpu->forward(std::vector<int32_t>{}, 0, l).ok());
+  EXPECT_TRUE(gpu->forward(std::vector<int32_t>{1, 2}, 0, l).ok());
+  auto huge = make_cuda_backend(m, 1 << 30);  // a KV cache far beyond GPU memory
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.message().find("MiB"), std::string::npos) << huge.message();
+}
+
+TEST(Backend, GoldenModelsMatchCpu) {
+  fs::path dir = fs::path(MK_SOURCE_DIR) / "tests" / "golden";
+  int n = 0;
+  if (fs::is_directory(dir))
+    for (auto& e : fs::directory_iterator(dir)) {
+      if (!fs::exists(e.path() / "config.json")) continue;
+      SCOPED_TRACE(e.path().filename().string());
+      LoadOptions lo;
+      lo.prefault = false;
+      lo.progress = LoadOptions::Progress::Never;
+      auto m = load_model(e.path(), lo);
+      ASSERT_TRUE(m) << m.message();
+      compare_with_cpu(*m, random_prompt(19, m->config.n_vocab, 4), 12);
+      ++n;
+    }
+  EXPECT_GT(n, 0) << "no golden models in " << dir;
+}
+
+}  // namespace
+}  // namespace mk::gpu_test
