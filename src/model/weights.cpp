@@ -1,9 +1,25 @@
 // Binding checkpoint tensors to Weights by their Hugging Face names, checking dtype and shape against
 // the ModelConfig (see weight_slots.h).
+#include <cstdlib>
+#include <cstring>
+
 #include "model/weight_slots.h"
 
 namespace mk {
 namespace {
+
+// A tensor whose bytes are not aligned to its element size (safetensors does not require it: a
+// BF16 tensor of odd length shifts every later tensor by 2 bytes) is copied once into an aligned
+// buffer, so that every consumer can read whole elements. Checkpoints written by the safetensors
+// library are aligned, so this path normally copies nothing.
+const void* aligned_data(const void* data, size_t nbytes, size_t align, Weights& w) {
+  if (reinterpret_cast<uintptr_t>(data) % align == 0) return data;
+  void* copy = std::aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
+  MK_CHECK(copy != nullptr);
+  std::memcpy(copy, data, nbytes);
+  w.storage.push_back(std::shared_ptr<void>(copy, std::free));
+  return copy;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -66,7 +82,7 @@ Expected<Weights> bind_weights(const ModelConfig& c, const Checkpoint& ck, const
                         shape_str(s.shape), " (from config.json)");
     s.view->dtype = *t.dtype;
     s.view->shape = t.shape;
-    s.view->data = t.data;
+    s.view->data = aligned_data(t.data, size_t(t.nbytes), dtype_size(*t.dtype), w);
     s.view->name = s.name;
   }
   if (c.tie_word_embeddings) w.lm_head = w.tok_embd;  // same data: the tied LM head

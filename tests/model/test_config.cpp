@@ -1,6 +1,7 @@
 // config.json / generation_config.json parsing: each family from its published config text, both RoPE
 // spellings, generation overrides, and every bad-input case (each asserting on the message content).
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "model/config.h"
 #include "model/family.h"
@@ -298,6 +299,61 @@ TEST(ConfigErrors, GenerationConfigBadValues) {
   auto d = load(dir, LLAMA_3_2_1B, R"({"bos_token_id": 999999})");
   ASSERT_FALSE(d.ok());
   EXPECT_HAS(d.message(), "'bos_token_id' (999999) is outside the vocabulary");
+}
+
+TEST(ConfigErrors, FuzzNeverThrows) {
+  // Random edits of a real config: every outcome is a config or an error naming the file; no
+  // exception escapes (a type mismatch inside nlohmann::json would throw).
+  std::mt19937_64 rng(99);
+  const std::string base = LLAMA_3_2_1B;
+  const std::string alphabet = "{}[]\":,0123456789-.eE truefalsnul";
+  int ok = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string text = base;
+    for (int k = 0; k < 1 + int(rng() % 3); ++k) {
+      const size_t pos = rng() % text.size();
+      if (rng() % 2) text[pos] = alphabet[rng() % alphabet.size()];
+      else text.erase(pos, 1 + rng() % 6);
+      if (text.empty()) text = "{";
+    }
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) continue;
+    try {
+      auto c = parse_model_config(j, "fuzz/config.json");
+      if (c.ok()) ++ok;
+      else ASSERT_EQ(c.message().rfind("fuzz/config.json: ", 0), 0u) << c.message();
+    } catch (const std::exception& e) {
+      FAIL() << "exception " << e.what() << " on\n" << text;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  // Structured: random fields (also inside rope_scaling) replaced by values of every JSON type.
+  const json values[] = {nullptr, "x", -1, 0, 3, 1.5, 1e30, 18446744073709551615ull, true,
+                         json::array(), json::array({1, "a"}), json::object(), {{"rope_type", "llama3"}}};
+  const json orig = json::parse(base);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : orig.items()) keys.push_back(k);
+  int errors = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    json j = orig;
+    for (int k = 0; k < 1 + int(rng() % 2); ++k) {
+      const json& v = values[rng() % std::size(values)];
+      if (!j["rope_scaling"].is_object()) j["rope_scaling"] = json::object();
+      if (rng() % 4 == 0) j["rope_scaling"][std::vector<std::string>{"rope_type", "factor", "low_freq_factor",
+                                                                      "original_max_position_embeddings"}[rng() % 4]] = v;
+      else j[keys[rng() % keys.size()]] = v;
+    }
+    try {
+      auto c = parse_model_config(j, "fuzz/config.json");
+      if (!c.ok()) {
+        ++errors;
+        ASSERT_EQ(c.message().rfind("fuzz/config.json: ", 0), 0u) << c.message();
+      }
+    } catch (const std::exception& e) {
+      FAIL() << "exception " << e.what() << " on\n" << j.dump();
+    }
+  }
+  EXPECT_GT(errors, 1000);
 }
 
 }  // namespace

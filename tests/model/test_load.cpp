@@ -81,6 +81,26 @@ TEST(Load, MixedDtypesAndUntiedHead) {
   EXPECT_EQ(m->weights.lm_head.name, "lm_head.weight");
 }
 
+TEST(Load, MisalignedTensorsAreReadable) {
+  // An odd-length BF16 tensor first shifts every F32 tensor after it to a 2-byte boundary.
+  TempDir dir;
+  ModelConfig c = test::tiny_config(Family::Qwen2);
+  Model ref = make_random_model(c, DType::F32, 21);
+  ASSERT_TRUE(write_model_folder(dir.path(), ref).ok());
+  Weights w = ref.weights;
+  const uint16_t odd[3] = {1, 2, 3};
+  std::vector<TensorToWrite> t = {{"aaa.unused", "BF16", {3}, odd, 6}};
+  for (const auto& s : weight_slots(c, w)) t.push_back({s.name, "F32", s.shape, s.view->data, s.view->nbytes()});
+  ASSERT_TRUE(write_safetensors(dir / "model.safetensors", t).ok());
+  auto st = open_safetensors(dir / "model.safetensors");
+  ASSERT_TRUE(st.ok());
+  ASSERT_NE(reinterpret_cast<uintptr_t>(st->header.tensors.at("model.norm.weight").data) % 4, 0u);
+  auto m = load_model(dir.path(), quiet());
+  ASSERT_TRUE(m.ok()) << m.message();
+  expect_same_weights(c, ref.weights, m->weights);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m->weights.final_norm.data) % 4, 0u);
+}
+
 TEST(Load, ProgressCallback) {
   TempDir dir;
   ModelConfig c = test::tiny_config(Family::Qwen3);
