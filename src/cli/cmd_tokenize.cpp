@@ -2,7 +2,8 @@
 // Hugging Face tokenizers gives them with add_special_tokens=False. Human-readable output is one
 // `id<TAB>token` line per token (the token as written in the vocabulary); --json prints one JSON array.
 // A hidden `--jsonl FILE` mode (for tests/tokenizer/differential_test.py) reads lines {"hex": "<bytes>"}
-// and prints one line {"ids": [...], "decoded_hex": ..., "decoded_skip_hex": ..., "stream_hex": ...} each.
+// (text to encode) or {"ids": [...]} (ids to decode) and prints one line {"ids": [...], "decoded_hex": ...,
+// "decoded_skip_hex": ..., "stream_hex": ...} for each (hex: bytes as lowercase hex digits).
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -64,15 +65,23 @@ int run_jsonl(const Tokenizer& tok, const std::string& path) {
   std::istream& in = path == "-" ? std::cin : file;
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
-    Expected<std::string> text = make_error("line is not {\"hex\": string}");
+    Expected<std::string> text = make_error("line is not {\"hex\": string} or {\"ids\": [int]}");
+    std::vector<int32_t> ids;
+    bool decode_only = false;
     try {
       auto j = nlohmann::json::parse(line);
-      if (j.is_object() && j.contains("hex") && j["hex"].is_string()) text = from_hex(j["hex"].get<std::string>());
+      if (j.is_object() && j.contains("hex") && j["hex"].is_string()) {
+        text = from_hex(j["hex"].get<std::string>());
+      } else if (j.is_object() && j.contains("ids") && j["ids"].is_array()) {
+        ids = j["ids"].get<std::vector<int32_t>>();
+        decode_only = true;
+        text = std::string();
+      }
     } catch (const nlohmann::json::exception& e) {
       text = make_error(e.what());
     }
     if (!text) return std::fprintf(stderr, "megakernel: error: --jsonl line %zu: %s\n", n, text.message().c_str()), 1;
-    const std::vector<int32_t> ids = tok.encode(*text);
+    if (!decode_only) ids = tok.encode(*text);
     StreamDecoder stream(tok);
     std::string streamed;
     for (int32_t id : ids) streamed += stream.push(id);

@@ -3,6 +3,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/regex.h"
 
+#include "tokenizer/regex_compat.h"
+
 #include <pcre2.h>
 
 #include <cstdint>
@@ -54,13 +56,15 @@ size_t next_char(std::string_view text, size_t i) {
 }
 }  // namespace
 
-Expected<Regex> Regex::compile(const std::string& pattern, const std::string& where) {
+Expected<Regex> Regex::compile(const std::string& onig_pattern, const std::string& where) {
+  const std::string pattern = onig_compatible_pattern(onig_pattern);
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_UCP, &err, &err_offset, nullptr);
   if (!code)
-    return make_error(where, ": cannot compile regex at offset ", err_offset, ": ", pcre2_message(err));
+    return make_error(where, ": cannot compile regex ", onig_pattern, " (as PCRE2: offset ", err_offset, " of ",
+                      pattern.substr(0, 200), "): ", pcre2_message(err));
   auto c = std::make_shared<Code>();
   c->code = code;
   c->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;

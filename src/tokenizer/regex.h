@@ -17,7 +17,8 @@ struct Span {
 
 class Regex {
  public:
-  // Compiles `pattern`; the error names `where` and PCRE2's message with the offset.
+  // Compiles `pattern` (Oniguruma syntax as in tokenizer.json, made PCRE2-exact by regex_compat.h); the
+  // error names `where` and PCRE2's message.
   static Expected<Regex> compile(const std::string& pattern, const std::string& where);
 
   // Appends the non-overlapping matches in `text` (well-formed UTF-8), left to right. An empty match is
