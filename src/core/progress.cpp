@@ -36,12 +36,14 @@ std::string ProgressBar::render(const std::string& label, uint64_t done, uint64_
   const int filled = int(frac * width + 1e-9);
   std::string bar(size_t(filled), '#');
   bar.append(size_t(width - filled), ' ');
-  std::string line = label + " [" + bar + "] " + human_bytes(double(done)) + " / " +
-                     human_bytes(double(total));
+  // Built with append: GCC 12 warns falsely (-Wrestrict) on chains of string operator+.
+  std::string line = label;
+  line.append(" [").append(bar).append("] ").append(human_bytes(double(done)));
+  line.append(" / ").append(human_bytes(double(total)));
   char tail[64];
   std::snprintf(tail, sizeof tail, " %3d%%", int(frac * 100 + 1e-9));
   line += tail;
-  if (seconds > 0.05) line += " " + human_bytes(double(done) / seconds) + "/s";
+  if (seconds > 0.05) line.append(" ").append(human_bytes(double(done) / seconds)).append("/s");
   return line;
 }
 
