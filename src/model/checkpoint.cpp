@@ -64,13 +64,15 @@ Expected<Checkpoint> open_checkpoint(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return make_error(dir.string(), ": model folder does not exist or is not a directory");
-  const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(index, ec)) return open_sharded(dir, index);
+  // As transformers does: a single model.safetensors wins over an index.
   const fs::path single = dir / "model.safetensors";
-  if (!fs::exists(single, ec))
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (!fs::exists(single, ec)) {
+    if (fs::exists(index, ec)) return open_sharded(dir, index);
     return make_error(dir.string(),
                       ": no weights found (expected model.safetensors or "
                       "model.safetensors.index.json)");
+  }
   auto st = open_safetensors(single);
   if (!st) return st.error();
   Checkpoint ck;
