@@ -156,8 +156,8 @@ TEST(AttentionPrefill, RefusesBadInput) {
   EXPECT_NE(cuda::attention_prefill(nullptr, bad).message().find("supported: BF16"), std::string::npos);
   bad = a;
   bad.max_seqlen_k = 65;  // capacity is 1 block of 64
-  st = cuda::attention_prefill(nullptr, bad);
-  EXPECT_NE(st.message().find("KV capacity 64"), std::string::npos) << st.message();
+  const Status st_cap = cuda::attention_prefill(nullptr, bad);
+  EXPECT_NE(st_cap.message().find("KV capacity 64"), std::string::npos) << st_cap.message();
   bad = a;
   bad.kv.kv_block_size = 48;
   EXPECT_FALSE(cuda::attention_prefill(nullptr, bad).ok());

@@ -76,6 +76,10 @@ TEST(AttentionDecode, MatchesReference) {
   }
 }
 
+TEST(AttentionSanitize, DecodeSmall) {
+  for (int d : {64, 128}) run_decode({1, 300}, 8, 2, d, 64, 3, 31);
+}
+
 TEST(AttentionDecode, Batch64) {
   std::vector<int> lens(64);
   std::mt19937 rng(3);
@@ -106,8 +110,8 @@ TEST(AttentionDecode, RefusesBadInput) {
   EXPECT_NE(st.message().find("KV capacity 128"), std::string::npos) << st.message();
   a.max_seqlen_k = 100;
   a.workspace_bytes = 16;
-  st = cuda::attention_decode(nullptr, a);
-  EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
+  const Status st_ws = cuda::attention_decode(nullptr, a);
+  EXPECT_NE(st_ws.message().find("workspace"), std::string::npos) << st_ws.message();
   a.kv.head_dim = 256;
   EXPECT_NE(cuda::attention_decode(nullptr, a).message().find("supported: 64, 128"), std::string::npos);
 }
@@ -149,8 +153,9 @@ TEST(AttentionKvAppend, PlacesRowsBitExact) {
   for (int i = 0; i < n_kv * d; ++i) ASSERT_EQ(k[first_row + i], cache.k_bits[first_row + i]);
   // Positions past the capacity are an error, not a truncation.
   const int cap = cache.max_blocks_per_seq * bs;
-  st = cuda::kv_append(nullptr, cache.view(), cache.table_view(), base, base, stride, d_seq.ptr, d_pos.ptr, n, cap + 1);
-  EXPECT_NE(st.message().find("KV capacity"), std::string::npos) << st.message();
+  const Status st_cap = cuda::kv_append(nullptr, cache.view(), cache.table_view(), base, base, stride, d_seq.ptr,
+                                        d_pos.ptr, n, cap + 1);
+  EXPECT_NE(st_cap.message().find("KV capacity"), std::string::npos) << st_cap.message();
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
   p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
   p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
   p.n_poly = std::clamp(int(std::lround(opt.poly_exp2_fraction * 8.f)), 0, 8);
+  if (p.n_poly > 4 && p.n_poly < 8) p.n_poly = p.n_poly < 6 ? 4 : 8;  // kernels are built for 0..4 and 8 eighths
   // Polynomial exp2 is valid only for arguments <= 8 + a margin: lazy rescaling bounds them by the threshold.
   p.rescale_threshold = opt.lazy_rescale ? std::min(opt.rescale_threshold, 8.f) : 0.f;
   p.causal = a.causal;

@@ -60,7 +60,7 @@ enum class PrefillKernel : uint8_t {
 struct AttentionOptions {
   PrefillKernel prefill_kernel = PrefillKernel::AUTO;
   // FA-4 (a): fraction of the softmax exponentials computed by a degree-3 polynomial exp2 on the FMA units
-  // (the rest on the MUFU unit). Quantised to eighths of a row's columns. 0 disables. Off by default: as
+  // (the rest on the MUFU unit). Quantised to 0, 1/8, 1/4, 3/8, 1/2 or 1 of a tile's columns. 0 disables. Off by default: as
   // built, the compiler if-converts the per-column choice and still issues MUFU.EX2 for every element, so any
   // fraction > 0 only adds work (measured -12..-19% at 16k, bench/RESULTS.md); see the note there.
   float poly_exp2_fraction = 0.f;

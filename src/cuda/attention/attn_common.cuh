@@ -80,7 +80,38 @@ __device__ __forceinline__ float exp2_poly(float x) {
 // m_run (log2 units, scaled) and partial sums l_run, rescales o, and writes P as bf16 A fragments
 // (k-step j/2: regs {0,1} from even j, {2,3} from odd j). FA-4 (b): o and l are rescaled only when some row of
 // the warp grew its max by more than `threshold` (warp-uniform branch, so probabilities stay <= 2^threshold;
-// threshold 0 = classic). FA-4 (a): chunks j < n_poly_eighths * NT / 8 use exp2_poly (FMA units).
+// threshold 0 = classic). FA-4 (a): chunks j < n_poly_eighths * NT / 8 use exp2_poly (FMA units);
+// supported eighths 0..4 and 8 (5..7 run as 8: the caller quantises).
+// p = 2^(s * scale_log2 - m_use) for one tile; columns chunks j < N_POLY on the FMA units (exp2_poly), the rest
+// on MUFU. Accumulates the row sums and writes P (bf16 A fragments, or in place in s).
+template <int N_POLY, bool IN_PLACE, int NT>
+__device__ __forceinline__ void exp_scores(float (&s)[NT][4], const float (&m_use)[2], float scale_log2,
+                                           float (&l_run)[2], uint32_t (&p_frag)[NT / 2][4]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const float x0 = fmaf(s[j][2 * r], scale_log2, -m_use[r]);
+      const float x1 = fmaf(s[j][2 * r + 1], scale_log2, -m_use[r]);
+      float e0, e1;
+      if (j < N_POLY) {  // j and N_POLY are compile-time constants after unrolling
+        e0 = exp2_poly(x0);
+        e1 = exp2_poly(x1);
+      } else {
+        e0 = exp2_mufu(x0);
+        e1 = exp2_mufu(x1);
+      }
+      l_run[r] += e0 + e1;
+      if constexpr (IN_PLACE) {
+        s[j][2 * r] = e0;
+        s[j][2 * r + 1] = e1;
+      } else {
+        p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
+      }
+    }
+  }
+}
+
 // IN_PLACE: the probabilities overwrite s (fp32) and p_frag is untouched (pack_p converts them later, when
 // the registers of the previous P are free again).
 template <bool IN_PLACE = false, int NT>
@@ -109,25 +140,16 @@ __device__ __forceinline__ bool softmax_scores(float (&s)[NT][4], float (&m_run)
       l_run[r] *= alpha[r];
     }
   }
-  const int n_poly = n_poly_eighths * NT / 8;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float m_use = m_run[r] == -INFINITY ? 0.f : m_run[r];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const float x0 = fmaf(s[j][2 * r], scale_log2, -m_use);
-      const float x1 = fmaf(s[j][2 * r + 1], scale_log2, -m_use);
-      const bool poly = j < n_poly;
-      const float e0 = poly ? exp2_poly(x0) : exp2_mufu(x0);
-      const float e1 = poly ? exp2_poly(x1) : exp2_mufu(x1);
-      l_run[r] += e0 + e1;
-      if constexpr (IN_PLACE) {
-        s[j][2 * r] = e0;
-        s[j][2 * r + 1] = e1;
-      } else {
-        p_frag[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
-      }
-    }
+  const float m_use[2] = {m_run[0] == -INFINITY ? 0.f : m_run[0], m_run[1] == -INFINITY ? 0.f : m_run[1]};
+  // The split is a compile-time constant in each branch, so the polynomial columns never issue MUFU.EX2 (a
+  // run-time per-column choice was if-converted into MUFU for every element plus the polynomial).
+  switch (n_poly_eighths) {
+    case 0: exp_scores<0, IN_PLACE>(s, m_use, scale_log2, l_run, p_frag); break;
+    case 1: exp_scores<NT / 8, IN_PLACE>(s, m_use, scale_log2, l_run, p_frag); break;
+    case 2: exp_scores<NT / 4, IN_PLACE>(s, m_use, scale_log2, l_run, p_frag); break;
+    case 3: exp_scores<3 * NT / 8, IN_PLACE>(s, m_use, scale_log2, l_run, p_frag); break;
+    case 4: exp_scores<NT / 2, IN_PLACE>(s, m_use, scale_log2, l_run, p_frag); break;
+    default: exp_scores<NT, IN_PLACE>(s, m_use, scale_log2, l_run, p_frag); break;  // all on the FMA units
   }
   return rescale;
 }
