@@ -131,11 +131,15 @@ void bench_shape(const std::string& name, double gbs) {
     } else if (!(*b)->set_random_context(ctx).ok()) {
       return;
     }
-    for (int spl : {1, 16, 128}) {
-      if (ctx != 32 && spl == 16) continue;
-      double ms = time_megakernel(**b, ctx, n_new, spl, 5);
-      std::printf("  megakernel ctx %5d, %3d steps/launch: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n", ctx, spl, ms,
-                  bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+    for (int pf : {0, 65536, 131072}) {
+      (*b)->set_prefetch_bytes(pf);
+      for (int spl : {1, 16, 128}) {
+        if ((ctx != 32 || pf != 0) && spl == 16) continue;
+        if (pf != 0 && spl == 1) continue;
+        double ms = time_megakernel(**b, ctx, n_new, spl, 5);
+        std::printf("  megakernel ctx %5d, %3d steps/launch, L2 prefetch %6d B: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, pf, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+      }
     }
     }
     auto wl = cuda::random_device_weights(*c, 1234);
@@ -145,7 +149,7 @@ void bench_shape(const std::string& name, double gbs) {
       std::printf("  layered: %s\n", l.message().c_str());
       continue;
     }
-    if (ctx != 32 && !(*l)->set_random_context(ctx).ok()) continue;
+    if (!(*l)->set_random_context(ctx).ok()) continue;  // positions [0, ctx) cached
     double ms = time_layered(**l, ctx, n_new, 5);
     std::printf("  layered CUDA graph ctx %5d: %.3f ms/token, %.1f%% of floor\n", ctx, ms, 100.0 * floor_ms / ms);
   }

@@ -66,9 +66,32 @@ __device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
   }
 }
 
+__device__ __forceinline__ float4 ld_act4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ void add4(float4& a, const float4& b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; }
+
+// s_x[0, n_embd) = resid + sum_g o_part[g] (+ down when not null), summed in this fixed order (the
+// simulator's), so every reader computes the same bits. 16-byte loads, up to 8 partials in flight per
+// thread (the reduction is latency-bound: issue all loads before the first add).
+__device__ void sum_residual(const Ctx& c, const float* resid, const float* o_part, const float* down) {
+  const Layout& L = c.p.L;
+  for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * blockDim.x) {
+    float4 x = ld_act4(resid + i);
+    for (int g0 = 0; g0 < L.n_kv_head; g0 += 8) {
+      float4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (g0 + k < L.n_kv_head) v[k] = ld_act4(o_part + int64_t(g0 + k) * L.n_embd + i);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        if (g0 + k < L.n_kv_head) add4(x, v[k]);
+    }
+    if (down) add4(x, ld_act4(down + i));
+    *reinterpret_cast<float4*>(c.s_x + i) = x;
+  }
+}
+
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
-// embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1], in this fixed order
-// (the simulator's order), so every reader computes the same bits.
+// embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1].
 __device__ void residual_in(const Ctx& c, int l) {
   const Layout& L = c.p.L;
   if (l == 0) {
@@ -77,14 +100,8 @@ __device__ void residual_in(const Ctx& c, int l) {
     for (int i = threadIdx.x; i < L.n_embd; i += blockDim.x) c.s_x[i] = __bfloat162float(row[i]);
     return;
   }
-  const float* resid = c.p.ws + L.resid + int64_t(l - 1) * L.n_embd;
-  const float* o = c.p.ws + L.o_part + int64_t(l - 1) * L.n_kv_head * L.n_embd;
-  const float* down = c.p.ws + L.down + int64_t(l - 1) * L.n_embd;
-  for (int i = threadIdx.x; i < L.n_embd; i += blockDim.x) {
-    float x = ld_act(resid + i);
-    for (int g = 0; g < L.n_kv_head; ++g) x += ld_act(o + int64_t(g) * L.n_embd + i);
-    c.s_x[i] = x + ld_act(down + i);
-  }
+  sum_residual(c, c.p.ws + L.resid + int64_t(l - 1) * L.n_embd,
+               c.p.ws + L.o_part + int64_t(l - 1) * L.n_kv_head * L.n_embd, c.p.ws + L.down + int64_t(l - 1) * L.n_embd);
 }
 
 // s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.

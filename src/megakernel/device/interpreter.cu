@@ -14,6 +14,36 @@
 
 namespace mk::megakernel::device {
 
+// The contiguous weight rows an instruction streams first (null when none: attention, argmax).
+__device__ __forceinline__ const bf16* first_weights(const MkParams& p, const Instr& in, int64_t& bytes) {
+  const Layout& L = p.L;
+  const MkLayer& w = p.layers[in.layer];
+  const int64_t rows = int64_t(in.row_end) - in.row_begin;
+  switch (in.op) {
+    case Op::QkvProj: bytes = rows * L.n_embd * 2; return w.wqkv + int64_t(in.row_begin) * L.n_embd;
+    case Op::MlpGateUp: bytes = 2 * rows * L.n_embd * 2; return w.w_gate_up + 2 * int64_t(in.row_begin) * L.n_embd;
+    case Op::MlpDown: bytes = rows * L.n_ff * 2; return w.w_down + int64_t(in.row_begin) * L.n_ff;
+    case Op::LmHead: bytes = rows * L.n_embd * 2; return p.lm_head + int64_t(in.row_begin) * L.n_embd;
+    default: bytes = 0; return nullptr;
+  }
+}
+
+// Right after publishing (before waiting on the next dependency), pull the start of the next
+// instruction's weights towards the SM: the wait's bubble is then spent on weight traffic, and the
+// loads after the wait hit L2. Weights never depend on activations, so this is always safe.
+__device__ __forceinline__ void prefetch_next(const MkParams& p, const Instr& next) {
+  if (p.prefetch_bytes <= 0) return;
+  int64_t bytes = 0;
+  const bf16* w = first_weights(p, next, bytes);
+  if (!w) return;
+  bytes = min(bytes, int64_t(p.prefetch_bytes));
+  constexpr int PIECE = 16384;
+  for (int64_t off = int64_t(threadIdx.x) * PIECE; off < bytes; off += int64_t(blockDim.x) * PIECE) {
+    const unsigned n = unsigned(min(int64_t(PIECE), bytes - off)) & ~15u;
+    if (n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<const char*>(w) + off), "r"(n) : "memory");
+  }
+}
+
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -35,6 +65,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         default: break;
       }
       signal(p, in.signal);
+      if (i + 1 < end) prefetch_next(p, p.instrs[i + 1]);
+      else if (step + 1 < p.n_steps) prefetch_next(p, p.instrs[begin]);
     }
   }
 }

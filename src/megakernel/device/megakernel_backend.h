@@ -24,6 +24,7 @@ struct MegakernelOptions {
   int attn_chunk_len = 0;  // schedule: positions per attention chunk (0 = choose)
   int slices_per_sm = 1;   // schedule: instructions per SM per matrix stage
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
+  int prefetch_bytes = 0;  // L2 prefetch of the next instruction's weights after publishing (0 = off)
 };
 
 class MegakernelBackend final : public Backend {
@@ -53,6 +54,7 @@ class MegakernelBackend final : public Backend {
   const Schedule& schedule() const { return schedule_; }
   cudaStream_t stream() const { return stream_; }
   size_t weight_bytes() const { return weights_.bytes; }
+  void set_prefetch_bytes(int n) { prefetch_bytes_ = n; }
 
  private:
   MegakernelBackend() = default;
@@ -80,6 +82,7 @@ class MegakernelBackend final : public Backend {
   uint32_t* error_ = nullptr;      // [4]
   int32_t* out_tokens_ = nullptr;  // [max_context] generate_greedy output
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
+  int prefetch_bytes_ = 0;
 
  public:
   static constexpr int MAX_STEPS = 256;  // steps per launch

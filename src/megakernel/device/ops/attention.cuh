@@ -65,11 +65,23 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
 }
 
 constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
+constexpr int HB = 2;     // q heads per pass over K/V (bounds the accumulator registers)
+
+// Online-softmax update of one lane's accumulators with a score d and its 8 values v.
+__device__ __forceinline__ void softmax_update(float d, const float* v, float& m, float& s, float* acc) {
+  const float m_new = fmaxf(m, d);
+  const float corr = expf(m - m_new), pe = expf(d - m_new);
+  s = s * corr + pe;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = acc[e] * corr + pe * v[e];
+  m = m_new;
+}
 
 // Attention of the group's q heads over positions [p0, p1) ∩ [0, pos]: s_o = sum_p e^(s_p - m) v_p
-// (unnormalised), s_m = max score, s_s = sum e^(s_p - m), per q head. One pass over K and V: each warp
-// takes every n_warp-th position with an online softmax in registers (lane holds head elements
-// e = lane + 32 t), then the warps' partials are merged in warp order (deterministic) through s_wp.
+// (unnormalised), s_m = max score, s_s = sum e^(s_p - m), per q head. One pass over K and V per HB q
+// heads: LP = head_dim / 8 lanes share a position (one 16-byte load of K and of V each), a warp holds
+// 32 / LP positions at a time, two per lane in flight; online softmax in registers; partials merged
+// across a warp's position slots by shuffles and across warps in warp order (deterministic) via s_wp.
 __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o, float* s_m,
                            float* s_s, float* s_wp) {
   const Layout& L = c.p.L;
@@ -77,52 +89,79 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   const int hd = L.head_dim, G = L.group;
   const int end = min(p1, c.pos + 1);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
+  const int LP = hd / 8, PPW = 32 / LP;  // lanes per position, positions per warp
+  const int sub = lane % LP, slot = lane / LP, e0 = sub * 8;
   const float scale = rsqrtf(float(hd));
   const float* k_new = s_h + G * hd;
   const float* v_new = s_h + (G + 1) * hd;
-  float m[G_MAX], s[G_MAX], acc[G_MAX][4];
+  const int stride = n_warp * PPW;
+  for (int hb0 = 0; hb0 < G; hb0 += HB) {
+    float m[HB], s[HB], acc[HB][8];
 #pragma unroll
-  for (int j = 0; j < G_MAX; ++j) {
-    m[j] = -INFINITY, s[j] = 0.f;
+    for (int j = 0; j < HB; ++j) {
+      m[j] = -INFINITY, s[j] = 0.f;
 #pragma unroll
-    for (int t = 0; t < 4; ++t) acc[j][t] = 0.f;
-  }
-  for (int p = p0 + warp; p < end; p += n_warp) {
-    float kr[4], vr[4];
-    const int64_t at = kv_offset(c.p, p, g);
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int e = lane + 32 * t;
-      kr[t] = e < hd ? (p == c.pos ? k_new[e] : __bfloat162float(__ldcg(w.k_cache + at + e))) : 0.f;
-      vr[t] = e < hd ? (p == c.pos ? v_new[e] : __bfloat162float(__ldcg(w.v_cache + at + e))) : 0.f;
+      for (int e = 0; e < 8; ++e) acc[j][e] = 0.f;
     }
+    // Uniform trip count per warp (shuffles need all lanes): positions past `end` are masked.
+    for (int base = p0 + warp * PPW; base < end; base += 2 * stride) {
+      float kf[2][8], vf[2][8];
+      bool valid[2];
 #pragma unroll
-    for (int j = 0; j < G_MAX; ++j) {
-      if (j >= G) break;
-      float d = 0.f;
+      for (int u = 0; u < 2; ++u) {
+        const int p = base + u * stride + slot;
+        valid[u] = p < end;
+        if (valid[u] && p != c.pos) {
+          const int64_t at = kv_offset(c.p, p, g) + e0;
+          unpack8(__ldcg(reinterpret_cast<const uint4*>(w.k_cache + at)), kf[u]);
+          unpack8(__ldcg(reinterpret_cast<const uint4*>(w.v_cache + at)), vf[u]);
+        } else {
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int e = lane + 32 * t;
-        if (e < hd) d += s_h[j * hd + e] * kr[t];
+          for (int e = 0; e < 8; ++e) kf[u][e] = valid[u] ? k_new[e0 + e] : 0.f, vf[u][e] = valid[u] ? v_new[e0 + e] : 0.f;
+        }
       }
-      d = warp_sum(d) * scale;
-      const float m_new = fmaxf(m[j], d);
-      const float corr = expf(m[j] - m_new), pe = expf(d - m_new);
-      s[j] = s[j] * corr + pe;
 #pragma unroll
-      for (int t = 0; t < 4; ++t) acc[j][t] = acc[j][t] * corr + pe * vr[t];
-      m[j] = m_new;
+      for (int u = 0; u < 2; ++u) {
+#pragma unroll
+        for (int j = 0; j < HB; ++j) {
+          if (hb0 + j >= G) break;
+          const float* q = s_h + (hb0 + j) * hd + e0;
+          float d = 0.f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) d += q[e] * kf[u][e];
+          for (int o = LP / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+          if (valid[u]) softmax_update(d * scale, vf[u], m[j], s[j], acc[j]);
+        }
+      }
     }
-  }
-  // s_wp[warp][j][hd + 2]: this warp's (acc, m, s) per q head.
-  float* mine = s_wp + warp * G * (hd + 2);
+    // Merge the warp's PPW position slots (lanes sub, sub + LP, ...) by shuffles, in slot order.
+    for (int o = LP; o < 32; o <<= 1) {
 #pragma unroll
-  for (int j = 0; j < G_MAX; ++j) {
-    if (j >= G) break;
+      for (int j = 0; j < HB; ++j) {
+        const float mo = __shfl_xor_sync(0xffffffffu, m[j], o), so = __shfl_xor_sync(0xffffffffu, s[j], o);
+        const float mm = fmaxf(m[j], mo);
+        const float fa = s[j] == 0.f ? 0.f : expf(m[j] - mm), fb = so == 0.f ? 0.f : expf(mo - mm);
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
-      if (lane + 32 * t < hd) mine[j * (hd + 2) + lane + 32 * t] = acc[j][t];
-    if (lane == 0) mine[j * (hd + 2) + hd] = m[j], mine[j * (hd + 2) + hd + 1] = s[j];
+        for (int e = 0; e < 8; ++e) {
+          const float ao = __shfl_xor_sync(0xffffffffu, acc[j][e], o);
+          // The lower slot's term first: the same sum on both partners.
+          acc[j][e] = (lane & o) ? fb * ao + fa * acc[j][e] : fa * acc[j][e] + fb * ao;
+        }
+        s[j] = (lane & o) ? fb * so + fa * s[j] : fa * s[j] + fb * so;
+        m[j] = mm;
+      }
+    }
+    // s_wp[warp][j][hd + 2]: the warp's (acc, m, s) per q head of this pass (slot 0 lanes write).
+    if (slot == 0) {
+#pragma unroll
+      for (int j = 0; j < HB; ++j) {
+        if (hb0 + j >= G) break;
+        float* r = s_wp + (warp * G + hb0 + j) * (hd + 2);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) r[e0 + e] = acc[j][e];
+        if (sub == 0) r[hd] = m[j], r[hd + 1] = s[j];
+      }
+    }
   }
   __syncthreads();
   for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
@@ -179,7 +218,9 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
       const int j = t / hd, e = t % hd;
       float m = -INFINITY, sum = 0.f, acc = 0.f;
+#pragma unroll 8
       for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld_act(rec + int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
+#pragma unroll 8
       for (int ch = 0; ch < L.n_chunks; ++ch) {
         const float* r = rec + int64_t(ch) * L.att_part_stride + j * (hd + 2);
         const float s = ld_act(r + hd + 1);

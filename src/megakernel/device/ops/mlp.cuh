@@ -8,13 +8,8 @@ namespace mk::megakernel::device {
 __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
-  const float* resid = c.p.ws + L.resid + int64_t(in.layer) * L.n_embd;
-  const float* o = c.p.ws + L.o_part + int64_t(in.layer) * L.n_kv_head * L.n_embd;
-  for (int i = threadIdx.x; i < L.n_embd; i += blockDim.x) {
-    float x = ld_act(resid + i);
-    for (int g = 0; g < L.n_kv_head; ++g) x += ld_act(o + int64_t(g) * L.n_embd + i);
-    c.s_x[i] = x;
-  }
+  sum_residual(c, c.p.ws + L.resid + int64_t(in.layer) * L.n_embd,
+               c.p.ws + L.o_part + int64_t(in.layer) * L.n_kv_head * L.n_embd, nullptr);
   rmsnorm_smem(c, w.mlp_norm, L.n_embd);
   // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
   const int r0 = int(in.row_begin), r1 = int(in.row_end);
@@ -32,7 +27,8 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
 __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const float* act = c.p.ws + L.act + int64_t(in.layer) * L.n_ff;
-  for (int i = threadIdx.x; i < L.n_ff; i += blockDim.x) c.s_x[i] = ld_act(act + i);
+  for (int i = 4 * threadIdx.x; i < L.n_ff; i += 4 * blockDim.x)
+    *reinterpret_cast<float4*>(c.s_x + i) = ld_act4(act + i);
   __syncthreads();
   float* out = c.p.ws + L.down + int64_t(in.layer) * L.n_embd;
   matvec_rows(c.p.layers[in.layer].w_down, L.n_ff, c.s_x, L.n_ff, int(in.row_begin), int(in.row_end),
