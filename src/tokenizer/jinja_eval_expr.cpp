@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tokenizer/jinja_interp.h"
+#include "tokenizer/jinja_parser.h"
 #include "tokenizer/jinja_strings.h"
 
 namespace mk::jinja {
@@ -292,6 +293,7 @@ Expected<Value> CallExpr::eval(Interp& in) const {
 }
 
 Expected<Value> FilterExpr::eval(Interp& in) const {
+  if (!is_known_filter(name)) return in.fail(offset, cat("unsupported construct: filter '", name, "'"));
   JJ_ASSIGN(Value v, input->eval(in));
   JJ_ASSIGN(CallArgs a, in.eval_args(args));
   auto r = apply_filter(name, v, a, in);
@@ -300,6 +302,7 @@ Expected<Value> FilterExpr::eval(Interp& in) const {
 }
 
 Expected<Value> TestExpr::eval(Interp& in) const {
+  if (!is_known_test(name)) return in.fail(offset, cat("unsupported construct: test '", name, "'"));
   JJ_ASSIGN(Value v, input->eval(in));
   JJ_ASSIGN(CallArgs a, in.eval_args(args));
   auto r = apply_test(name, v, a, in);

@@ -4,6 +4,7 @@
 // globals and top-level variables; namespace attributes are the way to carry state out of a loop.
 #include "tokenizer/jinja_interp.h"
 #include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja_parser.h"
 
 namespace mk::jinja {
 
@@ -202,6 +203,7 @@ Status assign_target(Interp& in, const SetTarget& t, Value v, uint32_t offset) {
 
 Expected<Value> apply_filters(Interp& in, const std::vector<FilterCall>& filters, Value v) {
   for (const auto& f : filters) {
+    if (!is_known_filter(f.name)) return in.fail(f.offset, cat("unsupported construct: filter '", f.name, "'"));
     JJ_ASSIGN(CallArgs a, in.eval_args(f.args));
     auto r = apply_filter(f.name, v, a, in);
     if (!r) return in.fail(f.offset, cat("filter '", f.name, "': ", r.message()));

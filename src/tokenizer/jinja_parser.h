@@ -36,6 +36,7 @@ class Parser {
   Expected<Body> parse_body(const std::vector<std::string>& ends, const char* open, uint32_t open_offset);
   Expected<StmtPtr> parse_statement();
   Expected<StmtPtr> parse_if(uint32_t at);
+  Expected<StmtPtr> parse_if_soft(uint32_t at);
   Expected<StmtPtr> parse_for(uint32_t at);
   Expected<StmtPtr> parse_set(uint32_t at);
   Expected<StmtPtr> parse_macro(uint32_t at);
@@ -69,10 +70,30 @@ class Parser {
   Expected<Args> parse_call_args();
   Expected<FilterCall> parse_filter_name();
 
+  // Unknown filters and tests: jinja2 rejects them when compiling, except inside if statements and inline
+  // if-expressions ("soft" frames), where they fail only if evaluated. We do the same.
+  struct Unknown {
+    uint32_t offset;
+    std::string what;
+    bool soft;
+  };
+  void note_unknown(uint32_t offset, std::string what) { unknown_.push_back({offset, std::move(what), soft_}); }
+  // Runs `f` with the soft flag set to `soft`, restoring it afterwards.
+  template <class F>
+  auto with_soft(bool soft, F&& f) {
+    bool saved = soft_;
+    soft_ = soft;
+    auto r = f();
+    soft_ = saved;
+    return r;
+  }
+
   const std::string& src_;
   std::vector<Token> toks_;
   size_t p_ = 0;
   int loop_depth_ = 0;  // break/continue are only valid inside for loops
+  bool soft_ = false;
+  std::vector<Unknown> unknown_;
 };
 
 }  // namespace mk::jinja

@@ -87,12 +87,14 @@ Expected<ExprPtr> Parser::parse_tuple(bool with_condexpr, const char* end_name, 
 }
 
 Expected<ExprPtr> Parser::parse_condexpr() {
+  size_t mark = unknown_.size();
   JJ_ASSIGN(ExprPtr e, parse_or());
   while (skip_name("if")) {
-    JJ_ASSIGN(ExprPtr cond, parse_or());
+    for (size_t k = mark; k < unknown_.size(); ++k) unknown_[k].soft = true;  // the whole expression is soft
+    JJ_ASSIGN(ExprPtr cond, with_soft(true, [&] { return parse_or(); }));
     ExprPtr otherwise;
     if (skip_name("else")) {
-      JJ_ASSIGN(otherwise, parse_condexpr());
+      JJ_ASSIGN(otherwise, with_soft(true, [&] { return parse_condexpr(); }));
     }
     auto n = node<CondExpr>(e->offset);
     n->then = std::move(e);
@@ -326,7 +328,7 @@ Expected<ExprPtr> Parser::parse_filter_expr(ExprPtr e) {
       if (cur().type != Tok::Name) return unexpected("a test name after 'is'");
       n->offset = cur().offset;
       n->name = cur().text;
-      if (!is_known_test(n->name)) return fail(cur().offset, cat("unsupported construct: test '", n->name, "'"));
+      if (!is_known_test(n->name)) note_unknown(cur().offset, cat("unsupported construct: test '", n->name, "'"));
       ++p_;
       if (is_op("(")) {
         JJ_ASSIGN(n->args, parse_call_args());
@@ -358,7 +360,7 @@ Expected<FilterCall> Parser::parse_filter_name() {
   FilterCall f;
   f.offset = cur().offset;
   f.name = cur().text;
-  if (!is_known_filter(f.name)) return fail(cur().offset, cat("unsupported construct: filter '", f.name, "'"));
+  if (!is_known_filter(f.name)) note_unknown(cur().offset, cat("unsupported construct: filter '", f.name, "'"));
   ++p_;
   if (is_op(".")) return fail(cur().offset, "unsupported construct: dotted filter name");
   if (is_op("(")) {

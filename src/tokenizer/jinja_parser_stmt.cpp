@@ -28,6 +28,8 @@ Status Parser::expect_block_end(const char* tag) {
 
 Expected<Body> Parser::parse_all() {
   JJ_ASSIGN(Body body, parse_body({}, nullptr, 0));
+  for (const Unknown& u : unknown_)
+    if (!u.soft) return fail(u.offset, u.what);
   return body;
 }
 
@@ -95,6 +97,10 @@ Expected<StmtPtr> Parser::parse_statement() {
 }
 
 Expected<StmtPtr> Parser::parse_if(uint32_t at) {
+  return with_soft(true, [&] { return parse_if_soft(at); });
+}
+
+Expected<StmtPtr> Parser::parse_if_soft(uint32_t at) {
   auto n = node<IfStmt>(at);
   while (true) {
     JJ_ASSIGN(ExprPtr cond, parse_tuple(false));
@@ -146,19 +152,19 @@ Expected<StmtPtr> Parser::parse_for(uint32_t at) {
   if (!skip_name("in")) return unexpected("'in' in for loop");
   JJ_ASSIGN(n->iter, parse_tuple(false, "recursive"));
   if (skip_name("if")) {
-    JJ_ASSIGN(n->filter, parse_expression());
+    JJ_ASSIGN(n->filter, with_soft(false, [&] { return parse_expression(); }));
   }
   if (is_name("recursive")) return fail(cur().offset, "unsupported construct: recursive for loop");
   MK_TRY(expect_block_end("for"));
   ++loop_depth_;
-  auto body = parse_body({"endfor", "else"}, "for", at);
+  auto body = with_soft(false, [&] { return parse_body({"endfor", "else"}, "for", at); });
   --loop_depth_;
   if (!body) return body.error();
   n->body = std::move(*body);
   if (cur().text == "else") {
     ++p_;
     MK_TRY(expect_block_end("else"));
-    JJ_ASSIGN(n->otherwise, parse_body({"endfor"}, "for", at));
+    JJ_ASSIGN(n->otherwise, with_soft(false, [&] { return parse_body({"endfor"}, "for", at); }));
   }
   ++p_;
   MK_TRY(expect_block_end("endfor"));
@@ -187,10 +193,10 @@ Expected<StmtPtr> Parser::parse_set(uint32_t at) {
   n->target = std::move(target);
   if (n->target.names.size() != 1) return fail(at, "a block set assigns exactly one name");
   if (skip_op("|")) {
-    JJ_ASSIGN(n->filters, parse_filter_chain());
+    JJ_ASSIGN(n->filters, with_soft(false, [&] { return parse_filter_chain(); }));
   }
   MK_TRY(expect_block_end("set"));
-  JJ_ASSIGN(n->body, parse_body({"endset"}, "set", at));
+  JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endset"}, "set", at); }));
   ++p_;
   MK_TRY(expect_block_end("endset"));
   return StmtPtr(std::move(n));
@@ -209,7 +215,7 @@ Expected<StmtPtr> Parser::parse_macro(uint32_t at) {
     ++p_;
     ExprPtr def;
     if (skip_op("=")) {
-      JJ_ASSIGN(def, parse_expression());
+      JJ_ASSIGN(def, with_soft(false, [&] { return parse_expression(); }));
     } else if (!n->params.empty() && n->params.back().second) {
       return fail(cur().offset, "macro parameter without default after one with a default");
     }
@@ -219,7 +225,7 @@ Expected<StmtPtr> Parser::parse_macro(uint32_t at) {
   MK_TRY(expect_block_end("macro"));
   int saved_depth = loop_depth_;
   loop_depth_ = 0;
-  auto body = parse_body({"endmacro"}, "macro", at);
+  auto body = with_soft(false, [&] { return parse_body({"endmacro"}, "macro", at); });
   loop_depth_ = saved_depth;
   if (!body) return body.error();
   n->body = std::move(*body);
@@ -236,11 +242,11 @@ Expected<StmtPtr> Parser::parse_with(uint32_t at) {
     std::string name = cur().text;
     ++p_;
     MK_TRY(expect_op("="));
-    JJ_ASSIGN(ExprPtr e, parse_expression());
+    JJ_ASSIGN(ExprPtr e, with_soft(false, [&] { return parse_expression(); }));
     n->assignments.emplace_back(std::move(name), std::move(e));
   }
   MK_TRY(expect_block_end("with"));
-  JJ_ASSIGN(n->body, parse_body({"endwith"}, "with", at));
+  JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endwith"}, "with", at); }));
   ++p_;
   MK_TRY(expect_block_end("endwith"));
   return StmtPtr(std::move(n));
@@ -248,9 +254,9 @@ Expected<StmtPtr> Parser::parse_with(uint32_t at) {
 
 Expected<StmtPtr> Parser::parse_filter_block(uint32_t at) {
   auto n = node<FilterBlockStmt>(at);
-  JJ_ASSIGN(n->filters, parse_filter_chain());
+  JJ_ASSIGN(n->filters, with_soft(false, [&] { return parse_filter_chain(); }));
   MK_TRY(expect_block_end("filter"));
-  JJ_ASSIGN(n->body, parse_body({"endfilter"}, "filter", at));
+  JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endfilter"}, "filter", at); }));
   ++p_;
   MK_TRY(expect_block_end("endfilter"));
   return StmtPtr(std::move(n));
@@ -261,7 +267,7 @@ Expected<StmtPtr> Parser::parse_filter_block(uint32_t at) {
 Expected<StmtPtr> Parser::parse_generation(uint32_t at) {
   auto n = node<ScopeStmt>(at);
   MK_TRY(expect_block_end("generation"));
-  JJ_ASSIGN(n->body, parse_body({"endgeneration"}, "generation", at));
+  JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endgeneration"}, "generation", at); }));
   ++p_;
   MK_TRY(expect_block_end("endgeneration"));
   return StmtPtr(std::move(n));

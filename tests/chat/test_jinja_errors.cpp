@@ -29,6 +29,17 @@ TEST(JinjaErrors, UnsupportedConstructsAreNamed) {
   expect_error("{% frobnicate %}", "unknown tag '{% frobnicate %}'");
 }
 
+// jinja2 checks filter and test names when compiling, except inside `if` statements and inline if-expressions,
+// where an unknown one fails only when it is evaluated.
+TEST(JinjaErrors, UnknownFiltersInsideIfFailOnlyWhenEvaluated) {
+  EXPECT_EQ(render("{% if false %}{{ x | from_json }}{% endif %}ok"), "ok");
+  EXPECT_EQ(render("{{ (x | from_json) if false else 'ok' }}"), "ok");
+  expect_error("{% if true %}{{ x | from_json }}{% endif %}", "unsupported construct: filter 'from_json' (at line 1");
+  expect_error("{% if true %}{% for i in [] %}{{ i | from_json }}{% endfor %}{% endif %}",
+               "unsupported construct: filter 'from_json' at line 1, column 38");
+  expect_error("{{ (x is oddish) if true else 1 }}", "unsupported construct: test 'oddish' (at");
+}
+
 TEST(JinjaErrors, SyntaxErrorsHavePositions) {
   expect_error("{% if x %}open", "'if' block is not closed");
   expect_error("{{ x ", "expected '}}'");
