@@ -1,16 +1,38 @@
 // Unicode normalization with utf8proc. ASCII text is already in every normal form, so only the runs that
 // hold non-ASCII characters (plus the ASCII starter just before each, which may compose with a following
-// mark) go through utf8proc.
+// mark) go through utf8proc. tokenizers' normalizer has older Unicode tables (normalizer_tables.inc lists the
+// characters it does not know): for it such a character is a starter that never changes nor combines, so we
+// cut the text at each one and copy it through.
 #include "tokenizer/normalizer.h"
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <utf8proc.h>
 
+#include <algorithm>
+#include <iterator>
+
+#include "tokenizer/utf8.h"
+
 namespace mk::tok {
 
 namespace {
-std::string normalize_slice(std::string_view s, NormalForm form) {
+#include "tokenizer/normalizer_tables.inc"
+
+template <size_t N>
+bool in_ranges(const char32_t (&ranges)[N][2], char32_t c) {
+  auto it = std::upper_bound(std::begin(ranges), std::end(ranges), c,
+                             [](char32_t v, const char32_t(&r)[2]) { return v < r[0]; });
+  return it != std::begin(ranges) && c <= (*std::prev(it))[1];
+}
+
+bool unknown_to_tokenizers(char32_t c, NormalForm form) {
+  if (c < 0x300) return false;
+  const bool compat = form == NormalForm::NFKC || form == NormalForm::NFKD;
+  return compat ? in_ranges(MK_TOKENIZERS_UNKNOWN_COMPAT, c) : in_ranges(MK_TOKENIZERS_UNKNOWN_CANONICAL, c);
+}
+
+std::string normalize_utf8proc(std::string_view s, NormalForm form) {
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::NFC: options |= UTF8PROC_COMPOSE; break;
@@ -22,10 +44,30 @@ std::string normalize_slice(std::string_view s, NormalForm form) {
   const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                                           static_cast<utf8proc_ssize_t>(s.size()), &out,
                                           static_cast<utf8proc_option_t>(options));
+  if (s.empty()) return std::string();
   if (n < 0) return std::string(s);  // cannot happen for well-formed input; keep the text as it is
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
   return result;
+}
+
+// Normalizes a slice, keeping the characters unknown to tokenizers as fixed boundaries.
+std::string normalize_slice(std::string_view s, NormalForm form) {
+  std::string out;
+  size_t piece = 0;  // start of the part not yet normalized
+  for (size_t i = 0; i < s.size();) {
+    int len = 0;
+    const char32_t c = utf8_decode(s.data() + i, len);
+    if (unknown_to_tokenizers(c, form)) {
+      out += normalize_utf8proc(s.substr(piece, i - piece), form);
+      out.append(s.substr(i, static_cast<size_t>(len)));
+      piece = i + static_cast<size_t>(len);
+    }
+    i += static_cast<size_t>(len);
+  }
+  if (piece == 0) return normalize_utf8proc(s, form);
+  out += normalize_utf8proc(s.substr(piece), form);
+  return out;
 }
 
 Expected<NormalForm> parse_form(const nlohmann::json& j, const std::string& where) {
