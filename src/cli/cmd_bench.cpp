@@ -15,6 +15,7 @@
 #include "cuda/backend/bench_probe.h"
 #include "cuda/backend/cuda_backend.h"
 #include "cuda/device_info.h"
+#include "cuda/ops/matvec.h"
 #endif
 
 namespace mk::cli {
@@ -53,21 +54,25 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   if (!mm) return mm.error();
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
-  for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}}) {
-    auto mv = cuda::measure_matvec(r, c, 20);
+  for (auto [r, c, rowpair] : {std::tuple{8192, 2048, false}, std::tuple{2048, 8192, false},
+                               std::tuple{16384, 2048, false}, std::tuple{8192, 2048, true},
+                               std::tuple{2048, 8192, true}}) {
+    auto mv = cuda::measure_matvec(r, c, 20, rowpair);
     if (!mv) return mv.error();
-    j["matvec"].push_back({{"rows", r}, {"cols", c}, {"us_single", mv->us_single}, {"us_chained", mv->us_chained},
-                           {"tbps_single", mv->tbps_single}, {"tbps_chained", mv->tbps_chained}});
-    std::fprintf(human(o), "matvec %5dx%-5d one launch %6.2f us (%.2f TB/s, %3.0f%%); in a PDL graph %6.2f us (%.2f TB/s, %3.0f%%)\n",
-                 r, c, mv->us_single, mv->tbps_single, 100 * mv->tbps_single / read_tbps, mv->us_chained,
+    const char* kname = rowpair ? "rowpair" : "splitk";
+    j["matvec"].push_back({{"kernel", kname}, {"rows", r}, {"cols", c}, {"us_single", mv->us_single},
+                           {"us_chained", mv->us_chained}, {"tbps_single", mv->tbps_single},
+                           {"tbps_chained", mv->tbps_chained}});
+    std::fprintf(human(o), "matvec %-7s %5dx%-5d one launch %6.2f us (%.2f TB/s, %3.0f%%); in a PDL graph %6.2f us (%.2f TB/s, %3.0f%%)\n",
+                 kname, r, c, mv->us_single, mv->tbps_single, 100 * mv->tbps_single / read_tbps, mv->us_chained,
                  mv->tbps_chained, 100 * mv->tbps_chained / read_tbps);
   }
   return j;
 }
 
 Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, const ModelConfig& c, const Model* m,
-                                                   int max_ctx, const cuda::CudaBackendOptions& opt) {
-  auto w = m ? cuda::upload_weights(c, m->weights) : cuda::random_device_weights(c, 1234);
+                                                   int max_ctx, const cuda::CudaBackendOptions& opt, bool fuse_rope) {
+  auto w = m ? cuda::upload_weights(c, m->weights, fuse_rope) : cuda::random_device_weights(c, 1234, fuse_rope);
   if (!w) return make_error(what, ": ", w.message());
   return cuda::CudaBackend::create(c, std::move(*w), max_ctx, opt);
 }
@@ -84,15 +89,17 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
                what.c_str(), m ? "checkpoint" : "random", wbytes / 1e9, wbytes / (read_tbps * 1e12) * 1e3, read_tbps);
   struct Variant {
     const char* name;
-    bool graph, pdl;
+    bool graph, pdl, fuse_rope;
   };
-  std::vector<Variant> variants = {{"graph+pdl", true, true}};
-  if (o.ablation) variants.insert(variants.end(), {{"graph", true, false}, {"eager+pdl", false, true}});
+  std::vector<Variant> variants = {{"graph+pdl", true, true, true}};
+  if (o.ablation)
+    variants.insert(variants.end(),
+                    {{"graph", true, false, true}, {"eager+pdl", false, true, true}, {"no-ropefuse", true, true, false}});
   for (const Variant& v : variants) {
     cuda::CudaBackendOptions opt;
     opt.graph = v.graph;
     opt.pdl = v.pdl;
-    auto b = build(what, c, m, max_ctx, opt);
+    auto b = build(what, c, m, max_ctx, opt, v.fuse_rope);
     if (!b) return b.error();
     bool main_variant = &v == &variants.front();
     auto t = cuda::time_backend(**b, main_variant ? o.prefill : std::vector<int>{},
@@ -140,7 +147,7 @@ int run_bench(const BenchOptions& o) {
     std::fprintf(stderr, "megakernel bench: %s\n", dev.message().c_str());
     return 1;
   }
-  json out = {{"gpu", dev->name}, {"sm_count", dev->sm_count}};
+  json out = {{"gpu", dev->name}, {"sm_count", dev->sm_count}, {"matvec_kernel", cuda::matvec_kernel_name()}};
   std::fprintf(human(o), "GPU %s, %d SMs, %.1f GiB\n", dev->name.c_str(), dev->sm_count,
                double(dev->total_memory) / (1 << 30));
   double read_tbps = 4.5;

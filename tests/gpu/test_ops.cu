@@ -105,11 +105,13 @@ TEST(Ops, RopeQkvMatchesCpuNormRopeAndWritesPagedCache) {
     int n_head, n_kv, D;
     bool bias, qk_norm;
     const char* rope;
+    bool pair_rows;
   };
-  for (const Cfg& c : {Cfg{4, 2, 64, false, false, "llama3"}, Cfg{6, 1, 64, true, false, "default"},
-                       Cfg{8, 2, 128, false, true, "default"}, Cfg{2, 2, 32, false, true, "llama3"}}) {
+  for (const Cfg& c : {Cfg{4, 2, 64, false, false, "llama3", false}, Cfg{6, 1, 64, true, false, "default", false},
+                       Cfg{8, 2, 128, false, true, "default", false}, Cfg{2, 2, 32, false, true, "llama3", false},
+                       Cfg{6, 1, 64, true, false, "default", true}, Cfg{8, 2, 128, true, true, "llama3", true}}) {
     SCOPED_TRACE(cat(c.n_head, "/", c.n_kv, " heads, D ", c.D, c.bias ? " bias" : "", c.qk_norm ? " qk_norm" : "",
-                     " ", c.rope));
+                     " ", c.rope, c.pair_rows ? " pair_rows" : ""));
     std::mt19937 rng(uint32_t(c.D * 7 + c.n_head));
     const int T = 3, pos0 = 62, Q = c.n_head * c.D, KV = c.n_kv * c.D, R = Q + 2 * KV;  // crosses a block edge
     RopeConfig rc;
@@ -123,12 +125,21 @@ TEST(Ops, RopeQkvMatchesCpuNormRopeAndWritesPagedCache) {
     PagedCache cache(3, c.n_kv, c.D, rng);
     cache.k.poison();
     cache.v.poison();
-    DeviceArray<float> dqkv(qkv), dbias(bias), dqn(qn), dkn(kn), dfreq(inv_freq);
+    // pair_rows: the device sees every head in rope-pair order (row 2j = dim j, 2j + 1 = dim j + D/2).
+    std::vector<float> qkv_dev = qkv, bias_dev = bias;
+    if (c.pair_rows)
+      for (int col = 0; col < R; ++col) {
+        int h = col / c.D, d = col % c.D, pc = h * c.D + (d < c.D / 2 ? 2 * d : 2 * (d - c.D / 2) + 1);
+        bias_dev[size_t(pc)] = bias[size_t(col)];
+        for (int t = 0; t < T; ++t) qkv_dev[size_t(t) * R + pc] = qkv[size_t(t) * R + col];
+      }
+    DeviceArray<float> dqkv(qkv_dev), dbias(bias_dev), dqn(qn), dkn(kn), dfreq(inv_freq);
     DeviceArray<int32_t> dpos(std::vector<int32_t>{pos0});
     DeviceArray<uint16_t> q_out(size_t(T) * Q);
     q_out.poison();
     cuda::RopeQkvArgs a;
     a.qkv = dqkv.p;
+    a.pair_rows = c.pair_rows;
     a.bias = c.bias ? dbias.p : nullptr;
     a.q_norm = c.qk_norm ? dqn.p : nullptr;
     a.k_norm = c.qk_norm ? dkn.p : nullptr;

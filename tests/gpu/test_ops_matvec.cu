@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "cpu/ops.h"
-#include "cuda/ops/matvec.h"
+#include "cuda/ops/matvec_internal.h"
 #include "gpu_test_util.h"
 
 namespace mk::gpu_test {
@@ -27,8 +27,9 @@ std::string name(const Case& c) {
              c.x_bf16 ? " x_bf16" : "", c.argmax ? " argmax" : "");
 }
 
-void run_case(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(name(c));
+// Both kernels (split-K default, rowpair fallback) must compute the same function.
+void run_case_with(const Case& c, uint32_t seed, bool rowpair) {
+  SCOPED_TRACE(name(c) + (rowpair ? " [rowpair]" : " [splitk]"));
   std::mt19937 rng(seed);
   Bf16Data w = to_bf16(randn(size_t(c.rows) * c.cols, rng, 0.05f));
   std::vector<float> x = randn(size_t(c.cols), rng, 1.f, 0.3f);
@@ -80,7 +81,8 @@ void run_case(const Case& c, uint32_t seed) {
   a.out = dout.p;
   a.mode = c.mode;
   a.argmax = c.argmax ? dam.p : nullptr;
-  cuda::matvec(cuda::Stream(nullptr, true), a);
+  if (rowpair) cuda::matvec_rowpair(cuda::Stream(nullptr, true), a);
+  else cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
   CUDA_CHECK_LAUNCH();
   std::vector<float> got = dout.download();
   double err = rel_err(got, want);
@@ -90,6 +92,11 @@ void run_case(const Case& c, uint32_t seed) {
     int32_t dev_arg = cuda::argmax_unpack(dam.download()[0]);
     EXPECT_EQ(dev_arg, cpu::argmax(got.data(), n_out));
   }
+}
+
+void run_case(const Case& c, uint32_t seed) {
+  run_case_with(c, seed, false);
+  run_case_with(c, seed, true);
 }
 
 TEST(Matvec, MatchesCpuReferenceOnAwkwardSizes) {
@@ -133,6 +140,74 @@ TEST(Matvec, ArgmaxTiesPickTheFirstIndex) {
   a.argmax = dam.p;
   cuda::matvec(cuda::Stream(nullptr, false), a);
   EXPECT_EQ(cuda::argmax_unpack(dam.download()[0]), 0);
+}
+
+// QKV projection with RoPE + cache write in the epilogue: rows of each head in rope-pair order.
+TEST(Matvec, RopeQkvModeMatchesCpuRopeAndWritesCache) {
+  for (auto [n_head, n_kv, D, E, bias] : {std::tuple{4, 2, 64, 256, false}, {2, 1, 128, 2056, true}, {3, 3, 32, 96, true}}) {
+    SCOPED_TRACE(cat(n_head, "/", n_kv, " D ", D, " E ", E, bias ? " bias" : ""));
+    std::mt19937 rng(uint32_t(D + E));
+    const int Q = n_head * D, KV = n_kv * D, R = Q + 2 * KV, pos = 70;
+    Bf16Data w = to_bf16(randn(size_t(R) * E, rng, 0.05f));
+    std::vector<float> x = randn(size_t(E), rng), g = randn(size_t(E), rng, 0.1f, 1.f), b = randn(size_t(R), rng, 0.3f);
+    RopeConfig rc;
+    rc.theta = 10000.f;
+    std::vector<float> inv_freq;
+    cpu::rope_inv_freq(inv_freq, rc, D);
+    // Reference in HF order.
+    std::vector<float> xn(static_cast<size_t>(E)), y(static_cast<size_t>(R));
+    cpu::rmsnorm(xn.data(), x.data(), view(g, {E}), 1e-6f, E);
+    TensorView wv;
+    wv.dtype = DType::BF16;
+    wv.shape = {R, E};
+    wv.data = w.bits.data();
+    TensorView bv = view(b, {R});
+    cpu::matvec(y.data(), wv, xn.data(), bias ? &bv : nullptr);
+    cpu::rope(y.data(), n_head, D, pos, inv_freq.data());
+    cpu::rope(y.data() + Q, n_kv, D, pos, inv_freq.data());
+    // Device weights and bias in rope-pair order.
+    std::vector<uint16_t> wp(w.bits.size());
+    std::vector<float> bp(b.size());
+    for (int r = 0; r < R; ++r) {
+      int h = r / D, d = r % D, pr = h * D + (d < D / 2 ? 2 * d : 2 * (d - D / 2) + 1);
+      std::copy(w.bits.begin() + size_t(r) * E, w.bits.begin() + size_t(r + 1) * E, wp.begin() + size_t(pr) * E);
+      bp[size_t(pr)] = b[size_t(r)];
+    }
+    const int n_blocks = 2, bs = 64;
+    DeviceArray<uint16_t> dw(wp), kc(size_t(n_blocks) * bs * KV), vc(size_t(n_blocks) * bs * KV), q(static_cast<size_t>(Q));
+    DeviceArray<float> dx(x), dg(g), db(bp), dfreq(inv_freq), dummy(static_cast<size_t>(R));
+    DeviceArray<int32_t> dpos(std::vector<int32_t>{pos}), table(std::vector<int32_t>{1, 0});  // pos 70 -> block 0
+    kc.poison();
+    vc.poison();
+    q.poison();
+    cuda::MatvecArgs a;
+    a.w = reinterpret_cast<const __nv_bfloat16*>(dw.p);
+    a.n_rows = R;
+    a.n_cols = E;
+    a.x = dx.p;
+    a.norm_w = dg.p;
+    a.eps = 1e-6f;
+    a.bias = bias ? db.p : nullptr;
+    a.out = dummy.p;
+    a.mode = MatvecOut::ROPE_QKV;
+    a.rope.inv_freq = dfreq.p;
+    a.rope.pos = dpos.p;
+    a.rope.head_dim = D;
+    a.rope.n_head = n_head;
+    a.rope.n_kv_head = n_kv;
+    a.rope.q_out = reinterpret_cast<__nv_bfloat16*>(q.p);
+    a.rope.kv = {reinterpret_cast<__nv_bfloat16*>(kc.p), reinterpret_cast<__nv_bfloat16*>(vc.p), n_blocks, bs, n_kv, D};
+    a.rope.block_table = table.p;
+    a.rope.max_positions = n_blocks * bs;
+    cuda::matvec(cuda::Stream(nullptr, true), a);
+    CUDA_CHECK_LAUNCH();
+    auto gq = bf16_bits_to_f32(q.download()), gk = bf16_bits_to_f32(kc.download()), gv = bf16_bits_to_f32(vc.download());
+    size_t row = size_t(0 * bs + pos % bs) * KV;  // block_table[1] = 0
+    std::vector<float> got_k(gk.begin() + row, gk.begin() + row + KV), got_v(gv.begin() + row, gv.begin() + row + KV);
+    EXPECT_LT(rel_err(gq, std::vector<float>(y.begin(), y.begin() + Q)), 1e-2);
+    EXPECT_LT(rel_err(got_k, std::vector<float>(y.begin() + Q, y.begin() + Q + KV)), 1e-2);
+    EXPECT_LT(rel_err(got_v, std::vector<float>(y.begin() + Q + KV, y.end())), 1e-2);
+  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 #include "cuda/ops/gemm.h"
-#include "cuda/ops/matvec.h"
+#include "cuda/ops/matvec_internal.h"
 
 namespace mk::cuda {
 namespace {
@@ -142,7 +142,7 @@ Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
   return r;
 }
 
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats) {
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, bool rowpair) {
   size_t mat_bytes = size_t(n_rows) * size_t(n_cols) * 2;
   int copies = int(std::max<size_t>(8, (size_t(512) << 20) / mat_bytes + 1));
   DevBuf w, x, y;
@@ -163,14 +163,18 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats) {
     a.out = static_cast<float*>(y.p) + size_t(i % copies) * n_rows;
     return a;
   };
+  auto mv = [&](const MatvecArgs& a) {
+    if (rowpair) matvec_rowpair(Stream(s, true), a);
+    else matvec_splitk(Stream(s, true), a);
+  };
   int it = 0;
-  double single = time_ms(s, [&] { matvec(Stream(s, true), args(it++)); }, repeats * 4);
+  double single = time_ms(s, [&] { mv(args(it++)); }, repeats * 4);
   // Chained: a graph of `chain` matvecs over rotating copies (the decode pattern), per-matvec time.
   const int chain = 64;
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-  for (int i = 0; i < chain; ++i) matvec(Stream(s, true), args(i));
+  for (int i = 0; i < chain; ++i) mv(args(i));
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
   CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
   double chained = time_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats) / chain;

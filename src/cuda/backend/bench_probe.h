@@ -30,6 +30,7 @@ struct MatvecRate {
   double tbps_single = 0, tbps_chained = 0;
 };
 // Rotates over enough copies of the matrix to defeat the L2.
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20);
+// rowpair: time the first matvec kernel (ops/matvec_rowpair.cu) instead of the default split-K one.
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, bool rowpair = false);
 
 }  // namespace mk::cuda

@@ -198,7 +198,7 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max
   if (need > dev->free_memory)
     return make_error("the model needs ", need >> 20, " MiB of GPU memory (weights + KV cache for ", max_context,
                       " positions) but GPU '", dev->name, "' has ", dev->free_memory >> 20, " MiB free");
-  auto w = cuda::upload_weights(model.config, model.weights);
+  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/true);
   if (!w) return w.error();
   auto b = cuda::CudaBackend::create(model.config, std::move(*w), max_context);
   if (!b) return b.error();

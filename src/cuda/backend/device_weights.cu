@@ -85,10 +85,31 @@ Status upload_matrix(bf16* dst, size_t dst_pitch, const TensorView& src, int64_t
                      "uploading weights");
 }
 
-Status upload_vector(float* dst, const TensorView& src, int64_t n) {
+// Head-major rows [n_heads * D, cols] into rope-pair order: row j -> 2j, row j + D/2 -> 2j + 1 of each head.
+Status upload_heads_paired(bf16* dst, const TensorView& src, int64_t n_heads, int64_t D, int64_t cols, bool& warned) {
+  MK_TRY(check_shape(src, n_heads * D, cols));
+  std::vector<uint16_t> tmp;
+  const uint16_t* h = as_bf16(src, tmp, warned);
+  const int64_t half = D / 2;
+  const size_t row = size_t(cols) * 2;
+  for (int64_t hd = 0; hd < n_heads; ++hd)
+    for (int64_t part = 0; part < 2; ++part)
+      MK_TRY(cuda_status(cudaMemcpy2D(dst + (hd * D + part) * cols, 2 * row, h + (hd * D + part * half) * cols, row, row,
+                                      size_t(half), cudaMemcpyHostToDevice),
+                         "uploading weights"));
+  return {};
+}
+
+// Position of element d of a head in rope-pair order.
+int64_t paired_index(int64_t d, int64_t D) { return d < D / 2 ? 2 * d : 2 * (d - D / 2) + 1; }
+
+Status upload_vector(float* dst, const TensorView& src, int64_t n, int64_t pair_head_dim = 0) {
   MK_TRY(check_shape(src, n, 0));
   std::vector<float> h(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) h[size_t(i)] = src.at(size_t(i));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t j = pair_head_dim ? (i / pair_head_dim) * pair_head_dim + paired_index(i % pair_head_dim, pair_head_dim) : i;
+    h[size_t(j)] = src.at(size_t(i));
+  }
   return cuda_status(cudaMemcpy(dst, h.data(), h.size() * 4, cudaMemcpyHostToDevice), "uploading weights");
 }
 
@@ -146,11 +167,12 @@ size_t device_weight_bytes(const ModelConfig& c) {
   return off;
 }
 
-Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w) {
+Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, bool rope_pair_rows) {
   if (int(w.layers.size()) != c.n_layer)
     return make_error("weights have ", w.layers.size(), " layers, config says ", c.n_layer);
   DeviceWeights d;
   MK_TRY(allocate(c, d));
+  d.rope_pair_rows = rope_pair_rows;
   bool warned = false;
   const int64_t E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab, D = c.head_dim;
   MK_TRY(upload_matrix(d.tok_embd, size_t(E), w.tok_embd, V, E, warned));
@@ -163,13 +185,20 @@ Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w) {
     const LayerWeights& s = w.layers[size_t(i)];
     DeviceLayer& l = d.layers[size_t(i)];
     MK_TRY(upload_vector(l.attn_norm, s.attn_norm, E));
-    MK_TRY(upload_matrix(l.wqkv, size_t(E), s.wq, Q, E, warned));
-    MK_TRY(upload_matrix(l.wqkv + Q * E, size_t(E), s.wk, KV, E, warned));
-    MK_TRY(upload_matrix(l.wqkv + (Q + KV) * E, size_t(E), s.wv, KV, E, warned));
+    if (rope_pair_rows) {
+      MK_TRY(upload_heads_paired(l.wqkv, s.wq, c.n_head, D, E, warned));
+      MK_TRY(upload_heads_paired(l.wqkv + Q * E, s.wk, c.n_kv_head, D, E, warned));
+      MK_TRY(upload_heads_paired(l.wqkv + (Q + KV) * E, s.wv, c.n_kv_head, D, E, warned));
+    } else {
+      MK_TRY(upload_matrix(l.wqkv, size_t(E), s.wq, Q, E, warned));
+      MK_TRY(upload_matrix(l.wqkv + Q * E, size_t(E), s.wk, KV, E, warned));
+      MK_TRY(upload_matrix(l.wqkv + (Q + KV) * E, size_t(E), s.wv, KV, E, warned));
+    }
     if (l.bqkv) {
-      MK_TRY(upload_vector(l.bqkv, s.bq, Q));
-      MK_TRY(upload_vector(l.bqkv + Q, s.bk, KV));
-      MK_TRY(upload_vector(l.bqkv + Q + KV, s.bv, KV));
+      const int64_t pd = rope_pair_rows ? D : 0;
+      MK_TRY(upload_vector(l.bqkv, s.bq, Q, pd));
+      MK_TRY(upload_vector(l.bqkv + Q, s.bk, KV, pd));
+      MK_TRY(upload_vector(l.bqkv + Q + KV, s.bv, KV, pd));
     }
     if (l.q_norm) {
       MK_TRY(upload_vector(l.q_norm, s.q_norm, D));
@@ -186,9 +215,10 @@ Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w) {
   return std::move(d);
 }
 
-Expected<DeviceWeights> random_device_weights(const ModelConfig& c, uint64_t seed) {
+Expected<DeviceWeights> random_device_weights(const ModelConfig& c, uint64_t seed, bool rope_pair_rows) {
   DeviceWeights d;
   MK_TRY(allocate(c, d));
+  d.rope_pair_rows = rope_pair_rows;  // random rows: any order is as random as another
   const float a = 0.02f * 1.7320508f;  // uniform with std 0.02
   uint64_t k = seed * 1000003ull;
   auto mat = [&](bf16* p, size_t n) { fill_bf16_kernel<<<1024, 256>>>(p, n, ++k, 0.f, a); };

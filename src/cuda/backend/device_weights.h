@@ -1,6 +1,9 @@
 // Model weights on the device, uploaded once in bf16, in the layouts the layered kernels want:
 //   wqkv       [q_dim + 2 kv_dim, n_embd]  rows of wq, then wk, then wv (one matvec / one GEMM)
 //   w_gate_up  [2 n_ff, n_embd]            rows interleaved gate_0, up_0, gate_1, up_1, ... (SwiGLU fused)
+//   with rope_pair_rows: within every q, k and v head of wqkv (and bqkv), row 2j holds dim j and row 2j + 1 dim
+//   j + head_dim/2, so that one warp's row pair is one RoPE rotation pair (ops/matvec.h, ROPE_QKV); the layered
+//   backend asks for it, the megakernel keeps the HF order.
 // Norm weights and biases are f32. f32/f16 checkpoints are converted to bf16 at upload (with a warning).
 // random_device_weights fills the same layout on the device (for benchmarks of big shapes without host RNG).
 #pragma once
@@ -32,6 +35,7 @@ struct DeviceWeights {
   __nv_bfloat16* lm_head = nullptr;   // [n_vocab, n_embd]; == tok_embd when tied
   float* final_norm = nullptr;        // [n_embd]
   std::vector<DeviceLayer> layers;    // [n_layer]
+  bool rope_pair_rows = false;        // q/k/v rows of each head in rope-pair order (see above)
   void* arena = nullptr;              // one allocation holding everything above
   size_t bytes = 0;
 
@@ -46,10 +50,10 @@ struct DeviceWeights {
 size_t device_weight_bytes(const ModelConfig& c);
 
 // Uploads (and converts) the weights. Fails before allocating when they do not fit in free device memory.
-Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w);
+Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, bool rope_pair_rows = false);
 
 // Random weights of the configuration, generated on the device: matrices ~ U(-a, a) with std 0.02, norm weights
 // 1 +- small, biases small. Deterministic in seed.
-Expected<DeviceWeights> random_device_weights(const ModelConfig& c, uint64_t seed);
+Expected<DeviceWeights> random_device_weights(const ModelConfig& c, uint64_t seed, bool rope_pair_rows = false);
 
 }  // namespace mk::cuda

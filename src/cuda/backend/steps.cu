@@ -91,7 +91,7 @@ void CudaBackend::enqueue_decode(const Stream& s) {
   embed(s, x_, weights_.tok_embd, &state_->token, 1, E, c.n_vocab, &state_->argmax);
   for (int l = 0; l < c.n_layer; ++l) {
     const DeviceLayer& w = weights_.layers[size_t(l)];
-    MatvecArgs qkv;  // qkv[Q + 2KV] = Wqkv rmsnorm(x)
+    MatvecArgs qkv;  // qkv[Q + 2KV] = Wqkv rmsnorm(x) (+ bias)
     qkv.w = w.wqkv;
     qkv.n_rows = Q + 2 * KV;
     qkv.n_cols = E;
@@ -99,25 +99,41 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     qkv.norm_w = w.attn_norm;
     qkv.eps = c.rms_norm_eps;
     qkv.out = qkv_;
-    matvec(s, qkv);
-
-    RopeQkvArgs r;  // q[Q] bf16, K/V rows of this position into the cache
-    r.qkv = qkv_;
-    r.bias = w.bqkv;
-    r.q_norm = w.q_norm;
-    r.k_norm = w.k_norm;
-    r.eps = c.rms_norm_eps;
-    r.inv_freq = inv_freq_;
-    r.pos0 = &state_->pos;
-    r.n_tokens = 1;
-    r.n_head = c.n_head;
-    r.n_kv_head = c.n_kv_head;
-    r.head_dim = c.head_dim;
-    r.q_out = q_;
-    r.kv = kv_.layer(l);
-    r.block_table = kv_.block_table_data();
-    r.max_positions = kv_.capacity();
-    rope_qkv(s, r);
+    if (weights_.rope_pair_rows && !w.q_norm) {
+      // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
+      qkv.bias = w.bqkv;
+      qkv.mode = MatvecOut::ROPE_QKV;
+      qkv.rope.inv_freq = inv_freq_;
+      qkv.rope.pos = &state_->pos;
+      qkv.rope.head_dim = c.head_dim;
+      qkv.rope.n_head = c.n_head;
+      qkv.rope.n_kv_head = c.n_kv_head;
+      qkv.rope.q_out = q_;
+      qkv.rope.kv = kv_.layer(l);
+      qkv.rope.block_table = kv_.block_table_data();
+      qkv.rope.max_positions = kv_.capacity();
+      matvec(s, qkv);
+    } else {
+      matvec(s, qkv);
+      RopeQkvArgs r;  // bias, q/k norm, RoPE: q[Q] bf16, K/V rows of this position into the cache
+      r.qkv = qkv_;
+      r.pair_rows = weights_.rope_pair_rows;
+      r.bias = w.bqkv;
+      r.q_norm = w.q_norm;
+      r.k_norm = w.k_norm;
+      r.eps = c.rms_norm_eps;
+      r.inv_freq = inv_freq_;
+      r.pos0 = &state_->pos;
+      r.n_tokens = 1;
+      r.n_head = c.n_head;
+      r.n_kv_head = c.n_kv_head;
+      r.head_dim = c.head_dim;
+      r.q_out = q_;
+      r.kv = kv_.layer(l);
+      r.block_table = kv_.block_table_data();
+      r.max_positions = kv_.capacity();
+      rope_qkv(s, r);
+    }
 
     attend_decode(s, l);  // attn[Q] bf16
 
@@ -173,6 +189,7 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
     gemm_->run(s.stream, pqkv_, DType::F32, pxn_, w.wqkv, T, Q + 2 * KV, E);
     RopeQkvArgs r;
     r.qkv = pqkv_;
+    r.pair_rows = weights_.rope_pair_rows;
     r.bias = w.bqkv;
     r.q_norm = w.q_norm;
     r.k_norm = w.k_norm;

@@ -3,13 +3,18 @@
 // first batch of weights is loaded before waiting on the producer of x (programmatic dependent launch), so
 // weight traffic overlaps the previous kernel's tail.
 // Fusions (all optional): RMSNorm of x folded into the load of x (norm_w), bias, residual add into out,
-// SwiGLU of interleaved (gate, up) row pairs, argmax over the outputs (LM head).
+// SwiGLU of interleaved (gate, up) row pairs, argmax over the outputs (LM head), and for the QKV projection RoPE +
+// bf16 q + the K/V cache write (rows in rope-pair order, see device_weights.h).
+// Kernels: matvec.cu (split-K: a warp owns a row pair x a 2048-column slice, all of its 16 loads issued before
+// waiting on the producer of x; slices of a pair reduced in shared memory) and matvec_rowpair.cu (the first
+// version; MK_MATVEC=rowpair selects it at run time).
 // CPU reference: cpu::matvec (+ cpu::rmsnorm, cpu::swiglu, cpu::add, cpu::argmax). Test: tests/gpu/test_ops.cu.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "cuda/attention/attention.h"
 #include "cuda/common/launch.h"
 
 namespace mk::cuda {
@@ -20,6 +25,19 @@ enum class MatvecOut : uint8_t {
   STORE,     // out[r] = y[r]
   ADD,       // out[r] += y[r]            (residual add)
   SWIGLU,    // out[i] = silu(y[2i]) * y[2i+1], out: [n_rows / 2]  (rows interleaved gate, up)
+  ROPE_QKV,  // y = q | k | v with each head's rows in rope-pair order (row 2j = dim j, 2j+1 = dim j + D/2):
+             // RoPE on q and k, q -> rope.q_out (bf16), k and v -> the KV cache at position *rope.pos
+};
+
+// Where ROPE_QKV mode puts its results.
+struct MatvecRope {
+  const float* inv_freq = nullptr;       // [head_dim / 2]
+  const int32_t* pos = nullptr;          // device scalar: the token's position
+  int head_dim = 0, n_head = 0, n_kv_head = 0;
+  __nv_bfloat16* q_out = nullptr;        // [n_head, head_dim]
+  KvCacheView kv;
+  const int32_t* block_table = nullptr;  // [max_blocks] of the sequence
+  int max_positions = 0;                 // positions >= this are not written
 };
 
 struct MatvecArgs {
@@ -35,9 +53,13 @@ struct MatvecArgs {
   MatvecOut mode = MatvecOut::STORE;
   // Argmax over y (STORE mode only): atomicMax of argmax_pack(y, r) into *argmax; the caller resets it to 0.
   unsigned long long* argmax = nullptr;
+  MatvecRope rope;  // ROPE_QKV mode only
 };
 
 void matvec(const Stream& s, const MatvecArgs& a);
+
+// Which kernel matvec() uses: "splitk" (default) or "rowpair" (environment MK_MATVEC, read once).
+const char* matvec_kernel_name();
 
 #ifdef __CUDACC__
 #define MK_HOST_DEVICE __host__ __device__

@@ -1,6 +1,7 @@
-// Decode matrix-vector product (see matvec.h). One warp owns a pair of adjacent rows at a time (grid-stride
-// over pairs); lane l reads 16-byte chunks l, l+32, ... of both rows, 16 loads in flight per lane.
-#include "cuda/ops/matvec.h"
+// The first decode matvec (kept as a fallback and for comparison: MK_MATVEC=rowpair): one warp owns a pair of
+// adjacent rows at a time (grid-stride over pairs), the whole row length; x staged in shared memory per block.
+// The default kernel is matvec.cu (split-K, fused RoPE).
+#include "cuda/ops/matvec_internal.h"
 
 #include <algorithm>
 
@@ -17,17 +18,6 @@ constexpr int U = 8;          // chunks per lane per batch (x 2 rows = 16 loads 
 struct Params {
   MatvecArgs a;
 };
-
-// Order-preserving float -> uint32 (larger float, larger key); NaN largest as torch.argmax.
-__device__ __forceinline__ uint32_t float_key(float v) {
-  if (v != v) return 0xffffffffu;
-  uint32_t u = __float_as_uint(v);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-// Ties: the smaller index wins, so the low word holds the complemented index.
-__device__ __forceinline__ unsigned long long argmax_pack(float v, int r) {
-  return (static_cast<unsigned long long>(float_key(v)) << 32) | (0xffffffffu - uint32_t(r));
-}
 
 template <bool NORM, class XT>
 __device__ void stage_x(float* s_x, float* s_red, const XT* x, const float* norm_w, float eps, int n) {
@@ -172,12 +162,7 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
 
 }  // namespace
 
-void matvec(const Stream& s, const MatvecArgs& a) {
-  MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));
-  MK_CHECK(a.n_rows > 0 && a.n_cols > 0 && a.n_cols % 8 == 0);
-  MK_CHECK(a.mode != MatvecOut::SWIGLU || a.n_rows % 2 == 0);
-  MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0);
-  MK_CHECK(!a.argmax || a.mode == MatvecOut::STORE);
+void matvec_rowpair(const Stream& s, const MatvecArgs& a) {
   bool norm = a.norm_w != nullptr;
   switch (a.mode) {
     case MatvecOut::STORE:
@@ -198,6 +183,8 @@ void matvec(const Stream& s, const MatvecArgs& a) {
       if (norm) dispatch_x<MatvecOut::SWIGLU, true, false>(s, a);
       else dispatch_x<MatvecOut::SWIGLU, false, false>(s, a);
       break;
+    case MatvecOut::ROPE_QKV:
+      MK_CHECK(!"ROPE_QKV is served by the split-K kernel only");
   }
 }
 

@@ -31,11 +31,12 @@ __global__ void __launch_bounds__(WARPS * 32) rope_qkv_kernel(RopeQkvArgs a) {
     int i = lane + 32 * j;
     x0[j] = x1[j] = 0.f;
     if (i < half) {
-      x0[j] = src[i];
-      x1[j] = src[i + half];
+      const int c0 = a.pair_rows ? 2 * i : i, c1 = a.pair_rows ? 2 * i + 1 : i + half;
+      x0[j] = src[c0];
+      x1[j] = src[c1];
       if (a.bias) {
-        x0[j] += a.bias[col0 + i];
-        x1[j] += a.bias[col0 + i + half];
+        x0[j] += a.bias[col0 + c0];
+        x1[j] += a.bias[col0 + c1];
       }
       ss += x0[j] * x0[j] + x1[j] * x1[j];
     }

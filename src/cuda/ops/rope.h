@@ -14,6 +14,7 @@ namespace mk::cuda {
 
 struct RopeQkvArgs {
   const float* qkv = nullptr;      // [n_tokens, q_dim + 2 * kv_dim] f32: q | k | v of each token
+  bool pair_rows = false;          // qkv (and bias) hold each head in rope-pair order (device_weights.h)
   const float* bias = nullptr;     // [q_dim + 2 * kv_dim] or null (Qwen2)
   const float* q_norm = nullptr;   // [head_dim] or null (Qwen3)
   const float* k_norm = nullptr;   // [head_dim] or null (Qwen3)

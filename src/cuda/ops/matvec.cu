@@ -1,0 +1,285 @@
+// Decode matvec, split-K (see matvec.h). Work item = (row pair, slice of 2048 columns). A block holds P pairs x S
+// slices (S = ceil(n_cols / 2048)); warp w works on pair w / S, slice w % S, with its 16 16-byte weight loads per
+// lane issued before the kernel waits on the producer of x (PDL). The S partial dot products of a pair are summed
+// in a fixed order in shared memory (deterministic). Blocks grid-stride over groups of P pairs.
+// x is staged once per block in shared memory (times the RMSNorm weight, which is staged before the wait); the
+// RMS scale is applied to the finished dot product (y = inv_rms * W (x * g)).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "cuda/ops/matvec_internal.h"
+
+namespace mk::cuda {
+namespace {
+
+constexpr int KS = 8;            // chunks per lane per row per item
+constexpr int SLICE = KS * 32;   // chunks per slice = 2048 columns
+constexpr int MAX_THREADS = 256;  // S * P <= 8 warps; wider rows (S > 8) use the rowpair kernel
+
+struct Params {
+  MatvecArgs a;
+  int S, P, n_pairs, n_groups;
+};
+
+// RoPE epilogue of the QKV projection: rows 2j, 2j+1 of a head are its dims j and j + D/2.
+__device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y0, float y1) {
+  const int D = r.head_dim, half = D / 2, head = row / D, j = (row % D) >> 1;
+  const int pos = *r.pos;
+  if (head < r.n_head + r.n_kv_head) {
+    float s, c;
+    sincosf(float(pos) * r.inv_freq[j], &s, &c);
+    const float a = y0 * c - y1 * s, b = y1 * c + y0 * s;
+    y0 = a;
+    y1 = b;
+  }
+  bf16* dst;
+  if (head < r.n_head) {
+    dst = r.q_out + size_t(head) * D;
+  } else {
+    if (pos >= r.max_positions) return;
+    const bool is_k = head < r.n_head + r.n_kv_head;
+    const int kvh = is_k ? head - r.n_head : head - r.n_head - r.n_kv_head;
+    const int blk = r.block_table[pos / r.kv.kv_block_size];
+    dst = (is_k ? r.kv.k : r.kv.v) +
+          ((size_t(blk) * r.kv.kv_block_size + pos % r.kv.kv_block_size) * r.kv.n_kv_head + kvh) * size_t(D);
+  }
+  dst[j] = __float2bfloat16(y0);
+  dst[j + half] = __float2bfloat16(y1);
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
+__global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
+  extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
+  __shared__ float s_red[32];
+  __shared__ float s_part[32][2];  // per warp partial dot products of its pair
+  __shared__ unsigned long long s_best[32];
+  const MatvecArgs& a = p.a;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int S = p.S, pi = warp / S, si = warp % S;
+  const int n_chunks = a.n_cols >> 3;
+
+  uint4 wb[2][KS];
+  auto load = [&](int pair) {
+    const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols);
+    const bf16* r1 = 2 * pair + 1 < a.n_rows ? r0 + a.n_cols : r0;  // odd last row: re-read row 0 (harmless)
+#pragma unroll
+    for (int u = 0; u < KS; ++u) {
+      const int c = si * SLICE + u * 32 + lane;
+      if (c < n_chunks) {
+        wb[0][u] = ld_stream(r0 + size_t(c) * 8);
+        wb[1][u] = ld_stream(r1 + size_t(c) * 8);
+      } else {
+        wb[0][u] = wb[1][u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // Before the wait: nothing here depends on the previous kernel (weights and the norm weight).
+  int grp = blockIdx.x;
+  bool loaded = false;
+  if (grp < p.n_groups && grp * p.P + pi < p.n_pairs) {
+    load(grp * p.P + pi);
+    loaded = true;
+  }
+  if constexpr (NORM)
+    for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4)
+      *reinterpret_cast<float4*>(s_x + i) = *reinterpret_cast<const float4*>(a.norm_w + i);
+  pdl_wait();
+  // Stage x (each thread rescales the very elements it staged the norm weight of: no barrier needed between).
+  float ss = 0.f;
+  for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4) {
+    float4 v;
+    if constexpr (sizeof(XT) == 4) {
+      v = __ldcg(reinterpret_cast<const float4*>(a.x + i));
+    } else {
+      const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
+      v = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
+    }
+    if constexpr (NORM) {
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      const float4 g = *reinterpret_cast<const float4*>(s_x + i);
+      v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+    }
+    *reinterpret_cast<float4*>(s_x + i) = v;
+  }
+  float inv = 1.f;
+  if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
+  __syncthreads();  // s_x complete
+  pdl_launch_dependents();
+
+  unsigned long long best = 0;
+  for (; grp < p.n_groups; grp += gridDim.x) {
+    const int pair = grp * p.P + pi;
+    const bool valid = pair < p.n_pairs;
+    if (valid && !loaded) load(pair);
+    loaded = false;
+    float acc0 = 0.f, acc1 = 0.f;
+    if (valid) {
+#pragma unroll
+      for (int u = 0; u < KS; ++u) {
+        const int c = si * SLICE + u * 32 + lane;
+        if (c < n_chunks) {
+          const float4 xa = *reinterpret_cast<const float4*>(s_x + c * 8);
+          const float4 xb = *reinterpret_cast<const float4*>(s_x + c * 8 + 4);
+          float f[8];
+          unpack8(wb[0][u], f);
+          acc0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                  f[7] * xb.w;
+          unpack8(wb[1][u], f);
+          acc1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                  f[7] * xb.w;
+        }
+      }
+    }
+    acc0 = warp_sum(acc0);
+    acc1 = warp_sum(acc1);
+    if (S > 1) {  // uniform over the block
+      if (lane == 0) {
+        s_part[warp][0] = acc0;
+        s_part[warp][1] = acc1;
+      }
+      __syncthreads();
+      if (si == 0 && lane == 0) {
+        acc0 = acc1 = 0.f;
+        for (int k = 0; k < S; ++k) {
+          acc0 += s_part[pi * S + k][0];
+          acc1 += s_part[pi * S + k][1];
+        }
+      }
+      __syncthreads();  // s_part is rewritten by the next group
+    }
+    if (valid && si == 0 && lane == 0) {
+      const int r = 2 * pair;
+      const bool has1 = r + 1 < a.n_rows;
+      float y0 = acc0 * inv, y1 = acc1 * inv;
+      if (a.bias) {
+        y0 += a.bias[r];
+        if (has1) y1 += a.bias[r + 1];
+      }
+      if constexpr (MODE == MatvecOut::STORE) {
+        a.out[r] = y0;
+        if (has1) a.out[r + 1] = y1;
+        if constexpr (ARGMAX) {
+          best = max(best, argmax_pack(y0, r));
+          if (has1) best = max(best, argmax_pack(y1, r + 1));
+        }
+      } else if constexpr (MODE == MatvecOut::ADD) {
+        a.out[r] += y0;
+        if (has1) a.out[r + 1] += y1;
+      } else if constexpr (MODE == MatvecOut::SWIGLU) {
+        a.out[pair] = y0 / (1.f + __expf(-y0)) * y1;
+      } else {
+        rope_store(a.rope, r, y0, y1);
+      }
+    }
+  }
+  if constexpr (ARGMAX) {
+    if (lane == 0) s_best[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned long long b = 0;
+      for (int i = 0; i < n_warps; ++i) b = max(b, s_best[i]);
+      if (b) atomicMax(a.argmax, b);
+    }
+  }
+}
+
+int device_sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
+void launch_splitk(const Stream& s, const MatvecArgs& a) {
+  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT>;
+  static bool attr = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    return true;
+  }();
+  (void)attr;
+  const int sms = device_sm_count();
+  const int n_chunks = a.n_cols / 8;
+  Params p{a, (n_chunks + SLICE - 1) / SLICE, 1, (a.n_rows + 1) / 2, 0};
+  MK_CHECK(p.S <= MAX_THREADS / 32);
+  p.P = std::max(1, 8 / p.S);
+  while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
+  p.n_groups = (p.n_pairs + p.P - 1) / p.P;
+  const int threads = 32 * p.S * p.P;
+  const size_t smem = size_t(a.n_cols) * sizeof(float);
+  static std::map<std::pair<int, size_t>, int> occupancy;  // (threads, smem) -> resident blocks per SM
+  auto it = occupancy.find({threads, smem});
+  if (it == occupancy.end()) {
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+    it = occupancy.emplace(std::make_pair(threads, smem), std::max(1, n)).first;
+  }
+  const int blocks = std::min(p.n_groups, sms * it->second);
+  launch(s, dim3(blocks), dim3(threads), smem, kernel, p);
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX>
+void dispatch_x(const Stream& s, const MatvecArgs& a) {
+  if (a.x) launch_splitk<MODE, NORM, ARGMAX, float>(s, a);
+  else launch_splitk<MODE, NORM, ARGMAX, bf16>(s, a);
+}
+
+template <MatvecOut MODE>
+void dispatch_norm(const Stream& s, const MatvecArgs& a) {
+  if (a.norm_w) dispatch_x<MODE, true, false>(s, a);
+  else dispatch_x<MODE, false, false>(s, a);
+}
+
+bool use_rowpair() {
+  static bool v = [] {
+    const char* e = std::getenv("MK_MATVEC");
+    return e && std::strcmp(e, "rowpair") == 0;
+  }();
+  return v;
+}
+
+}  // namespace
+
+void matvec_splitk(const Stream& s, const MatvecArgs& a) {
+  switch (a.mode) {
+    case MatvecOut::STORE:
+      if (a.argmax) {
+        if (a.norm_w) dispatch_x<MatvecOut::STORE, true, true>(s, a);
+        else dispatch_x<MatvecOut::STORE, false, true>(s, a);
+      } else {
+        dispatch_norm<MatvecOut::STORE>(s, a);
+      }
+      break;
+    case MatvecOut::ADD: dispatch_norm<MatvecOut::ADD>(s, a); break;
+    case MatvecOut::SWIGLU: dispatch_norm<MatvecOut::SWIGLU>(s, a); break;
+    case MatvecOut::ROPE_QKV: dispatch_norm<MatvecOut::ROPE_QKV>(s, a); break;
+  }
+}
+
+const char* matvec_kernel_name() { return use_rowpair() ? "rowpair" : "splitk"; }
+
+void matvec(const Stream& s, const MatvecArgs& a) {
+  MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));
+  MK_CHECK(a.n_rows > 0 && a.n_cols > 0 && a.n_cols % 8 == 0);
+  MK_CHECK((a.mode != MatvecOut::SWIGLU && a.mode != MatvecOut::ROPE_QKV) || a.n_rows % 2 == 0);
+  MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0);
+  MK_CHECK(!a.argmax || a.mode == MatvecOut::STORE);
+  if (a.mode == MatvecOut::ROPE_QKV) {
+    const MatvecRope& r = a.rope;
+    MK_CHECK(r.inv_freq && r.pos && r.q_out && r.kv.k && r.kv.v && r.block_table && r.head_dim % 2 == 0);
+    MK_CHECK(a.n_rows == (r.n_head + 2 * r.n_kv_head) * r.head_dim);
+  }
+  const bool too_wide = a.n_cols > (MAX_THREADS / 32) * SLICE * 8;
+  MK_CHECK(!(too_wide && a.mode == MatvecOut::ROPE_QKV));
+  if ((use_rowpair() || too_wide) && a.mode != MatvecOut::ROPE_QKV) matvec_rowpair(s, a);
+  else matvec_splitk(s, a);
+}
+
+}  // namespace mk::cuda
