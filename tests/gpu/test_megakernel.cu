@@ -144,9 +144,7 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
 TEST(Megakernel, MatchesLayeredBackend) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 7);
-  auto w = cuda::upload_weights(m.config, m.weights);
-  ASSERT_TRUE(w.ok());
-  auto layered = cuda::CudaBackend::create(m.config, std::move(*w), 64);
+  auto layered = make_cuda_backend(m, 64);  // the layered path's own weight layout
   ASSERT_TRUE(layered.ok()) << layered.message();
   auto mk_b = make_mk(m, 64, {});
   ASSERT_TRUE(mk_b);

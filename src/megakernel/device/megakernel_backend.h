@@ -25,6 +25,7 @@ struct MegakernelOptions {
   int slices_per_sm = 1;   // schedule: instructions per SM per matrix stage
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
   int prefetch_bytes = 0;  // L2 prefetch of the next instruction's weights after publishing (0 = off)
+  bool run_ahead = true;   // register run-ahead of the next instruction's first weight batch
 };
 
 class MegakernelBackend final : public Backend {
@@ -55,6 +56,7 @@ class MegakernelBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   size_t weight_bytes() const { return weights_.bytes; }
   void set_prefetch_bytes(int n) { prefetch_bytes_ = n; }
+  void set_run_ahead(bool on) { run_ahead_ = on; }
 
  private:
   MegakernelBackend() = default;
@@ -83,6 +85,7 @@ class MegakernelBackend final : public Backend {
   int32_t* out_tokens_ = nullptr;  // [max_context] generate_greedy output
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
   int prefetch_bytes_ = 0;
+  bool run_ahead_ = true;
 
  public:
   static constexpr int MAX_STEPS = 256;  // steps per launch
