@@ -2,6 +2,7 @@
 // from a model folder, building the context transformers builds in apply_chat_template, rendering.
 #include "megakernel/chat_template.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -25,10 +26,29 @@ const std::string& ChatTemplate::source() const {
   return impl_ ? impl_->source : empty;
 }
 
+namespace {
+// Nesting depth of a JSON value, computed without recursion (the interpreter recurses over values).
+size_t json_depth(const ojson& root) {
+  size_t max_depth = 0;
+  std::vector<std::pair<const ojson*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [j, d] = stack.back();
+    stack.pop_back();
+    max_depth = std::max(max_depth, d);
+    if (j->is_structured())
+      for (const auto& child : *j) stack.emplace_back(&child, d + 1);
+  }
+  return max_depth;
+}
+constexpr size_t MAX_CONTEXT_DEPTH = 256;
+}  // namespace
+
 Expected<std::string> ChatTemplate::render(const ojson& context) const {
   if (!impl_) return make_error("chat template: no template was parsed");
   if (!context.is_object() && !context.is_null())
     return make_error("chat template: the render context must be a JSON object, got ", context.type_name());
+  if (json_depth(context) > MAX_CONTEXT_DEPTH)
+    return make_error("chat template: the render context is nested deeper than ", MAX_CONTEXT_DEPTH, " levels");
   jinja::Scope globals = jinja::default_globals();
   if (context.is_object())
     for (const auto& [key, value] : context.items()) globals.insert_or_assign(key, jinja::from_json(value));

@@ -44,6 +44,17 @@ Error Interp::fail(uint32_t offset, const std::string& what) const {
   return make_error(what, " (at ", describe_position(tmpl.source, offset), ")");
 }
 
+Status Interp::count_step(uint32_t offset) {
+  if (++steps > MAX_STEPS)
+    return fail(offset, cat("template exceeded ", MAX_STEPS, " loop iterations and macro calls"));
+  return {};
+}
+
+Status Interp::check_output(uint32_t offset) const {
+  if (out_->size() > MAX_OUTPUT) return fail(offset, cat("rendered text exceeds ", MAX_OUTPUT >> 20, " MiB"));
+  return {};
+}
+
 Expected<CallArgs> Interp::eval_args(const Args& args) {
   CallArgs out;
   for (const auto& e : args.positional) {
@@ -61,6 +72,7 @@ Expected<Value> Interp::call(const Value& callee, CallArgs& args, uint32_t offse
   if (callee.is_undefined()) return fail(offset, callee.s);
   if (callee.kind != Kind::Function) return fail(offset, cat("'", type_name(callee), "' object is not callable"));
   if (call_depth >= MAX_CALL_DEPTH) return fail(offset, "maximum call depth exceeded (unbounded macro recursion?)");
+  MK_TRY(count_step(offset));
   ++call_depth;
   auto r = callee.fn->fn(args, *this);
   --call_depth;
@@ -88,6 +100,7 @@ Expected<Flow> Interp::exec_body(const Body& body) {
 
 Expected<Flow> TextStmt::exec(Interp& in) const {
   in.out() += text;
+  MK_TRY(in.check_output(offset));
   return Flow::Normal;
 }
 
@@ -98,6 +111,7 @@ Expected<Flow> OutputStmt::exec(Interp& in) const {
   if (v.kind == Kind::List && v.seq == Seq::Generator)  // jinja2 would print "<generator object ... at 0x...>"
     return in.fail(offset, "cannot print a generator (the result of map/select/reverse/...; add '| list')");
   in.out() += py_str(v);
+  MK_TRY(in.check_output(offset));
   return Flow::Normal;
 }
 
@@ -165,11 +179,14 @@ Expected<Flow> ForStmt::exec(Interp& in) const {
   // jinja2 quirk, kept: `else` runs unless some iteration reached the end of the body, so an iteration
   // that ends in break or continue does not count.
   bool completed_any = false;
+  auto index = std::make_shared<size_t>(0);  // loop.cycle reads the current iteration through this
+  Value cycle = Value::function("loop.cycle", [index](CallArgs& a, Interp&) -> Expected<Value> {
+    if (a.positional.empty()) return make_error("no items for cycling given");
+    return a.positional[*index % a.positional.size()];
+  });
   for (size_t k = 0; k < items.size(); ++k) {
-    Value cycle = Value::function("loop.cycle", [k](CallArgs& a, Interp&) -> Expected<Value> {
-      if (a.positional.empty()) return make_error("no items for cycling given");
-      return a.positional[k % a.positional.size()];
-    });
+    *index = k;
+    MK_TRY(in.count_step(offset));
     in.push_scope();
     in.assign("loop", loop_object(items, k, cycle));
     Status st = bind_targets(in, targets, items[k], offset);

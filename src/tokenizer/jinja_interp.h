@@ -37,7 +37,14 @@ class Interp {
   Expected<Value> call(const Value& callee, CallArgs& args, uint32_t offset);
   Expected<CallArgs> eval_args(const Args& args);
 
+  // Budgets, so that no template can hang or exhaust memory: loop iterations and macro calls per render,
+  // and the size of the output.
+  Status count_step(uint32_t offset);
+  Status check_output(uint32_t offset) const;
+  static constexpr int64_t MAX_STEPS = 1'000'000;
+  static constexpr size_t MAX_OUTPUT = size_t(64) << 20;
   int call_depth = 0;  // guards against unbounded macro recursion
+  int64_t steps = 0;
   const Template& tmpl;
 
  private:

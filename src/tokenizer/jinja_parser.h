@@ -94,6 +94,16 @@ class Parser {
   int loop_depth_ = 0;  // break/continue are only valid inside for loops
   bool soft_ = false;
   std::vector<Unknown> unknown_;
+  int depth_ = 0;  // nesting of expressions and blocks; bounded so that no input can exhaust the stack
+
+ public:
+  static constexpr int MAX_DEPTH = 200;
+  struct DepthGuard {
+    explicit DepthGuard(int& d) : depth(d) { ++depth; }
+    ~DepthGuard() { --depth; }
+    bool too_deep() const { return depth > MAX_DEPTH; }
+    int& depth;
+  };
 };
 
 }  // namespace mk::jinja

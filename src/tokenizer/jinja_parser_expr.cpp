@@ -124,6 +124,8 @@ Expected<ExprPtr> Parser::parse_and() {
 }
 
 Expected<ExprPtr> Parser::parse_not() {
+  DepthGuard guard(depth_);
+  if (guard.too_deep()) return fail(cur().offset, "expression nested too deeply");
   if (is_name("not")) {
     uint32_t at = cur().offset;
     ++p_;
@@ -206,6 +208,8 @@ Expected<ExprPtr> Parser::parse_pow() {
 }
 
 Expected<ExprPtr> Parser::parse_unary(bool with_filter) {
+  DepthGuard guard(depth_);
+  if (guard.too_deep()) return fail(cur().offset, "expression nested too deeply");
   ExprPtr e;
   if (is_op("-") || is_op("+")) {
     uint32_t at = cur().offset;

@@ -70,6 +70,8 @@ Expected<Body> Parser::parse_body(const std::vector<std::string>& ends, const ch
 }
 
 Expected<StmtPtr> Parser::parse_statement() {
+  DepthGuard guard(depth_);
+  if (guard.too_deep()) return fail(cur().offset, "blocks nested too deeply");
   const Token& t = cur();
   if (t.type != Tok::Name) return fail(t.offset, "expected a tag name after '{%'");
   uint32_t at = t.offset;

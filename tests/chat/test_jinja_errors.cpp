@@ -75,3 +75,16 @@ TEST(JinjaErrors, RenderingAFunctionIsAnError) {
   EXPECT_NE(error_of("{{ 'x'.upper }}").find("cannot print the function 'str.upper'"), std::string::npos);
   EXPECT_EQ(render("{{ 'x'.upper() }}"), "X");
 }
+
+// No input can crash or hang the interpreter: nesting, loops, output size and context depth are bounded.
+TEST(JinjaErrors, BudgetsInsteadOfCrashesOrHangs) {
+  expect_error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", "expression nested too deeply");
+  expect_error("{{ " + std::string(5000, '-') + "1 }}", "expression nested too deeply");
+  std::string ifs;
+  for (int k = 0; k < 1000; ++k) ifs += "{% if true %}";
+  expect_error(ifs, "nested too deeply");
+  expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "1000000 loop iterations");
+  expect_error("{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}", "rendered text exceeds 64 MiB");
+  std::string deep = std::string(300, '[') + std::string(300, ']');
+  expect_error("{{ x }}", "nested deeper than 256 levels", "{\"x\": " + deep + "}");
+}
