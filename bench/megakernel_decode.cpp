@@ -131,15 +131,15 @@ void bench_shape(const std::string& name, double gbs) {
     } else if (!(*b)->set_random_context(ctx).ok()) {
       return;
     }
-    struct Variant { bool ra; int pf, spl; };
-    for (Variant v : {Variant{true, 0, 1}, Variant{true, 0, 16}, Variant{true, 0, 128}, Variant{false, 0, 128},
-                      Variant{true, 65536, 128}}) {
-      if (ctx != 32 && v.spl == 16) continue;
-      (*b)->set_run_ahead(v.ra);
-      (*b)->set_prefetch_bytes(v.pf);
-      double ms = time_megakernel(**b, ctx, n_new, v.spl, 5);
-      std::printf("  megakernel ctx %5d, %3d steps/launch, run-ahead %d, L2 prefetch %5d B: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                  ctx, v.spl, int(v.ra), v.pf, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+    for (int pf : {0, 65536, 131072}) {
+      (*b)->set_prefetch_bytes(pf);
+      for (int spl : {1, 16, 128}) {
+        if ((ctx != 32 || pf != 0) && spl == 16) continue;
+        if (pf != 0 && spl == 1) continue;
+        double ms = time_megakernel(**b, ctx, n_new, spl, 5);
+        std::printf("  megakernel ctx %5d, %3d steps/launch, L2 prefetch %6d B: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, pf, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+      }
     }
     }
     auto wl = cuda::random_device_weights(*c, 1234);

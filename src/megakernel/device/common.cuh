@@ -115,41 +115,14 @@ __device__ void rmsnorm_smem(const Ctx& c, const float* w, int n) {
   __syncthreads();
 }
 
-constexpr int MV_U = 4;  // 16-byte loads per row per lane in one batch
-
-// Register run-ahead (sync-bubbles lesson 4): the first batch of an instruction's weight loads, issued
-// right after the previous instruction published and before its own dependency wait, so the wait's
-// bubble is spent with weights in flight. Weights never depend on activations: always safe.
-struct RunAhead {
-  uint4 u0[MV_U], u1[MV_U];
-  int valid = 0;
-};
-
-// Issues the first batch that matvec_rows(W, ld, ., cols, r0, r1) will consume on this warp.
-__device__ __forceinline__ void run_ahead(const bf16* W, int64_t ld, int cols, int r0, int r1, RunAhead& ra) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int r = r0 + 2 * warp;
-  ra.valid = r < r1;
-  if (!ra.valid) return;
-  const bf16* w0 = W + int64_t(r) * ld;
-  const bf16* w1 = r + 1 < r1 ? w0 + ld : w0;
-#pragma unroll
-  for (int j = 0; j < MV_U; ++j) {
-    const int k = lane * 8 + j * 256;
-    if (k < cols) ra.u0[j] = ld_stream(w0 + k), ra.u1[j] = ld_stream(w1 + k);
-  }
-}
-
 // For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp
-// that owns the row. Each warp takes two rows at a time and issues MV_U 16-byte loads per row before
-// using any (2 x 4 x 16 B x 512 threads = 64 KB in flight per SM); the warp's first batch may come
-// from `ra` (issued by run_ahead with the same arguments). Needs cols % 8 == 0, ld % 8 == 0.
+// that owns the row. Each warp takes two rows at a time and issues U 16-byte loads per row before
+// using any (2 x 4 x 16 B x 512 threads = 64 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
 template <class Out>
 __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const float* s_in, int cols, int r0, int r1,
-                                            Out&& out, const RunAhead* ra = nullptr) {
-  constexpr int U = MV_U;
+                                            Out&& out) {
+  constexpr int U = 4;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
-  bool use_ra = ra && ra->valid;
   for (int r = r0 + 2 * warp; r < r1; r += 2 * n_warp) {
     const bool two = r + 1 < r1;
     const bf16* w0 = W + int64_t(r) * ld;
@@ -157,16 +130,10 @@ __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const flo
     float a0 = 0.f, a1 = 0.f;
     for (int k0 = lane * 8; k0 < cols; k0 += 256 * U) {
       uint4 u0[U], u1[U];
-      if (use_ra) {
 #pragma unroll
-        for (int j = 0; j < U; ++j) u0[j] = ra->u0[j], u1[j] = ra->u1[j];
-        use_ra = false;
-      } else {
-#pragma unroll
-        for (int j = 0; j < U; ++j) {
-          const int k = k0 + j * 256;
-          if (k < cols) u0[j] = ld_stream(w0 + k), u1[j] = ld_stream(w1 + k);
-        }
+      for (int j = 0; j < U; ++j) {
+        const int k = k0 + j * 256;
+        if (k < cols) u0[j] = ld_stream(w0 + k), u1[j] = ld_stream(w1 + k);
       }
 #pragma unroll
       for (int j = 0; j < U; ++j) {

@@ -115,7 +115,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev->index));
   watchdog_cycles_ = (long long)(opt.watchdog_s * double(clock_khz) * 1e3);
   prefetch_bytes_ = opt.prefetch_bytes;
-  run_ahead_ = opt.run_ahead;
   return {};
 }
 
@@ -155,7 +154,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.n_steps = n_steps;
   p.watchdog_cycles = watchdog_cycles_;
   p.prefetch_bytes = prefetch_bytes_;
-  p.run_ahead = run_ahead_ ? 1 : 0;
   p.smem_x_floats = smem_x_floats_;
   p.smem_aux_floats = smem_aux_floats_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));

@@ -2,7 +2,7 @@
 // Backend interface. Weights in the layered path's device layout (cuda/backend/device_weights.h), KV
 // cache in its paged layout (cuda/backend/kv_cache.h, block size 64, identity block table).
 // Prefill runs token by token through the megakernel itself (one launch per token).
-// Tests: tests/gpu/test_megakernel.cu. Benchmark: bench/megakernel_bench.cu... see bench/RESULTS.md.
+// Tests: tests/gpu/test_megakernel.cu. Benchmark: bench/megakernel_decode.cpp (figures in bench/RESULTS.md).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -25,7 +25,6 @@ struct MegakernelOptions {
   int slices_per_sm = 1;   // schedule: instructions per SM per matrix stage
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
   int prefetch_bytes = 0;  // L2 prefetch of the next instruction's weights after publishing (0 = off)
-  bool run_ahead = true;   // register run-ahead of the next instruction's first weight batch
 };
 
 class MegakernelBackend final : public Backend {
@@ -56,7 +55,6 @@ class MegakernelBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   size_t weight_bytes() const { return weights_.bytes; }
   void set_prefetch_bytes(int n) { prefetch_bytes_ = n; }
-  void set_run_ahead(bool on) { run_ahead_ = on; }
 
  private:
   MegakernelBackend() = default;
@@ -85,7 +83,6 @@ class MegakernelBackend final : public Backend {
   int32_t* out_tokens_ = nullptr;  // [max_context] generate_greedy output
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
   int prefetch_bytes_ = 0;
-  bool run_ahead_ = true;
 
  public:
   static constexpr int MAX_STEPS = 256;  // steps per launch

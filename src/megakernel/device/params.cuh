@@ -50,7 +50,6 @@ struct MkParams {
   int pos0;                     // position of step 0
   int n_steps;
   long long watchdog_cycles;    // a wait longer than this is an error, not a hang
-  int run_ahead;                // 1: issue the next instruction's first weight batch before waiting
   int prefetch_bytes;           // after publishing, prefetch this much of the next instruction's weights
                                 // into L2 before waiting (0 = off)
   int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red

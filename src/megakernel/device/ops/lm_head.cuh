@@ -5,7 +5,7 @@
 namespace mk::megakernel::device {
 
 // Final residual; rmsnorm(final_norm); logits[rows]; the slice's argmax -> amax[slice].
-__device__ void op_lm_head(const Ctx& c, const Instr& in, const RunAhead& ra) {
+__device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   residual_in(c, L.n_layer);
   rmsnorm_smem(c, c.p.final_norm, L.n_embd);
@@ -15,7 +15,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in, const RunAhead& ra) {
   matvec_rows(c.p.lm_head, L.n_embd, c.s_x, L.n_embd, int(in.row_begin), int(in.row_end), [&](int r, float v) {
     logits[r] = v;
     if (argmax_better(v, r, best, best_i)) best = v, best_i = r;
-  }, &ra);
+  });
   // Per-warp candidates (lane 0 holds them) -> thread 0.
   float* s_val = c.s_aux;
   int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);

@@ -5,7 +5,7 @@
 namespace mk::megakernel::device {
 
 // x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm); act[rows] = silu(gate x) * up x.
-__device__ void op_mlp_gate_up(const Ctx& c, const Instr& in, const RunAhead& ra) {
+__device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
   sum_residual(c, c.p.ws + L.resid + int64_t(in.layer) * L.n_embd,
@@ -14,7 +14,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in, const RunAhead& ra
   // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
   const int r0 = int(in.row_begin), r1 = int(in.row_end);
   float* s_gu = c.s_aux;  // [2 (r1 - r0)]
-  matvec_rows(w.w_gate_up, L.n_embd, c.s_x, L.n_embd, 2 * r0, 2 * r1, [&](int r, float v) { s_gu[r - 2 * r0] = v; }, &ra);
+  matvec_rows(w.w_gate_up, L.n_embd, c.s_x, L.n_embd, 2 * r0, 2 * r1, [&](int r, float v) { s_gu[r - 2 * r0] = v; });
   __syncthreads();
   float* act = c.p.ws + L.act + int64_t(in.layer) * L.n_ff;
   for (int r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
@@ -24,7 +24,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in, const RunAhead& ra
 }
 
 // down[l][rows] = w_down[rows] . act[l]
-__device__ void op_mlp_down(const Ctx& c, const Instr& in, const RunAhead& ra) {
+__device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const float* act = c.p.ws + L.act + int64_t(in.layer) * L.n_ff;
   for (int i = 4 * threadIdx.x; i < L.n_ff; i += 4 * blockDim.x)
@@ -32,7 +32,7 @@ __device__ void op_mlp_down(const Ctx& c, const Instr& in, const RunAhead& ra) {
   __syncthreads();
   float* out = c.p.ws + L.down + int64_t(in.layer) * L.n_embd;
   matvec_rows(c.p.layers[in.layer].w_down, L.n_ff, c.s_x, L.n_ff, int(in.row_begin), int(in.row_end),
-              [&](int r, float v) { out[r] = v; }, &ra);
+              [&](int r, float v) { out[r] = v; });
 }
 
 }  // namespace mk::megakernel::device

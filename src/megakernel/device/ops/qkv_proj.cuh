@@ -5,7 +5,7 @@
 
 namespace mk::megakernel::device {
 
-__device__ void op_qkv_proj(const Ctx& c, const Instr& in, const RunAhead& ra) {
+__device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
   residual_in(c, in.layer);
@@ -17,7 +17,7 @@ __device__ void op_qkv_proj(const Ctx& c, const Instr& in, const RunAhead& ra) {
   float* out = c.p.ws + L.qkv + int64_t(in.layer) * L.qkv_dim;
   const float* bias = w.bqkv;
   matvec_rows(w.wqkv, L.n_embd, c.s_x, L.n_embd, int(in.row_begin), int(in.row_end),
-              [&](int r, float v) { out[r] = bias ? v + bias[r] : v; }, &ra);
+              [&](int r, float v) { out[r] = bias ? v + bias[r] : v; });
 }
 
 }  // namespace mk::megakernel::device
