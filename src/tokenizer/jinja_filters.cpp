@@ -79,39 +79,6 @@ Expected<Value> to_float(const Value& v, const Value& def) {
   return def;
 }
 
-// Key for sort/unique/min/max: the item (or its attribute), lower-cased strings unless case_sensitive.
-Value sort_key(const Value& item, const std::optional<Value>& attribute, bool case_sensitive) {
-  Value k = item;
-  if (attribute && attribute->kind == Kind::String) {
-    // dotted attribute paths ("a.b") as jinja2's make_attrgetter
-    for (const auto& part : py_split(attribute->s, std::string("."), -1)) {
-      bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-      k = get_item(k, digits ? Value::integer(std::stoll(part)) : Value::string(part));
-    }
-  }
-  if (!case_sensitive && k.kind == Kind::String) k = Value::string(py_lower(k.s));
-  return k;
-}
-
-Expected<std::vector<Value>> sorted(std::vector<Value> items, const std::optional<Value>& attribute, bool case_sensitive,
-                                    bool reverse) {
-  std::vector<std::pair<Value, size_t>> keyed;
-  for (size_t k = 0; k < items.size(); ++k) keyed.emplace_back(sort_key(items[k], attribute, case_sensitive), k);
-  std::optional<Error> err;
-  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
-    auto less = reverse ? py_less(b.first, a.first) : py_less(a.first, b.first);
-    if (!less) {
-      if (!err) err = less.error();
-      return false;
-    }
-    return *less;
-  });
-  if (err) return *err;
-  std::vector<Value> out;
-  for (auto& [key, k] : keyed) out.push_back(items[k]);
-  return out;
-}
-
 std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -150,80 +117,17 @@ Expected<Value> tojson(const Value& v, const std::vector<std::optional<Value>>& 
   return Value::string(std::move(s));
 }
 
-// select/reject/selectattr/rejectattr: keep items whose test (or truthiness) is `want`.
-Expected<Value> select_items(const Value& input, const CallArgs& args, Interp& in, bool by_attr, bool want) {
-  JJ_ASSIGN(std::vector<Value> items, iterate(input));
-  size_t first_test_arg = by_attr ? 1 : 0;
-  std::optional<std::string> attr;
-  if (by_attr) {
-    if (args.positional.empty() || args.positional[0].kind != Kind::String)
-      return make_error("expected an attribute name as first argument");
-    attr = args.positional[0].s;
-  }
-  std::optional<std::string> test;
-  if (args.positional.size() > first_test_arg) {
-    if (args.positional[first_test_arg].kind != Kind::String) return make_error("expected a test name");
-    test = args.positional[first_test_arg].s;
-    if (!is_known_test(*test)) return make_error("unsupported construct: test '", *test, "'");
-  }
-  CallArgs test_args;
-  for (size_t k = first_test_arg + 1; k < args.positional.size(); ++k) test_args.positional.push_back(args.positional[k]);
-  test_args.keyword = args.keyword;
-  std::vector<Value> out;
-  for (const Value& item : items) {
-    Value subject = attr ? sort_key(item, Value::string(*attr), true) : item;
-    bool ok;
-    if (test) {
-      JJ_ASSIGN(ok, apply_test(*test, subject, test_args, in));
-    } else {
-      ok = truthy(subject);
-    }
-    if (ok == want) out.push_back(item);
-  }
-  return Value::make_seq(std::move(out), Seq::Generator);
-}
-
-Expected<Value> map_items(const Value& input, const CallArgs& args, Interp& in) {
-  JJ_ASSIGN(std::vector<Value> items, iterate(input));
-  std::vector<Value> out;
-  const Value* attribute = nullptr;
-  const Value* def = nullptr;
-  for (const auto& [k, v] : args.keyword) {
-    if (k == "attribute") attribute = &v;
-    else if (k == "default") def = &v;
-    else if (args.positional.empty()) return make_error("unexpected keyword argument '", k, "'");
-  }
-  if (attribute) {
-    for (const Value& item : items) {
-      Value v = sort_key(item, *attribute, true);
-      if (v.is_undefined() && def) v = *def;
-      out.push_back(std::move(v));
-    }
-    return Value::make_seq(std::move(out), Seq::Generator);
-  }
-  if (args.positional.empty() || args.positional[0].kind != Kind::String)
-    return make_error("expected a filter name or attribute=");
-  std::string name = args.positional[0].s;
-  if (!is_known_filter(name)) return make_error("unsupported construct: filter '", name, "'");
-  CallArgs rest;
-  rest.positional.assign(args.positional.begin() + 1, args.positional.end());
-  rest.keyword = args.keyword;
-  for (const Value& item : items) {
-    JJ_ASSIGN(Value v, apply_filter(name, item, rest, in));
-    out.push_back(std::move(v));
-  }
-  return Value::make_seq(std::move(out), Seq::Generator);
-}
 
 std::string indent(const std::string& s0, const Value& width, bool first, bool blank) {
   std::string ind = width.kind == Kind::String ? width.s : std::string(size_t(std::max<int64_t>(0, width.i)), ' ');
   std::vector<std::string> lines = py_splitlines(s0 + "\n", false);
   std::string rv;
-  if (blank) {
-    for (size_t k = 0; k < lines.size(); ++k) rv += (k ? "\n" + ind : "") + lines[k];
-  } else {
-    rv = lines.empty() ? "" : lines[0];
-    for (size_t k = 1; k < lines.size(); ++k) rv += "\n" + (lines[k].empty() ? "" : ind) + lines[k];
+  for (size_t k = 0; k < lines.size(); ++k) {
+    if (k > 0) {
+      rv += '\n';
+      if (blank || !lines[k].empty()) rv += ind;
+    }
+    rv += lines[k];
   }
   return first ? ind + rv : rv;
 }

@@ -69,6 +69,13 @@ Expected<std::vector<std::optional<Value>>> bind_args(const CallArgs& args, cons
 // ---- filters, tests, methods, globals ----
 Expected<Value> apply_filter(const std::string& name, const Value& input, const CallArgs& args, Interp& in);
 Expected<bool> apply_test(const std::string& name, const Value& input, const CallArgs& args, Interp& in);
+// Sequence filters (jinja_filters_seq.cpp). sort_key: the item or its (dotted) attribute, lower-cased
+// strings unless case_sensitive; sorted: stable sort by that key.
+Value sort_key(const Value& item, const std::optional<Value>& attribute, bool case_sensitive);
+Expected<std::vector<Value>> sorted(std::vector<Value> items, const std::optional<Value>& attribute,
+                                    bool case_sensitive, bool reverse);
+Expected<Value> select_items(const Value& input, const CallArgs& args, Interp& in, bool by_attr, bool want);
+Expected<Value> map_items(const Value& input, const CallArgs& args, Interp& in);
 // Bound method of a str/dict/list value, or nullopt when `name` is no method of that type.
 std::optional<Value> get_method(const Value& obj, const std::string& name);
 Scope default_globals();  // range, namespace, dict, raise_exception, strftime_now
