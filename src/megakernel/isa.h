@@ -18,13 +18,16 @@
 //                                                        attention: no separate dependency point)
 //     MlpGateUp   rows of n_ff                           x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm);
 //                                                        act[l][rows] = silu(gate x) * up x
-//     MlpDown     rows of n_embd                         down[l][rows] = w_down[rows] . act[l]
+//     MlpDown     rows of n_embd                         down[l][0][rows] = w_down[rows] . act[l]
+//   or, with ScheduleOptions::fuse_down, instead of MlpGateUp + MlpDown (one dependency point fewer):
+//     MlpGateUpDown rows of n_ff, part p                 act rows as MlpGateUp, then the split-K partial
+//                                                        down[l][p] = w_down[:, rows] . act[rows]  (n_embd)
 //   LmHead        rows of n_vocab                        x = final residual; rmsnorm(final_norm);
 //                                                        logits[rows]; per-slice argmax -> amax[slice]
 //   Argmax        one instruction                        reduces amax[*] -> tokens[step + 1]
 //
 // The residual stream is never added in place: resid_in(l) = resid[l-1] + sum_g o_part[l-1][g] +
-// down[l-1] (resid_in(0) = the token's embedding row) is summed by every reader in the same fixed order
+// sum_p down[l-1][p] (resid_in(0) = the token's embedding row) is summed by every reader in the same fixed order
 // (deterministic, bit-identical for all readers), so a layer's O projection and down projection need no
 // separate residual-add step. Every buffer is per layer, so within a step nothing is overwritten.
 //
@@ -55,6 +58,7 @@ enum class Op : uint8_t {
   MlpDown,      // down projection rows
   LmHead,       // final RMSNorm + LM-head rows + slice argmax
   Argmax,       // reduction of the slice argmaxes -> next token
+  MlpGateUpDown,  // MlpGateUp + split-K down projection of its rows (fused MLP)
   Count
 };
 
@@ -81,7 +85,7 @@ struct Instr {
   uint8_t n_waits = 0;
   uint16_t layer = 0;
   uint16_t group = 0;       // kv head (attention ops)
-  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead)
+  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead); part (MlpGateUpDown)
   uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
   uint32_t row_end = 0;
   uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises
@@ -103,6 +107,7 @@ struct Layout {
   int chunk_len = 0;     // positions per KV chunk (n_chunks * chunk_len >= max_context)
   int max_context = 0;
   int n_lm_slices = 0;   // LmHead instructions (= entries of amax)
+  int n_down_parts = 1;  // partial vectors per layer in `down`: 1, or one per MlpGateUpDown
   int att_part_stride = 0;  // floats per (g, c) partial: group * (head_dim + 2)
   // offsets (floats) into the workspace:
   int64_t resid = 0;     // [n_layer][n_embd]          resid[l] = input residual of layer l
@@ -110,7 +115,7 @@ struct Layout {
   int64_t att_part = 0;  // [n_layer][n_kv_head][n_chunks][group][head_dim + 2]  (o unnormalised, max, sum)
   int64_t o_part = 0;    // [n_layer][n_kv_head][n_embd]  split-K O-projection partials
   int64_t act = 0;       // [n_layer][n_ff]
-  int64_t down = 0;      // [n_layer][n_embd]
+  int64_t down = 0;      // [n_layer][n_down_parts][n_embd]
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
   int64_t workspace_floats = 0;

@@ -27,6 +27,7 @@ const char* op_name(Op op) {
     case Op::MlpDown: return "MlpDown";
     case Op::LmHead: return "LmHead";
     case Op::Argmax: return "Argmax";
+    case Op::MlpGateUpDown: return "MlpGateUpDown";
     case Op::Count: break;
   }
   return "?";
@@ -145,7 +146,7 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   return {};
 }
 
-Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices) {
+Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices, int n_down_parts) {
   Layout L;
   L.n_layer = c.n_layer, L.n_embd = c.n_embd, L.n_ff = c.n_ff, L.n_vocab = c.n_vocab;
   L.n_head = c.n_head, L.n_kv_head = c.n_kv_head, L.head_dim = c.head_dim, L.group = c.n_head / c.n_kv_head;
@@ -162,6 +163,7 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.chunk_len = chunk;
   L.n_chunks = (o.max_context + chunk - 1) / chunk;
   L.n_lm_slices = n_lm_slices;
+  L.n_down_parts = n_down_parts;
   L.att_part_stride = L.group * (c.head_dim + 2);
   int64_t off = 0;
   auto take = [&](int64_t n) { int64_t at = off; off += (n + 3) / 4 * 4; return at; };  // 16-B aligned
@@ -170,7 +172,7 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.att_part = take(int64_t(c.n_layer) * c.n_kv_head * L.n_chunks * L.att_part_stride);
   L.o_part = take(int64_t(c.n_layer) * c.n_kv_head * c.n_embd);
   L.act = take(int64_t(c.n_layer) * c.n_ff);
-  L.down = take(int64_t(c.n_layer) * c.n_embd);
+  L.down = take(int64_t(c.n_layer) * n_down_parts * c.n_embd);
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
   L.workspace_floats = off;
@@ -184,8 +186,9 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   const int gran = o.row_granularity, target = o.n_sm * o.slices_per_sm;
   const uint64_t wb = uint64_t(o.weight_bytes), n_embd = uint64_t(c.n_embd);
   auto lm_rows = split_rows(c.n_vocab, target, gran);
+  auto ff_rows = split_rows(c.n_ff, target, gran);
   Schedule s;
-  s.layout = make_layout(c, o, int(lm_rows.size()));
+  s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1);
   const Layout& L = s.layout;
   s.counters = CounterLayout{c.n_layer, c.n_kv_head};
   const CounterLayout& C = s.counters;
@@ -203,8 +206,8 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   auto resid_rows = split_rows(c.n_embd, int(qkv_rows.size()), 1);
   int o_slices = std::max(1, target / c.n_kv_head);  // round down: a second slice on some SMs doubles the stage
   auto o_rows = split_rows(c.n_embd, o_slices, gran);
-  auto ff_rows = split_rows(c.n_ff, target, gran);
   auto down_rows = split_rows(c.n_embd, target, gran);
+  const size_t n_down = o.fuse_down ? ff_rows.size() : down_rows.size();  // signals of counter down(l)
   auto count16 = [](size_t n) { return uint16_t(n); };
   for (size_t n : {qkv_rows.size(), o_rows.size() * size_t(c.n_kv_head), ff_rows.size(), down_rows.size(),
                    lm_rows.size(), size_t(L.n_chunks)})
@@ -214,7 +217,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
     std::vector<Pending> stage;
     for (size_t i = 0; i < qkv_rows.size(); ++i) {
       Instr in = l == 0 ? b.make(Op::QkvProj, l, C.qkv(l), C.argmax(), 1, /*lag=*/1)
-                        : b.make(Op::QkvProj, l, C.qkv(l), C.down(l - 1), count16(down_rows.size()));
+                        : b.make(Op::QkvProj, l, C.qkv(l), C.down(l - 1), count16(n_down));
       in.row_begin = qkv_rows[i].first, in.row_end = qkv_rows[i].second;
       if (i < resid_rows.size()) in.aux_begin = resid_rows[i].first, in.aux_end = resid_rows[i].second;
       stage.push_back({in, uint64_t(in.row_end - in.row_begin) * n_embd * wb});
@@ -246,8 +249,19 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
       }
     b.emit_stage(std::move(stage));
     stage.clear();
+    const uint16_t n_attn_o = count16(o_rows.size() * size_t(c.n_kv_head));
+    if (o.fuse_down) {
+      for (size_t i = 0; i < ff_rows.size(); ++i) {
+        auto [r0, r1] = ff_rows[i];
+        Instr in = b.make(Op::MlpGateUpDown, l, C.down(l), C.attn_o(l), n_attn_o);
+        in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);
+        stage.push_back({in, 3 * uint64_t(r1 - r0) * n_embd * wb});
+      }
+      b.emit_stage(std::move(stage));
+      continue;
+    }
     for (auto [r0, r1] : ff_rows) {
-      Instr in = b.make(Op::MlpGateUp, l, C.gate_up(l), C.attn_o(l), count16(o_rows.size() * size_t(c.n_kv_head)));
+      Instr in = b.make(Op::MlpGateUp, l, C.gate_up(l), C.attn_o(l), n_attn_o);
       in.row_begin = r0, in.row_end = r1;
       stage.push_back({in, 2 * uint64_t(r1 - r0) * n_embd * wb});
     }
@@ -262,7 +276,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   }
   std::vector<Pending> stage;
   for (size_t i = 0; i < lm_rows.size(); ++i) {
-    Instr in = b.make(Op::LmHead, c.n_layer - 1, C.lm_head(), C.down(c.n_layer - 1), count16(down_rows.size()));
+    Instr in = b.make(Op::LmHead, c.n_layer - 1, C.lm_head(), C.down(c.n_layer - 1), count16(n_down));
     in.row_begin = lm_rows[i].first, in.row_end = lm_rows[i].second;
     in.chunk = uint16_t(i);
     stage.push_back({in, uint64_t(in.row_end - in.row_begin) * n_embd * wb});

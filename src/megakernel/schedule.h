@@ -23,6 +23,9 @@ struct ScheduleOptions {
   int slices_per_sm = 1;     // instructions per SM per matrix stage (more = finer balance, more overhead)
   int weight_bytes = 2;      // bytes per weight element (bf16), for the cost estimate
   int kv_bytes = 2;          // bytes per cached K/V element
+  bool fuse_down = false;    // MlpGateUpDown (split-K down projection inside gate/up) instead of
+                             // MlpGateUp + MlpDown: one dependency point per layer fewer, the
+                             // residual readers sum one down partial per gate/up slice
 };
 
 // Counter ids of one model (see counter_* below).

@@ -30,8 +30,10 @@ bool residual_in(Simulator::State& s, int l, Vec& x) {
     if (!s.read(L.o_part + (int64_t(l - 1) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
     cpu::add(x.data(), x.data(), part.data(), L.n_embd);
   }
-  if (!s.read(L.down + int64_t(l - 1) * L.n_embd, L.n_embd, part.data())) return false;
-  cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  for (int p = 0; p < L.n_down_parts; ++p) {
+    if (!s.read(L.down + (int64_t(l - 1) * L.n_down_parts + p) * L.n_embd, L.n_embd, part.data())) return false;
+    cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  }
   return true;
 }
 
@@ -164,10 +166,14 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
   return s.write(off, in.row_end - in.row_begin, out.data() + in.row_begin);
 }
 
-bool mlp_gate_up(Simulator::State& s, const Instr& in) {
+// act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
+// act (whole [n_ff] vector, rows filled).
+bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
-  Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), gate(static_cast<size_t>(L.n_ff)), up(static_cast<size_t>(L.n_ff));
+  Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), up(static_cast<size_t>(L.n_ff));
+  act.assign(size_t(L.n_ff), 0.f);
+  Vec& gate = act;
   if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
   for (int g = 0; g < L.n_kv_head; ++g) {
     if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
@@ -178,7 +184,25 @@ bool mlp_gate_up(Simulator::State& s, const Instr& in) {
   cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
   int n = int(in.row_end - in.row_begin);
   cpu::swiglu(gate.data() + in.row_begin, gate.data() + in.row_begin, up.data() + in.row_begin, n);
-  return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, n, gate.data() + in.row_begin);
+  return true;
+}
+
+bool mlp_gate_up(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  Vec act;
+  if (!gate_up_rows(s, in, act)) return false;
+  return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, in.row_end - in.row_begin,
+                 act.data() + in.row_begin);
+}
+
+// Fused MLP: the rows' activations stay local; their split-K contribution to the down projection,
+// w_down[:, rows] . act[rows] (act zero outside rows), is this instruction's partial down[l][part].
+bool mlp_gate_up_down(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  Vec act, out(static_cast<size_t>(L.n_embd));
+  if (!gate_up_rows(s, in, act)) return false;
+  cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), 0, L.n_embd);
+  return s.write(L.down + (int64_t(in.layer) * L.n_down_parts + in.chunk) * L.n_embd, L.n_embd, out.data());
 }
 
 bool mlp_down(Simulator::State& s, const Instr& in) {
@@ -229,6 +253,7 @@ bool Simulator::State::execute() {
     case Op::MlpDown: return mlp_down(*this, *cur);
     case Op::LmHead: return lm_head(*this, *cur);
     case Op::Argmax: return argmax(*this, *cur);
+    case Op::MlpGateUpDown: return mlp_gate_up_down(*this, *cur);
     case Op::Nop: return true;
     case Op::Count: break;
   }

@@ -78,6 +78,10 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
           break;
         case Op::MlpGateUp: own(owners, "act" + l, L.n_ff, in.row_begin, in.row_end); break;
         case Op::MlpDown: own(owners, "down" + l, L.n_embd, in.row_begin, in.row_end); break;
+        case Op::MlpGateUpDown:
+          own(owners, "act" + l, L.n_ff, in.row_begin, in.row_end);
+          own(owners, "down" + l, L.n_down_parts, in.chunk, in.chunk + 1);
+          break;
         case Op::LmHead:
           own(owners, "logits", L.n_vocab, in.row_begin, in.row_end);
           own(owners, "amax", L.n_lm_slices, in.chunk, in.chunk + 1);
@@ -103,11 +107,14 @@ TEST(Schedule, OwnsEveryRowOnceAndWaitsOnEarlierStages) {
     check_schedule(tiny_config(Family::Llama, 8, 2, 64, 200, 300), {.n_sm = n_sm, .max_context = 40});
     check_schedule(tiny_config(Family::Qwen3, 6, 1, 128, 96, 100, 3), {.n_sm = n_sm, .max_context = 33, .attn_chunk_len = 8});
     check_schedule(tiny_config(Family::Qwen2, 8, 8, 64, 130, 77), {.n_sm = n_sm, .max_context = 5, .attn_chunk_len = 2});
+    check_schedule(tiny_config(Family::Llama, 8, 2, 64, 200, 300),
+                   {.n_sm = n_sm, .max_context = 40, .attn_chunk_len = 16, .fuse_down = true});
   }
   for (const char* name : {"llama-3.2-1b", "qwen3-0.6b"}) {
     auto c = shape_config(name);
     ASSERT_TRUE(c.ok()) << c.message();
     check_schedule(*c, {.n_sm = 132, .max_context = 4096});
+    check_schedule(*c, {.n_sm = 132, .max_context = 256, .fuse_down = true});
   }
 }
 
@@ -125,6 +132,23 @@ TEST(Schedule, BalancesBytesOnRealShapes) {
     weights += uint64_t(c->n_vocab) * c->n_embd;
     EXPECT_GE(s->total_bytes, 2 * weights) << name;
   }
+}
+
+TEST(Schedule, FusedMlpRemovesOneDependencyPointPerLayer) {
+  auto c = shape_config("llama-3.2-1b");
+  ASSERT_TRUE(c.ok());
+  auto plain = build_schedule(*c, {.n_sm = 132, .max_context = 256});
+  auto fused = build_schedule(*c, {.n_sm = 132, .max_context = 256, .fuse_down = true});
+  ASSERT_TRUE(plain.ok() && fused.ok());
+  auto stages = [](const Schedule& s) {
+    std::set<std::pair<int, int>> st;
+    for (const auto& q : s.queues)
+      for (const Instr& in : q) st.insert({in.layer, int(in.op)});
+    return st.size();
+  };
+  EXPECT_EQ(stages(*plain) - stages(*fused), size_t(c->n_layer));
+  EXPECT_EQ(fused->total_bytes, plain->total_bytes);  // the same weights, read once
+  EXPECT_EQ(fused->layout.n_down_parts, 132);
 }
 
 TEST(Schedule, SplitsAttentionForLongContexts) {

@@ -30,6 +30,7 @@ struct Case {
   const char* name;
   ModelConfig config;
   int chunk_len;  // 0: inline attention
+  bool fuse_down = false;
 };
 
 std::vector<Case> cases() {
@@ -39,6 +40,8 @@ std::vector<Case> cases() {
       {"qwen2 gqa6 hd64 bias", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4},
       {"qwen3 gqa8 hd128 qknorm tied", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0},
       {"qwen3 gqa4 hd128 split", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5},
+      {"llama gqa4 fused mlp", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, true},
+      {"qwen2 gqa6 split fused mlp", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, true},
   };
 }
 
@@ -49,7 +52,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps) {
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .fuse_down = k.fuse_down});
   ASSERT_TRUE(s.ok()) << s.message();
   Simulator sim(m.config, m.weights, std::move(*s));
   std::vector<float> ref(size_t(k.config.n_vocab));
@@ -97,7 +100,7 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     for (int n_sm : {2, 7, 66}) {
-      auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len});
+      auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .fuse_down = k.fuse_down});
       ASSERT_TRUE(s.ok()) << s.message();
       Simulator sim(m.config, m.weights, std::move(*s));
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.

@@ -68,8 +68,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the gate/up rows or attention.
   int max_gu_rows = 0;
   for (const auto& q : schedule_.queues)
-    for (const Instr& in : q)
+    for (const Instr& in : q) {
       if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
+      if (in.op == Op::MlpGateUpDown)  // simulator-proven, not yet implemented on the device
+        return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
+    }
   const int G = L.group, hd = L.head_dim;
   smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd}) + 3) / 4 * 4;
   smem_aux_floats_ =
