@@ -44,6 +44,9 @@ Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const Mod
                                                                        cuda::DeviceWeights weights, int max_context,
                                                                        const MegakernelOptions& opt) {
   MK_TRY(check_shapes(config));
+  if (weights.rope_pair_rows)
+    return make_error("megakernel: the weights were uploaded in the layered path's rope-pair row order; the "
+                      "megakernel reads the Hugging Face order (upload_weights(..., rope_pair_rows = false))");
   std::unique_ptr<MegakernelBackend> b(new MegakernelBackend());
   b->config_ = config;
   b->weights_ = std::move(weights);
