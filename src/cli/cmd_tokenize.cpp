@@ -1,6 +1,7 @@
 // `megakernel tokenize --tokenizer DIR (--text T | --file F) [--json]`: the ids of the raw UTF-8 text as
 // Hugging Face tokenizers gives them with add_special_tokens=False. Human-readable output is one
-// `id<TAB>token` line per token (the token as written in the vocabulary); --json prints one JSON array.
+// `id<TAB>token<TAB>"text"` line per token (the token as written in the vocabulary, then the text it stands
+// for, escaped); --json prints one JSON array.
 // A hidden `--jsonl FILE` mode (for tests/tokenizer/differential_test.py) reads lines {"hex": "<bytes>"}
 // (text to encode) or {"ids": [...]} (ids to decode) and prints one line {"ids": [...], "decoded_hex": ...,
 // "decoded_skip_hex": ..., "stream_hex": ...} for each (hex: bytes as lowercase hex digits).
@@ -14,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "megakernel/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace mk::cli {
 
@@ -46,6 +48,28 @@ Expected<std::string> from_hex(const std::string& h) {
     out[i] = static_cast<char>(a * 16 + b);
   }
   return out;
+}
+
+// The bytes of a token for a terminal: "…" with escapes for control characters and for bytes that are not
+// (yet) a whole UTF-8 character (\xNN).
+std::string escaped_text(std::string_view bytes) {
+  std::string out = "\"";
+  for (size_t i = 0; i < bytes.size();) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    const int n = tok::utf8_sequence(reinterpret_cast<const unsigned char*>(bytes.data()) + i, bytes.size() - i);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+    else if (n > 1 || (n == 1 && c >= 0x20 && c != 0x7F)) out.append(bytes.substr(i, static_cast<size_t>(n)));
+    else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+    i += n > 0 ? static_cast<size_t>(n) : 1;
+  }
+  return out + "\"";
 }
 
 Expected<std::string> read_file(const std::string& path) {
@@ -111,7 +135,7 @@ int run_tokenize(const TokenizeOptions& o) {
     return 0;
   }
   std::string out;
-  for (int32_t id : ids) out += std::to_string(id) + "\t" + tok->token_text(id) + "\n";
+  for (int32_t id : ids) out += std::to_string(id) + "\t" + tok->token_text(id) + "\t" + escaped_text(tok->token_bytes(id)) + "\n";
   std::fputs(out.c_str(), stdout);
   return 0;
 }

@@ -20,6 +20,10 @@ std::string replacement(std::string_view esc, bool in_class) {
   else if (esc == "\\P{L}" || esc == "\\PL") items = std::string("\\p{L}") + MK_ONIG_EXTRA_L, negate = true;
   else if (esc == "\\p{N}" || esc == "\\pN") items = std::string("\\p{N}") + MK_ONIG_EXTRA_N;
   else if (esc == "\\P{N}" || esc == "\\PN") items = std::string("\\p{N}") + MK_ONIG_EXTRA_N, negate = true;
+  else if (esc == "\\d") items = std::string("\\p{Nd}") + MK_ONIG_EXTRA_ND;
+  else if (esc == "\\D") items = std::string("\\p{Nd}") + MK_ONIG_EXTRA_ND, negate = true;
+  else if (esc == "\\w") items = std::string("\\p{L}\\p{M}\\p{Nd}\\p{Pc}") + MK_ONIG_EXTRA_W;
+  else if (esc == "\\W") items = std::string("\\p{L}\\p{M}\\p{Nd}\\p{Pc}") + MK_ONIG_EXTRA_W, negate = true;
   else return {};
   if (in_class) return negate ? std::string() : items;
   return (negate ? "[^" : "[") + items + "]";

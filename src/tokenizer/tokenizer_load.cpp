@@ -17,7 +17,9 @@ using nlohmann::json;
 
 Expected<json> read_json(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return make_error("cannot open ", path.string(), ": no such file or not readable");
+  if (!f)
+    return make_error("cannot open ", path.string(), ": no such file or not readable (expected a folder holding "
+                      "tokenizer.json, or the tokenizer.json file itself)");
   std::ostringstream buf;
   buf << f.rdbuf();
   try {
