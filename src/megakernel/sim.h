@@ -54,7 +54,8 @@ class Simulator {
   std::unique_ptr<State> st_;
 };
 
-// A Backend that runs each token as one simulated launch (tests, `--backend sim`).
+// A Backend that runs each token as one simulated launch (tests, `--backend megakernel-sim`).
+// max_context <= 0: the model's max_position capped at 1024.
 Expected<std::unique_ptr<Backend>> make_sim_backend(const Model& model, int n_sm, int max_context, uint64_t seed);
 
 }  // namespace mk::megakernel

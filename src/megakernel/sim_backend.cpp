@@ -45,6 +45,9 @@ class SimBackend final : public Backend {
 }  // namespace
 
 Expected<std::unique_ptr<Backend>> make_sim_backend(const Model& model, int n_sm, int max_context, uint64_t seed) {
+  // max_context <= 0: the model's max_position, capped at 1024 (the simulator tracks every cached
+  // element's last writer and readers, ~32 bytes per float).
+  if (max_context <= 0) max_context = std::min(model.config.max_position > 0 ? model.config.max_position : 1024, 1024);
   ScheduleOptions o;
   o.n_sm = n_sm;
   o.max_context = max_context;

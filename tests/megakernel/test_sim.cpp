@@ -189,5 +189,15 @@ TEST(Sim, BackendInterfaceMatchesCpu) {
   EXPECT_FALSE((*sim)->forward(prompt, 3, a).ok());  // wrong position: a clear error, not a crash
 }
 
+TEST(Sim, BackendDefaultContextAndRefusals) {
+  Model m = make_random_model(cases()[0].config, DType::F32, 2);
+  auto b = make_sim_backend(m, 3, 0, 1);  // 0: default context
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_EQ((*b)->max_context(), 1024);
+  auto bad = make_sim_backend(m, 0, 16, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("n_sm"), std::string::npos) << bad.message();
+}
+
 }  // namespace
 }  // namespace mk::megakernel
