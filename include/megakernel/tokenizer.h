@@ -10,6 +10,11 @@
 //                  byte_fallback, continuing_subword_prefix, end_of_word_suffix; no dropout)
 //   decoder:       null | ByteLevel
 //   added_tokens:  special or not; lstrip / rstrip / single_word / normalized as `tokenizers` applies them
+//                  (ids assigned as tokenizers' deserializer does)
+// post_processor, truncation and padding are ignored (they do not apply with add_special_tokens=False on a
+// single text). Regexes are written for Oniguruma; we run them with PCRE2 after making \s, \p{L}, \p{N},
+// \d and \w match exactly Oniguruma's sets (src/tokenizer/regex_compat.h). Normalization matches the
+// older Unicode tables of tokenizers' normalizer (src/tokenizer/normalizer.cpp).
 //
 // Invalid UTF-8 input: each maximal invalid subsequence becomes U+FFFD before anything else, the rule of
 // Python's bytes.decode("utf-8", errors="replace") and Rust's String::from_utf8_lossy. decode() follows
