@@ -1,7 +1,8 @@
 // `megakernel generate --model DIR (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [sampling flags] [--ids]`:
 // streams the generated text to stdout as it is produced (flushed per piece); with --ids, or when the
 // model has no tokenizer, prints the generated ids as one JSON array on the last line instead. Timing
-// goes to stderr with --verbose only, so stdout stays clean for scripts.
+// goes to stderr with --verbose only, so stdout stays clean for scripts. Text output ends with one newline
+// added when the generated text does not end with one.
 #include <cstdio>
 #include <memory>
 #include <optional>
