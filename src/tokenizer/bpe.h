@@ -21,11 +21,25 @@ struct StringHash {
 };
 using StringIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
+// model.vocab and model.merges taken out of tokenizer.json while it is parsed (tokenizer_load.cpp): kept in
+// the JSON document they would cost more than the whole rest of the load.
+struct BpeTables {
+  bool has_vocab = false, has_merges = false;  // seen as an object / an array
+  std::vector<std::pair<std::string, int64_t>> vocab;   // in file order
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::string vocab_error, merges_error;               // the first malformed entry, if any
+};
+
+// Reads one entry of model.merges (i: its index, for the error); returns "" or the error ".merges[i]: ...".
+std::string parse_merge(const nlohmann::json& m, size_t i, std::string& left, std::string& right);
+
 class Bpe {
  public:
-  // From the "model" value of tokenizer.json. `byte_level`: pieces arrive as raw bytes and are mapped to
-  // the byte-level alphabet here (the pre-tokenizer ends with ByteLevel).
-  static Expected<Bpe> from_json(const nlohmann::json& j, const std::string& where, bool byte_level);
+  // From the "model" value of tokenizer.json (its vocab and merges from `tables` when it holds them).
+  // `byte_level`: pieces arrive as raw bytes and are mapped to the byte-level alphabet here (the
+  // pre-tokenizer ends with ByteLevel).
+  static Expected<Bpe> from_json(const nlohmann::json& j, const std::string& where, bool byte_level,
+                                 const BpeTables* tables = nullptr);
 
   // Appends the ids of one pre-tokenized piece (non-empty) to `out`.
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
@@ -53,8 +67,10 @@ class Bpe {
   std::string prefix_, suffix_;  // continuing_subword_prefix, end_of_word_suffix
   uint64_t instance_ = 0;        // tells this model's cache entries from another's
 
-  Status load_vocab(const nlohmann::json& j, const std::string& where);
-  Status load_merges(const nlohmann::json& j, const std::string& where);
+  Status load_vocab(const nlohmann::json& j, const std::string& where, const BpeTables* tables);
+  Status load_merges(const nlohmann::json& j, const std::string& where, const BpeTables* tables);
+  Status add_vocab_entry(const std::string& token, int64_t id, int32_t& max_id);
+  Status add_merge(size_t i, const std::string& left, const std::string& right, const std::string& where);
   void merge_symbols(std::vector<int32_t>& ids) const;
   void encode_uncached(std::string_view piece, std::vector<int32_t>& out) const;
   void initial_symbols(std::string_view word, std::vector<int32_t>& ids) const;

@@ -15,15 +15,70 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Expected<json> read_json(const fs::path& path) {
+Expected<std::string> read_text(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
     return make_error("cannot open ", path.string(), ": no such file or not readable (expected a folder holding "
                       "tokenizer.json, or the tokenizer.json file itself)");
   std::ostringstream buf;
   buf << f.rdbuf();
+  return buf.str();
+}
+
+Expected<json> read_json(const fs::path& path) {
+  auto text = read_text(path);
+  if (!text) return text.error();
   try {
-    return json::parse(buf.str());
+    return json::parse(*text);
+  } catch (const json::parse_error& e) {
+    return make_error(path.string(), ": invalid JSON at byte ", e.byte, ": ", e.what());
+  }
+}
+
+// Parses tokenizer.json, moving model.vocab and model.merges into `tables` instead of the document.
+// (Container events come at their own depth, members at depth + 1: the top object is 0, "model" 1,
+// its "vocab" object 2, vocab entries 3.)
+Expected<json> read_tokenizer_json(const fs::path& path, tok::BpeTables& tables) {
+  auto text = read_text(path);
+  if (!text) return text.error();
+  std::string keys[4];  // the last key seen at depths 0..3
+  bool in_vocab = false, in_merges = false;
+  auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
+    using E = json::parse_event_t;
+    const bool model_child = depth == 2 && keys[1] == "model";
+    switch (event) {
+      case E::key:
+        if (depth < 4) keys[depth] = parsed.get<std::string>();
+        return true;
+      case E::object_start:
+        if (model_child && keys[2] == "vocab") in_vocab = tables.has_vocab = true;
+        return true;
+      case E::array_start:
+        if (model_child && keys[2] == "merges") in_merges = tables.has_merges = true;
+        return true;
+      case E::object_end:
+      case E::array_end:
+        if (depth == 2) in_vocab = in_merges = false;
+        if (depth != 3 || (!in_vocab && !in_merges)) return true;
+        break;  // a whole [left, right] pair of model.merges (or a malformed vocab entry)
+      case E::value:
+        if (depth != 3 || (!in_vocab && !in_merges)) return true;
+        break;
+    }
+    if (in_vocab) {
+      if (parsed.is_number_integer()) tables.vocab.emplace_back(keys[3], parsed.get<int64_t>());
+      else if (tables.vocab_error.empty())
+        tables.vocab_error = cat(".vocab[\"", keys[3], "\"]: expected an id in [0, 2^30), got ", parsed.dump());
+      return false;
+    }
+    std::string left, right;
+    std::string error = tok::parse_merge(parsed, tables.merges.size(), left, right);
+    if (!error.empty() && tables.merges_error.empty()) tables.merges_error = error;
+    tables.merges.emplace_back(std::move(left), std::move(right));
+    return false;
+  };
+  try {
+    return json::parse(*text, callback);
   } catch (const json::parse_error& e) {
     return make_error(path.string(), ": invalid JSON at byte ", e.byte, ": ", e.what());
   }
@@ -124,7 +179,8 @@ Expected<Tokenizer> Tokenizer::load(const fs::path& dir_or_json) {
   const bool is_dir = fs::is_directory(dir_or_json, ec);
   const fs::path json_path = is_dir ? dir_or_json / "tokenizer.json" : dir_or_json;
   const fs::path config_path = json_path.parent_path() / "tokenizer_config.json";
-  auto j = read_json(json_path);
+  tok::BpeTables tables;
+  auto j = read_tokenizer_json(json_path, tables);
   if (!j) return j.error();
   const std::string where = json_path.string() + ": ";
   if (!j->is_object() || !j->contains("model")) return make_error(where, "expected an object with a \"model\"");
@@ -138,7 +194,8 @@ Expected<Tokenizer> Tokenizer::load(const fs::path& dir_or_json) {
   auto pre = tok::PreTokenizer::from_json(field("pre_tokenizer"), where + "pre_tokenizer");
   if (!pre) return pre.error();
   im->pre_tokenizer = std::move(*pre);
-  auto model = tok::Bpe::from_json(field("model"), where + "model", im->pre_tokenizer.byte_level_deferred());
+  auto model = tok::Bpe::from_json(field("model"), where + "model", im->pre_tokenizer.byte_level_deferred(),
+                                   &tables);
   if (!model) return model.error();
   im->model = std::move(*model);
   const json& decoder = field("decoder");
