@@ -198,7 +198,9 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max
   if (need > dev->free_memory)
     return make_error("the model needs ", need >> 20, " MiB of GPU memory (weights + KV cache for ", max_context,
                       " positions) but GPU '", dev->name, "' has ", dev->free_memory >> 20, " MiB free");
-  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/true);
+  // HF row order and the separate RoPE kernel: the path verified end to end on the H200. The fused RoPE path
+  // (rope_pair_rows = true, ops/matvec.h ROPE_QKV) passes its op tests but has not run end to end on the GPU yet.
+  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/false);
   if (!w) return w.error();
   auto b = cuda::CudaBackend::create(model.config, std::move(*w), max_context);
   if (!b) return b.error();

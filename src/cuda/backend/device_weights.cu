@@ -145,6 +145,7 @@ DeviceWeights& DeviceWeights::operator=(DeviceWeights&& o) noexcept {
     lm_head = o.lm_head;
     final_norm = o.final_norm;
     layers = std::move(o.layers);
+    rope_pair_rows = o.rope_pair_rows;
     arena = o.arena;
     bytes = o.bytes;
     o.arena = nullptr;
