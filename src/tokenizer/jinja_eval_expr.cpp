@@ -37,8 +37,8 @@ Expected<Value> repeat(const Value& seq, int64_t n) {
 // Python's slice.indices(n) and the selected positions.
 Expected<std::vector<int64_t>> slice_positions(int64_t n, const Value& start, const Value& stop, const Value& step) {
   auto as_int = [](const Value& v, const char* what) -> Expected<std::optional<int64_t>> {
-    if (v.kind == Kind::None || v.is_undefined()) return std::optional<int64_t>();
-    if (!is_int_like(v)) return make_error("slice ", what, " must be an integer or None, not '", type_name(v), "'");
+    if (v.kind == Kind::None) return std::optional<int64_t>();
+    if (!is_int_like(v)) return make_error("slice indices must be integers or None, not '", type_name(v), "' (", what, ")");
     return std::optional<int64_t>(int_of(v));
   };
   JJ_ASSIGN(auto st, as_int(step, "step"));
@@ -147,6 +147,8 @@ Expected<bool> contains(const Value& container, const Value& item) {
 
 Expected<Value> binary_op(BinOp op, const Value& l, const Value& r) {
   if (op == BinOp::Concat) return Value::string(py_str(l) + py_str(r));
+  if (op == BinOp::Mod && l.kind == Kind::String)
+    return make_error("unsupported construct: printf-style string formatting with '%'");
   if (l.is_undefined()) return undefined_error(l);
   if (r.is_undefined()) return undefined_error(r);
   static const char* const SYMBOL[] = {"+", "-", "*", "/", "//", "%", "**"};
@@ -215,8 +217,6 @@ Expected<Value> binary_op(BinOp op, const Value& l, const Value& r) {
     if ((l.kind == Kind::String || l.is_sequence()) && is_int_like(r)) return repeat(l, int_of(r));
     if ((r.kind == Kind::String || r.is_sequence()) && is_int_like(l)) return repeat(r, int_of(l));
   }
-  if (op == BinOp::Mod && l.kind == Kind::String)
-    return make_error("unsupported construct: printf-style string formatting with '%'");
   return type_error(sym, l, r);
 }
 
@@ -264,7 +264,7 @@ Expected<Value> ItemExpr::eval(Interp& in) const {
 Expected<Value> SliceExpr::eval(Interp& in) const {
   JJ_ASSIGN(Value o, obj->eval(in));
   if (o.is_undefined()) return in.fail(offset, o.s);
-  Value b, e, s;
+  Value b = Value::none(), e = Value::none(), s = Value::none();
   if (start) { JJ_ASSIGN(b, start->eval(in)); }
   if (stop) { JJ_ASSIGN(e, stop->eval(in)); }
   if (step) { JJ_ASSIGN(s, step->eval(in)); }

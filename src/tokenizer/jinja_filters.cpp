@@ -179,7 +179,16 @@ Expected<std::vector<std::optional<Value>>> bind_args(const CallArgs& args, cons
 Expected<Value> apply_filter(const std::string& name, const Value& v, const CallArgs& args, Interp& in) {
   auto bind = [&](std::initializer_list<const char*> params) { return bind_args(args, "filter '" + name + "'", params); };
   auto as_bool = [](const std::optional<Value>& o, bool def) { return o ? truthy(*o) : def; };
+  // sorted(reverse=...) takes only integers (bools included), like Python.
+  auto check_reverse = [](const std::optional<Value>& o) -> Status {
+    if (o && o->kind != Kind::Bool && o->kind != Kind::Int)
+      return make_error("reverse must be a boolean, not '", type_name(*o), "'");
+    return {};
+  };
   bool len_ok = true;
+  static const std::set<std::string> NO_ARGS = {"length", "count", "upper", "lower", "capitalize", "title", "string",
+                                               "safe", "e", "escape", "first", "last", "list", "items", "reverse", "abs"};
+  if (NO_ARGS.count(name)) MK_TRY(bind({}));
   if (name == "trim") {
     JJ_ASSIGN(auto a, bind({"chars"}));
     std::optional<std::string> chars;
@@ -244,6 +253,7 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
   }
   if (name == "dictsort") {
     JJ_ASSIGN(auto a, bind({"case_sensitive", "by", "reverse"}));
+    MK_TRY(check_reverse(a[2]));
     if (v.kind != Kind::Dict) return make_error("can only sort a mapping, not '", type_name(v), "'");
     bool by_value = a[1] && a[1]->kind == Kind::String && a[1]->s == "value";
     std::vector<Value> pairs;
@@ -298,6 +308,7 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
   }
   if (name == "sort") {
     JJ_ASSIGN(auto a, bind({"reverse", "case_sensitive", "attribute"}));
+    MK_TRY(check_reverse(a[0]));
     JJ_ASSIGN(std::vector<Value> items, iterate(v));
     JJ_ASSIGN(auto out, sorted(std::move(items), a[2], as_bool(a[1], false), as_bool(a[0], false)));
     return Value::make_list(std::move(out));

@@ -344,6 +344,11 @@ class Lexer {
         is_float = true;
       }
     }
+    if (!is_float && s_[start] == '0') {  // jinja2's integers: "0", "0_0"...; "01" lexes as 0 then 1
+      e = start + 1;
+      while (e + 1 < s_.size() && (s_[e] == '0' || (s_[e] == '_' && s_[e + 1] == '0'))) ++e;
+      if (e < s_.size() && s_[e] == '0') ++e;
+    }
     std::string d;
     for (size_t k = start; k < e; ++k)
       if (s_[k] != '_') d += s_[k];

@@ -48,8 +48,12 @@ Expected<ExprPtr> Parser::parse_filter_expr(ExprPtr e) {
       if (cur().type != Tok::Name) return unexpected("a test name after 'is'");
       n->offset = cur().offset;
       n->name = cur().text;
-      if (!is_known_test(n->name)) note_unknown(cur().offset, cat("unsupported construct: test '", n->name, "'"));
       ++p_;
+      while (is_op(".") && peek().type == Tok::Name) {  // dotted names parse (and are never known)
+        n->name += "." + peek().text;
+        p_ += 2;
+      }
+      if (!is_known_test(n->name)) note_unknown(n->offset, cat("unsupported construct: test '", n->name, "'"));
       if (is_op("(")) {
         JJ_ASSIGN(n->args, parse_call_args());
       } else if ((cur().type == Tok::Name || cur().type == Tok::String || cur().type == Tok::Int ||
@@ -80,9 +84,12 @@ Expected<FilterCall> Parser::parse_filter_name() {
   FilterCall f;
   f.offset = cur().offset;
   f.name = cur().text;
-  if (!is_known_filter(f.name)) note_unknown(cur().offset, cat("unsupported construct: filter '", f.name, "'"));
   ++p_;
-  if (is_op(".")) return fail(cur().offset, "unsupported construct: dotted filter name");
+  while (is_op(".") && peek().type == Tok::Name) {
+    f.name += "." + peek().text;
+    p_ += 2;
+  }
+  if (!is_known_filter(f.name)) note_unknown(f.offset, cat("unsupported construct: filter '", f.name, "'"));
   if (is_op("(")) {
     JJ_ASSIGN(f.args, parse_call_args());
   }
@@ -120,7 +127,15 @@ Expected<ExprPtr> Parser::parse_subscript(ExprPtr e) {
   }
   MK_TRY(expect_op("]"));
   if (parts.empty()) return fail(at, "expected a subscript inside '[]'");
-  if (parts.size() > 1) return fail(at, "unsupported construct: tuple subscript 'x[a, b]'");
+  if (parts.size() > 1) {  // x[a, b] subscripts with the tuple (a, b)
+    auto tuple = node<ListExpr>(parts[0]->offset);
+    tuple->items = std::move(parts);
+    tuple->tuple = true;
+    auto n = node<ItemExpr>(at);
+    n->obj = std::move(e);
+    n->index = std::move(tuple);
+    return ExprPtr(std::move(n));
+  }
   if (auto* slice = dynamic_cast<SliceExpr*>(parts[0].get())) {
     slice->obj = std::move(e);
     slice->offset = at;

@@ -214,6 +214,8 @@ Expected<StmtPtr> Parser::parse_macro(uint32_t at) {
     if (!n->params.empty()) MK_TRY(expect_op(","));
     if (cur().type != Tok::Name) return unexpected("a macro parameter name");
     std::string param = cur().text;
+    for (const auto& [seen, def] : n->params)
+      if (seen == param) return fail(cur().offset, cat("duplicate macro parameter '", param, "'"));
     ++p_;
     ExprPtr def;
     if (skip_op("=")) {

@@ -77,6 +77,24 @@ bool py_isprintable(char32_t c) {
 }
 
 std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
+  // Fast path: whitespace stripping that stops at ASCII bytes on both ends needs no decoding.
+  if (!chars) {
+    size_t b = 0, e = s.size();
+    bool ascii_edges = true;
+    if (left)
+      for (; b < e; ++b) {
+        auto c = static_cast<unsigned char>(s[b]);
+        if (c >= 0x80) ascii_edges = false;
+        if (c >= 0x80 || !py_isspace(c)) break;
+      }
+    if (right)
+      for (; e > b; --e) {
+        auto c = static_cast<unsigned char>(s[e - 1]);
+        if (c >= 0x80) ascii_edges = false;
+        if (c >= 0x80 || !py_isspace(c)) break;
+      }
+    if (ascii_edges) return std::string(s.substr(b, e - b));
+  }
   std::u32string u = decode_utf8(s);
   std::u32string set = chars ? decode_utf8(*chars) : std::u32string();
   auto strip_it = [&](char32_t c) { return chars ? set.find(c) != std::u32string::npos : py_isspace(c); };

@@ -34,6 +34,10 @@ bool case_test(const std::string& s, bool want_lower) {
 bool is_known_test(const std::string& name) { return TESTS.count(name) != 0; }
 
 Expected<bool> apply_test(const std::string& name, const Value& v, const CallArgs& args, Interp&) {
+  static const std::set<std::string> ONE_ARG = {"divisibleby", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan",
+                                                "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "sameas", "in"};
+  if (!ONE_ARG.count(name) && (!args.positional.empty() || !args.keyword.empty()))
+    return make_error("takes no arguments");
   auto arg = [&]() -> Expected<Value> {
     if (args.positional.size() + args.keyword.size() != 1) return make_error("expects exactly one argument");
     return args.positional.empty() ? args.keyword[0].second : args.positional[0];

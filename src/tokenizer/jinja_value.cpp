@@ -135,7 +135,7 @@ std::string py_str(const Value& v) {
 
 std::string py_repr(const Value& v) {
   switch (v.kind) {
-    case Kind::Undefined: return "";
+    case Kind::Undefined: return "Undefined";
     case Kind::None: return "None";
     case Kind::Bool: return v.b ? "True" : "False";
     case Kind::Int: return std::to_string(v.i);

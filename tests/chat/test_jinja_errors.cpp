@@ -23,6 +23,7 @@ TEST(JinjaErrors, UnsupportedConstructsAreNamed) {
   expect_error("{% for x in y recursive %}{% endfor %}", "recursive for loop");
   expect_error("{{ f(*args) }}", "*args");
   expect_error("{{ {1: 'a'} }}", "dict key of type 'int'");
+  EXPECT_EQ(render("[{{ 'abc'[1, 2] }}]"), "[]");  // a tuple subscript: no such item, as in jinja2
   expect_error("{{ '%s' % 'x' }}", "printf-style string formatting");
   expect_error("{{ 'abc'.zfill(5) }}", "unsupported construct: method str.zfill()");
   expect_error("{{ [1].append(2) }}", "list.append()");

@@ -10,3 +10,11 @@ if(Python3_Interpreter_FOUND)
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(chat_template_vs_jinja2 PROPERTIES TIMEOUT 120)
 endif()
+if(Python3_Interpreter_FOUND)
+  # Mutated templates: no crash, and the same result as jinja2 (or an error naming an unsupported construct).
+  add_test(NAME chat_template_fuzz_vs_jinja2
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/chat_template_fuzz.py
+                   --renderer $<TARGET_FILE:chat_template_render> --n 300 --seed 1
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(chat_template_fuzz_vs_jinja2 PROPERTIES TIMEOUT 120)
+endif()
