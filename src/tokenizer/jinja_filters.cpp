@@ -330,8 +330,18 @@ Expected<Value> apply_filter(const std::string& name, const Value& v, const Call
     JJ_ASSIGN(auto a, bind({"case_sensitive", "attribute"}));
     JJ_ASSIGN(std::vector<Value> items, iterate(v));
     if (items.empty()) return Value::undefined(cat("no ", name, " item, sequence was empty"));
-    JJ_ASSIGN(auto out, sorted(std::move(items), a[1], as_bool(a[0], false), false));
-    return name == "min" ? out.front() : out.back();
+    // Python's min()/max(): the first item whose key is extreme.
+    size_t best = 0;
+    Value best_key = sort_key(items[0], a[1], as_bool(a[0], false));
+    for (size_t k = 1; k < items.size(); ++k) {
+      Value key = sort_key(items[k], a[1], as_bool(a[0], false));
+      JJ_ASSIGN(bool better, name == "min" ? py_less(key, best_key) : py_less(best_key, key));
+      if (better) {
+        best = k;
+        best_key = std::move(key);
+      }
+    }
+    return items[best];
   }
   if (name == "sum") {
     JJ_ASSIGN(auto a, bind({"attribute", "start"}));

@@ -11,6 +11,7 @@ namespace mk::jinja {
 
 Value sort_key(const Value& item, const std::optional<Value>& attribute, bool case_sensitive) {
   Value k = item;
+  if (attribute && (attribute->kind == Kind::Int || attribute->kind == Kind::Bool)) k = get_item(k, *attribute);
   if (attribute && attribute->kind == Kind::String) {
     // dotted attribute paths ("a.b") as jinja2's make_attrgetter
     for (const auto& part : py_split(attribute->s, std::string("."), -1)) {
@@ -24,8 +25,19 @@ Value sort_key(const Value& item, const std::optional<Value>& attribute, bool ca
 
 Expected<std::vector<Value>> sorted(std::vector<Value> items, const std::optional<Value>& attribute, bool case_sensitive,
                                     bool reverse) {
+  // jinja2 sorts by lists of keys (one per comma-separated attribute), so equal keys are never ordered with
+  // '<' (which would fail for dicts or undefined values).
+  std::vector<std::optional<Value>> parts{attribute};
+  if (attribute && attribute->kind == Kind::String && attribute->s.find(',') != std::string::npos) {
+    parts.clear();
+    for (auto& p : py_split(attribute->s, std::string(","), -1)) parts.push_back(Value::string(p));
+  }
   std::vector<std::pair<Value, size_t>> keyed;
-  for (size_t k = 0; k < items.size(); ++k) keyed.emplace_back(sort_key(items[k], attribute, case_sensitive), k);
+  for (size_t k = 0; k < items.size(); ++k) {
+    std::vector<Value> key;
+    for (const auto& part : parts) key.push_back(sort_key(items[k], part, case_sensitive));
+    keyed.emplace_back(Value::make_list(std::move(key)), k);
+  }
   std::optional<Error> err;
   std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
     auto less = reverse ? py_less(b.first, a.first) : py_less(a.first, b.first);

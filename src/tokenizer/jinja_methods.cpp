@@ -26,9 +26,11 @@ const std::set<std::string> LIST_METHODS = {"append", "clear", "copy", "count", 
 const std::set<std::string> MUTATING = {"clear", "pop", "popitem", "setdefault", "update", "append",
                                         "extend", "insert", "remove", "reverse", "sort"};
 
-std::optional<std::string> opt_str(const std::optional<Value>& v) {
-  if (!v || v->kind == Kind::None) return std::nullopt;
-  return py_str(*v);
+// An optional str argument (absent or None: nullopt); Python raises TypeError for other types.
+Expected<std::optional<std::string>> opt_str(const std::optional<Value>& v) {
+  if (!v || v->kind == Kind::None) return std::optional<std::string>();
+  if (v->kind != Kind::String) return make_error("must be str or None, not ", type_name(*v));
+  return std::optional<std::string>(v->s);
 }
 
 int64_t cp_index(const std::string& s, size_t byte_pos) {
@@ -58,7 +60,8 @@ Expected<Value> call_str_method(const std::string& s, const std::string& name, C
   auto bind = [&](std::initializer_list<const char*> p) { return bind_args(args, what, p); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     JJ_ASSIGN(auto a, bind({"chars"}));
-    return Value::string(py_strip(s, opt_str(a[0]), name != "rstrip", name != "lstrip"));
+    JJ_ASSIGN(auto chars, opt_str(a[0]));
+    return Value::string(py_strip(s, chars, name != "rstrip", name != "lstrip"));
   }
   if (name == "startswith" || name == "endswith") {
     JJ_ASSIGN(auto a, bind({"prefix", "start", "end"}));
@@ -69,9 +72,11 @@ Expected<Value> call_str_method(const std::string& s, const std::string& name, C
   }
   if (name == "split" || name == "rsplit") {
     JJ_ASSIGN(auto a, bind({"sep", "maxsplit"}));
-    auto sep = opt_str(a[0]);
+    JJ_ASSIGN(auto sep, opt_str(a[0]));
     if (sep && sep->empty()) return make_error("empty separator");
-    int64_t maxsplit = (a[1] && a[1]->kind == Kind::Int) ? a[1]->i : -1;
+    if (a[1] && a[1]->kind != Kind::Int && a[1]->kind != Kind::Bool)
+      return make_error("'", type_name(*a[1]), "' object cannot be interpreted as an integer");
+    int64_t maxsplit = !a[1] ? -1 : a[1]->kind == Kind::Bool ? int64_t(a[1]->b) : a[1]->i;
     return str_list(name == "split" ? py_split(s, sep, maxsplit) : py_rsplit(s, sep, maxsplit));
   }
   if (name == "splitlines") {

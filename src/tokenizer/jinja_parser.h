@@ -29,6 +29,7 @@ class Parser {
   Error unexpected(const char* expected) const;  // "expected X, got Y at ..."
   Status expect_op(const char* op);
   Status expect_block_end(const char* tag);
+  Status expect_body_start(const char* tag);
   std::string describe(const Token& t) const;
 
   // ---- statements ----

@@ -26,6 +26,12 @@ Status Parser::expect_block_end(const char* tag) {
   return fail(cur().offset, cat("expected end of '", tag, "' tag '%}', got ", describe(cur())));
 }
 
+// Before a body jinja2 accepts an optional ':' ("{% if x: %}"), as its parse_statements does.
+Status Parser::expect_body_start(const char* tag) {
+  skip_op(":");
+  return expect_block_end(tag);
+}
+
 Expected<Body> Parser::parse_all() {
   JJ_ASSIGN(Body body, parse_body({}, nullptr, 0));
   for (const Unknown& u : unknown_)
@@ -106,14 +112,14 @@ Expected<StmtPtr> Parser::parse_if_soft(uint32_t at) {
   auto n = node<IfStmt>(at);
   while (true) {
     JJ_ASSIGN(ExprPtr cond, parse_tuple(false));
-    MK_TRY(expect_block_end("if"));
+    MK_TRY(expect_body_start("if"));
     JJ_ASSIGN(Body body, parse_body({"elif", "else", "endif"}, "if", at));
     n->branches.emplace_back(std::move(cond), std::move(body));
     std::string end = cur().text;
     ++p_;
     if (end == "elif") continue;
     if (end == "else") {
-      MK_TRY(expect_block_end("else"));
+      MK_TRY(expect_body_start("else"));
       JJ_ASSIGN(n->otherwise, parse_body({"endif"}, "if", at));
       ++p_;
     }
@@ -157,7 +163,7 @@ Expected<StmtPtr> Parser::parse_for(uint32_t at) {
     JJ_ASSIGN(n->filter, with_soft(false, [&] { return parse_expression(); }));
   }
   if (is_name("recursive")) return fail(cur().offset, "unsupported construct: recursive for loop");
-  MK_TRY(expect_block_end("for"));
+  MK_TRY(expect_body_start("for"));
   ++loop_depth_;
   auto body = with_soft(false, [&] { return parse_body({"endfor", "else"}, "for", at); });
   --loop_depth_;
@@ -165,7 +171,7 @@ Expected<StmtPtr> Parser::parse_for(uint32_t at) {
   n->body = std::move(*body);
   if (cur().text == "else") {
     ++p_;
-    MK_TRY(expect_block_end("else"));
+    MK_TRY(expect_body_start("else"));
     JJ_ASSIGN(n->otherwise, with_soft(false, [&] { return parse_body({"endfor"}, "for", at); }));
   }
   ++p_;
@@ -197,7 +203,7 @@ Expected<StmtPtr> Parser::parse_set(uint32_t at) {
   if (skip_op("|")) {
     JJ_ASSIGN(n->filters, with_soft(false, [&] { return parse_filter_chain(); }));
   }
-  MK_TRY(expect_block_end("set"));
+  MK_TRY(expect_body_start("set"));
   JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endset"}, "set", at); }));
   ++p_;
   MK_TRY(expect_block_end("endset"));
@@ -226,7 +232,7 @@ Expected<StmtPtr> Parser::parse_macro(uint32_t at) {
     n->params.emplace_back(std::move(param), std::move(def));
   }
   MK_TRY(expect_op(")"));
-  MK_TRY(expect_block_end("macro"));
+  MK_TRY(expect_body_start("macro"));
   int saved_depth = loop_depth_;
   loop_depth_ = 0;
   auto body = with_soft(false, [&] { return parse_body({"endmacro"}, "macro", at); });
@@ -249,7 +255,7 @@ Expected<StmtPtr> Parser::parse_with(uint32_t at) {
     JJ_ASSIGN(ExprPtr e, with_soft(false, [&] { return parse_expression(); }));
     n->assignments.emplace_back(std::move(name), std::move(e));
   }
-  MK_TRY(expect_block_end("with"));
+  MK_TRY(expect_body_start("with"));
   JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endwith"}, "with", at); }));
   ++p_;
   MK_TRY(expect_block_end("endwith"));
@@ -259,7 +265,7 @@ Expected<StmtPtr> Parser::parse_with(uint32_t at) {
 Expected<StmtPtr> Parser::parse_filter_block(uint32_t at) {
   auto n = node<FilterBlockStmt>(at);
   JJ_ASSIGN(n->filters, with_soft(false, [&] { return parse_filter_chain(); }));
-  MK_TRY(expect_block_end("filter"));
+  MK_TRY(expect_body_start("filter"));
   JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endfilter"}, "filter", at); }));
   ++p_;
   MK_TRY(expect_block_end("endfilter"));
@@ -270,7 +276,7 @@ Expected<StmtPtr> Parser::parse_filter_block(uint32_t at) {
 // own, like the call block jinja2 makes of it (tracking assistant token indices is not needed for a prompt).
 Expected<StmtPtr> Parser::parse_generation(uint32_t at) {
   auto n = node<ScopeStmt>(at);
-  MK_TRY(expect_block_end("generation"));
+  MK_TRY(expect_body_start("generation"));
   JJ_ASSIGN(n->body, with_soft(false, [&] { return parse_body({"endgeneration"}, "generation", at); }));
   ++p_;
   MK_TRY(expect_block_end("endgeneration"));

@@ -11,6 +11,10 @@ TEST(JinjaControl, IfElifElse) {
   EXPECT_EQ(render(src, R"({"n": 1})"), "small");
 }
 
+TEST(JinjaControl, OptionalColonBeforeABody) {
+  EXPECT_EQ(render("{% if true: %}a{% else: %}b{% endif %}{% for x in [1]: %}{{ x }}{% endfor %}"), "a1");
+}
+
 TEST(JinjaControl, ForLoopVariables) {
   EXPECT_EQ(render("{% for x in ['a', 'b', 'c'] %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
                    "{{ loop.revindex0 }}{{ loop.length }}{{ loop.first }}{{ loop.last }}{{ loop.cycle('p', 'q') }}|"
