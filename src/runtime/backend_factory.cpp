@@ -1,6 +1,7 @@
 // Backend factory: the table of (device, kind) -> factory (see backend_factory.h).
 #include "runtime/backend_factory.h"
 
+#include <cstdio>
 #include <mutex>
 
 #include "cpu/cpu_backend.h"
@@ -50,8 +51,17 @@ Registry& registry() {
     add("cuda", "layered", [](const Model& m, const BackendOptions& o) { return make_cuda_backend(m, o.max_context); });
 #endif
 #ifdef MK_HAVE_CUDA_MEGAKERNEL
-    add("cuda", "megakernel", [](const Model& m, const BackendOptions& o) {
-      return megakernel::make_megakernel_backend(m, o.max_context);
+    // A model or context the megakernel's schedule cannot place is refused before launch; the step then
+    // runs on the layered path (same KV layout), with the reason on stderr.
+    add("cuda", "megakernel", [](const Model& m, const BackendOptions& o) -> Expected<std::unique_ptr<Backend>> {
+      auto mk_backend = megakernel::make_megakernel_backend(m, o.max_context);
+      if (mk_backend) return std::move(*mk_backend);
+#ifdef MK_HAVE_CUDA_LAYERED
+      std::fprintf(stderr, "megakernel: %s; falling back to the layered CUDA path\n", mk_backend.message().c_str());
+      return make_cuda_backend(m, o.max_context);
+#else
+      return mk_backend.error();
+#endif
     });
 #endif
     return reg;
