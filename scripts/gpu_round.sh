@@ -8,6 +8,7 @@
 #   PEER_SHAPES (default llama-3.2-1b,llama-3.1-8b), BENCH_SHAPES (default llama-3.2-1b llama-3.1-8b qwen3-0.6b qwen3-1.7b),
 #   BENCH_ARGS (extra arguments for megakernel bench).
 set -u
+export MK_REQUIRE_GPU=1  # a missing GPU here is a failure, not a skip
 BIN=${1:-.carry/cuda}
 OUT=${OUT:-./gpu_round_out}
 mkdir -p "$OUT"

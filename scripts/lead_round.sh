@@ -3,6 +3,7 @@
 # golden models end to end on each backend (greedy ids must equal the CPU reference's), then the decode
 # benchmarks of the layered path and the megakernel on Llama-3.2-1B shapes. Logs under $OUT; summary last.
 set -u
+export MK_REQUIRE_GPU=1  # a missing GPU here is a failure, not a skip
 B=${1:-.carry/lead}
 OUT=${OUT:-./lead_round_out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
