@@ -21,7 +21,9 @@ void write(const fs::path& p, const std::string& text) { std::ofstream(p, std::i
 }  // namespace
 
 TEST(ChatTemplate, LoadsLlama3AndRendersAConversation) {
-  auto t = mk::load_chat_template(data("llama3_tokenizer_config.json"));
+  auto path = mk::testing::real_tokenizer_config("llama3");
+  if (!path) GTEST_SKIP() << "SKIPPED: llama3/tokenizer_config.json not found (set MK_TOKENIZER_DATA)";
+  auto t = mk::load_chat_template(*path);
   ASSERT_TRUE(t) << t.message();
   EXPECT_EQ(t->bos_token().value_or(""), "<|begin_of_text|>");
   EXPECT_EQ(t->eos_token().value_or(""), "<|end_of_text|>");
@@ -34,7 +36,9 @@ TEST(ChatTemplate, LoadsLlama3AndRendersAConversation) {
 }
 
 TEST(ChatTemplate, Qwen3ThinkingSwitchAndReasoning) {
-  auto t = mk::load_chat_template(data("qwen3_tokenizer_config.json"));
+  auto path = mk::testing::real_tokenizer_config("qwen3");
+  if (!path) GTEST_SKIP() << "SKIPPED: qwen3/tokenizer_config.json not found (set MK_TOKENIZER_DATA)";
+  auto t = mk::load_chat_template(*path);
   ASSERT_TRUE(t) << t.message();
   EXPECT_FALSE(t->bos_token().has_value());  // null in the file
   EXPECT_EQ(t->eos_token().value_or(""), "<|im_end|>");
