@@ -57,7 +57,7 @@ Registry& registry() {
       auto mk_backend = megakernel::make_megakernel_backend(m, o.max_context);
       if (mk_backend) return std::move(*mk_backend);
 #ifdef MK_HAVE_CUDA_LAYERED
-      std::fprintf(stderr, "megakernel: %s; falling back to the layered CUDA path\n", mk_backend.message().c_str());
+      std::fprintf(stderr, "%s; falling back to the layered CUDA path\n", mk_backend.message().c_str());
       return make_cuda_backend(m, o.max_context);
 #else
       return mk_backend.error();
