@@ -2,13 +2,18 @@
 // slices (S = ceil(n_cols / 2048)); warp w works on pair w / S, slice w % S, with its 16 16-byte weight loads per
 // lane issued before the kernel waits on the producer of x (PDL). The S partial dot products of a pair are summed
 // in a fixed order in shared memory (deterministic). Blocks grid-stride over groups of P pairs.
+// Pipelined (default; MK_MATVEC_RING=0 turns it off): the loads of a warp's next group are issued half by half as
+// soon as the matching half of the current group is consumed, so every warp keeps 8-16 loads in flight all the
+// time instead of draining to zero between groups (all warps would otherwise drain together: a DRAM bubble).
 // x is staged once per block in shared memory (times the RMSNorm weight, which is staged before the wait); the
 // RMS scale is applied to the finished dot product (y = inv_rms * W (x * g)).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "cuda/ops/matvec_internal.h"
 
@@ -22,6 +27,7 @@ constexpr int MAX_THREADS = 256;  // S * P <= 8 warps; wider rows (S > 8) use th
 struct Params {
   MatvecArgs a;
   int S, P, n_pairs, n_groups;
+  int ring;  // 1: prefetch the next group's weights while consuming the current one
 };
 
 // RoPE epilogue of the QKV projection: rows 2j, 2j+1 of a head are its dims j and j + D/2.
@@ -62,11 +68,12 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
   const int n_chunks = a.n_cols >> 3;
 
   uint4 wb[2][KS];
-  auto load = [&](int pair) {
+  // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1).
+  auto load_part = [&](int pair, auto u0, auto u1) {
     const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols);
     const bf16* r1 = 2 * pair + 1 < a.n_rows ? r0 + a.n_cols : r0;  // odd last row: re-read row 0 (harmless)
 #pragma unroll
-    for (int u = 0; u < KS; ++u) {
+    for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
       const int c = si * SLICE + u * 32 + lane;
       if (c < n_chunks) {
         wb[0][u] = ld_stream(r0 + size_t(c) * 8);
@@ -76,6 +83,10 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
       }
     }
   };
+  using H0 = std::integral_constant<int, 0>;
+  using H1 = std::integral_constant<int, KS / 2>;
+  using H2 = std::integral_constant<int, KS>;
+  auto load = [&](int pair) { load_part(pair, H0{}, H2{}); };
 
   // Before the wait: nothing here depends on the previous kernel (weights and the norm weight).
   int grp = blockIdx.x;
@@ -89,21 +100,35 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
       *reinterpret_cast<float4*>(s_x + i) = *reinterpret_cast<const float4*>(a.norm_w + i);
   pdl_wait();
   // Stage x (each thread rescales the very elements it staged the norm weight of: no barrier needed between).
+  // XB loads of x in flight per thread before any is used (x comes from L2: hide its latency XB at a time).
+  constexpr int XB = 4;
   float ss = 0.f;
-  for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4) {
-    float4 v;
-    if constexpr (sizeof(XT) == 4) {
-      v = __ldcg(reinterpret_cast<const float4*>(a.x + i));
-    } else {
-      const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
-      v = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
+  for (int i0 = threadIdx.x * 4; i0 < a.n_cols; i0 += blockDim.x * 4 * XB) {
+    float4 v[XB];
+#pragma unroll
+    for (int k = 0; k < XB; ++k) {
+      const int i = i0 + k * blockDim.x * 4;
+      if (i < a.n_cols) {
+        if constexpr (sizeof(XT) == 4) {
+          v[k] = __ldcg(reinterpret_cast<const float4*>(a.x + i));
+        } else {
+          const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
+          v[k] = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
+        }
+      }
     }
-    if constexpr (NORM) {
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      const float4 g = *reinterpret_cast<const float4*>(s_x + i);
-      v = make_float4(v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+#pragma unroll
+    for (int k = 0; k < XB; ++k) {
+      const int i = i0 + k * blockDim.x * 4;
+      if (i < a.n_cols) {
+        if constexpr (NORM) {
+          ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+          const float4 g = *reinterpret_cast<const float4*>(s_x + i);
+          v[k] = make_float4(v[k].x * g.x, v[k].y * g.y, v[k].z * g.z, v[k].w * g.w);
+        }
+        *reinterpret_cast<float4*>(s_x + i) = v[k];
+      }
     }
-    *reinterpret_cast<float4*>(s_x + i) = v;
   }
   float inv = 1.f;
   if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
@@ -114,12 +139,14 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
   for (; grp < p.n_groups; grp += gridDim.x) {
     const int pair = grp * p.P + pi;
     const bool valid = pair < p.n_pairs;
-    if (valid && !loaded) load(pair);
+    if (!p.ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
     loaded = false;
+    const int next_pair = (grp + gridDim.x) * p.P + pi;
+    const bool prefetch = p.ring && grp + gridDim.x < p.n_groups && next_pair < p.n_pairs;
     float acc0 = 0.f, acc1 = 0.f;
-    if (valid) {
+    auto consume = [&](auto u0, auto u1) {
 #pragma unroll
-      for (int u = 0; u < KS; ++u) {
+      for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
         const int c = si * SLICE + u * 32 + lane;
         if (c < n_chunks) {
           const float4 xa = *reinterpret_cast<const float4*>(s_x + c * 8);
@@ -133,7 +160,12 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
                   f[7] * xb.w;
         }
       }
-    }
+    };
+    // The refill of a half reuses the registers just consumed: 8-16 loads stay in flight per lane.
+    if (valid) consume(H0{}, H1{});
+    if (prefetch) load_part(next_pair, H0{}, H1{});
+    if (valid) consume(H1{}, H2{});
+    if (prefetch) load_part(next_pair, H1{}, H2{});
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
     if (S > 1) {  // uniform over the block
@@ -187,6 +219,17 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
   }
 }
 
+// Tuning knobs read once from the environment (for measurements; defaults are the measured best).
+int env_int(const char* name, int dflt) {
+  static std::map<std::string, int> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  const char* e = std::getenv(name);
+  const int v = e && *e ? std::atoi(e) : dflt;
+  cache.emplace(name, v);
+  return v;
+}
+
 int device_sm_count() {
   static int n = [] {
     int dev = 0, v = 0;
@@ -207,7 +250,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   (void)attr;
   const int sms = device_sm_count();
   const int n_chunks = a.n_cols / 8;
-  Params p{a, (n_chunks + SLICE - 1) / SLICE, 1, (a.n_rows + 1) / 2, 0};
+  Params p{a, (n_chunks + SLICE - 1) / SLICE, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
   while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
@@ -221,7 +264,9 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
     it = occupancy.emplace(std::make_pair(threads, smem), std::max(1, n)).first;
   }
-  const int blocks = std::min(p.n_groups, sms * it->second);
+  // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
+  const int bps = env_int("MK_MATVEC_BPS", 0);
+  const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
   launch(s, dim3(blocks), dim3(threads), smem, kernel, p);
 }
 
