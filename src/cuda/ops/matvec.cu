@@ -7,6 +7,9 @@
 // time instead of draining to zero between groups (all warps would otherwise drain together: a DRAM bubble).
 // x is staged once per block in shared memory (times the RMSNorm weight, which is staged before the wait); the
 // RMS scale is applied to the finished dot product (y = inv_rms * W (x * g)).
+// Default build (MK_MATVEC_LB=3): fitted to 3 blocks of 256 threads per SM (<= 80 registers, no spills), so with
+// 8 (not 16) loads per lane, 1024-column slices (S = ceil(n_cols / 1024)); the register file is then not full and
+// the next PDL kernel's blocks can become resident early. MK_MATVEC_LB=1: the 16-load, 2048-column build above.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -56,8 +59,14 @@ __device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y
   dst[j + half] = __float2bfloat16(y1);
 }
 
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
-__global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
+// Loads per lane per row per item of the build fitted to MINB blocks per SM (16 x 16-byte buffers do not fit 80
+// registers without spilling; 8 do).
+constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
+
+// MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 96-109 registers;
+// 3: <= 80 registers, so 2 resident blocks leave room for a block of the next PDL kernel).
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
+__global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params p) {
   extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
   __shared__ float s_red[32];
   __shared__ float s_part[32][2];  // per warp partial dot products of its pair
@@ -66,6 +75,8 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int S = p.S, pi = warp / S, si = warp % S;
   const int n_chunks = a.n_cols >> 3;
+  constexpr int KS = mv_ks(MINB), SLICE = KS * 32;  // shadow the file-wide values
+  const bool ring = p.ring;
 
   uint4 wb[2][KS];
   // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1).
@@ -139,10 +150,10 @@ __global__ void __launch_bounds__(MAX_THREADS) matvec_splitk_kernel(Params p) {
   for (; grp < p.n_groups; grp += gridDim.x) {
     const int pair = grp * p.P + pi;
     const bool valid = pair < p.n_pairs;
-    if (!p.ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
+    if (!ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
     loaded = false;
     const int next_pair = (grp + gridDim.x) * p.P + pi;
-    const bool prefetch = p.ring && grp + gridDim.x < p.n_groups && next_pair < p.n_pairs;
+    const bool prefetch = ring && grp + gridDim.x < p.n_groups && next_pair < p.n_pairs;
     float acc0 = 0.f, acc1 = 0.f;
     auto consume = [&](auto u0, auto u1) {
 #pragma unroll
@@ -240,9 +251,9 @@ int device_sm_count() {
   return n;
 }
 
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
 void launch_splitk(const Stream& s, const MatvecArgs& a) {
-  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT>;
+  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB>;
   static bool attr = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     return true;
@@ -250,7 +261,8 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   (void)attr;
   const int sms = device_sm_count();
   const int n_chunks = a.n_cols / 8;
-  Params p{a, (n_chunks + SLICE - 1) / SLICE, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
+  constexpr int slice = mv_ks(MINB) * 32;
+  Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
   while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
@@ -272,8 +284,16 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
 
 template <MatvecOut MODE, bool NORM, bool ARGMAX>
 void dispatch_x(const Stream& s, const MatvecArgs& a) {
-  if (a.x) launch_splitk<MODE, NORM, ARGMAX, float>(s, a);
-  else launch_splitk<MODE, NORM, ARGMAX, bf16>(s, a);
+  // Default: the register-capped build (MINB 3, see matvec_splitk_kernel; H200 decode 0.881 vs 0.901 ms/token);
+  // MK_MATVEC_LB=1: the unconstrained one. Rows wider than 8 of its 1024-column slices use the unconstrained one.
+  static const bool lb3 = env_int("MK_MATVEC_LB", 3) == 3;
+  if (lb3 && a.n_cols <= (MAX_THREADS / 32) * mv_ks(3) * 32 * 8) {
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 3>(s, a);
+  } else {
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 1>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 1>(s, a);
+  }
 }
 
 template <MatvecOut MODE>
