@@ -16,6 +16,7 @@
 #include "cuda/backend/kv_cache.h"
 #include "cuda/common/launch.h"
 #include "cuda/ops/gemm.h"
+#include "cuda/ops/rope.h"
 #include "megakernel/model.h"
 #include "runtime/backend.h"
 
@@ -81,6 +82,8 @@ class CudaBackend final : public Backend {
   void set_state(int32_t token, int pos, int n_tokens);
   void enqueue_decode(const Stream& s);
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
+  // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
+  RopeQkvArgs rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const;
   void attend_decode(const Stream& s, int layer);
   void attend_prefill(const Stream& s, int layer, int n_tokens);
   Status ensure_graph();

@@ -115,24 +115,7 @@ void CudaBackend::enqueue_decode(const Stream& s) {
       matvec(s, qkv);
     } else {
       matvec(s, qkv);
-      RopeQkvArgs r;  // bias, q/k norm, RoPE: q[Q] bf16, K/V rows of this position into the cache
-      r.qkv = qkv_;
-      r.pair_rows = weights_.rope_pair_rows;
-      r.bias = w.bqkv;
-      r.q_norm = w.q_norm;
-      r.k_norm = w.k_norm;
-      r.eps = c.rms_norm_eps;
-      r.inv_freq = inv_freq_;
-      r.pos0 = &state_->pos;
-      r.n_tokens = 1;
-      r.n_head = c.n_head;
-      r.n_kv_head = c.n_kv_head;
-      r.head_dim = c.head_dim;
-      r.q_out = q_;
-      r.kv = kv_.layer(l);
-      r.block_table = kv_.block_table_data();
-      r.max_positions = kv_.capacity();
-      rope_qkv(s, r);
+      rope_qkv(s, rope_args(l, qkv_, q_, 1));  // bias, q/k norm, RoPE: q[Q] bf16, K/V rows of this position into the cache
     }
 
     attend_decode(s, l);  // attn[Q] bf16
@@ -187,24 +170,7 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
     const DeviceLayer& w = weights_.layers[size_t(l)];
     rmsnorm(s, pxn_, px_, w.attn_norm, c.rms_norm_eps, E, T, E);
     gemm_->run(s.stream, pqkv_, DType::F32, pxn_, w.wqkv, T, Q + 2 * KV, E);
-    RopeQkvArgs r;
-    r.qkv = pqkv_;
-    r.pair_rows = weights_.rope_pair_rows;
-    r.bias = w.bqkv;
-    r.q_norm = w.q_norm;
-    r.k_norm = w.k_norm;
-    r.eps = c.rms_norm_eps;
-    r.inv_freq = inv_freq_;
-    r.pos0 = &state_->pos;
-    r.n_tokens = T;
-    r.n_head = c.n_head;
-    r.n_kv_head = c.n_kv_head;
-    r.head_dim = c.head_dim;
-    r.q_out = pq_;
-    r.kv = kv_.layer(l);
-    r.block_table = kv_.block_table_data();
-    r.max_positions = kv_.capacity();
-    rope_qkv(s, r);
+    rope_qkv(s, rope_args(l, pqkv_, pq_, T));
     attend_prefill(s, l, T);
     gemm_->run(s.stream, px_, DType::F32, pattn_, w.wo, T, E, Q, 1.f);  // x += attn Wo^T
     rmsnorm(s, pxn_, px_, w.mlp_norm, c.rms_norm_eps, E, T, E);
@@ -240,6 +206,30 @@ Status CudaBackend::ensure_graph() {
 void CudaBackend::replay_decode() {
   if (graph_) CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
   else enqueue_decode(Stream(stream_, opt_.pdl));
+}
+
+
+RopeQkvArgs CudaBackend::rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_.layers[size_t(layer)];
+  RopeQkvArgs r;
+  r.qkv = qkv;
+  r.pair_rows = weights_.rope_pair_rows;
+  r.bias = w.bqkv;
+  r.q_norm = w.q_norm;
+  r.k_norm = w.k_norm;
+  r.eps = c.rms_norm_eps;
+  r.inv_freq = inv_freq_;
+  r.pos0 = &state_->pos;
+  r.n_tokens = n_tokens;
+  r.n_head = c.n_head;
+  r.n_kv_head = c.n_kv_head;
+  r.head_dim = c.head_dim;
+  r.q_out = q_out;
+  r.kv = kv_.layer(layer);
+  r.block_table = kv_.block_table_data();
+  r.max_positions = kv_.capacity();
+  return r;
 }
 
 }  // namespace mk::cuda
