@@ -124,7 +124,7 @@ void prefill_point(PrefillSetup& st, int batch, int seq, int d, bool causal, con
   }
   ATT_CUDA_CHECK(cudaGetLastError());
   const double tf = flops / (ms * 1e-3) / 1e12;
-  std::printf("[prefill] %-10s %-6s D=%3d S=%5d B=%d causal=%d poly=%.2f lazy=%d  %8.3f ms  %6.1f TFLOP/s\n", tag,
+  std::printf("[prefill] %-20s %-6s D=%3d S=%5d B=%d causal=%d poly=%.3f lazy=%d  %8.3f ms  %6.1f TFLOP/s\n", tag,
               kernel_name(opt.prefill_kernel), d, seq, batch, int(causal), opt.poly_exp2_fraction,
               int(opt.lazy_rescale), ms, tf);
   std::printf("RESULT {\"kind\":\"prefill\",\"tag\":\"%s\",\"kernel\":\"%s\",\"head_dim\":%d,\"seq\":%d,\"batch\":%d,"
@@ -150,25 +150,39 @@ void ablation() {
   struct Variant {
     cuda::PrefillKernel kernel;
     float poly;
-    bool lazy, overlap;
+    bool lazy, overlap, pingpong;
+    int wgs;          // consumer warpgroups, 0 = default
+    const char* tag;  // what differs from the default
   };
   using K = cuda::PrefillKernel;
-  const Variant variants[] = {{K::SIMPLE, 0.f, false, true},  {K::SIMPLE, 0.25f, true, true},
-                              {K::HOPPER, 0.f, false, true},  {K::HOPPER, 0.f, true, true},
-                              {K::HOPPER, 0.25f, false, true}, {K::HOPPER, 0.25f, true, true},
-                              {K::HOPPER, 0.5f, false, true}, {K::HOPPER, 0.5f, true, true},
-                              {K::HOPPER, 0.25f, true, false}};
+  const Variant variants[] = {{K::SIMPLE, 0.f, false, true, true, 0, "fa2"},
+                              {K::HOPPER, 0.f, true, true, true, 0, "default"},
+                              {K::HOPPER, 0.f, false, true, true, 0, "lazy_off"},
+                              {K::HOPPER, 0.125f, true, true, true, 0, "poly"},
+                              {K::HOPPER, 0.25f, true, true, true, 0, "poly"},
+                              {K::HOPPER, 0.25f, false, true, true, 0, "poly_lazy_off"},
+                              {K::HOPPER, 0.375f, true, true, true, 0, "poly"},
+                              {K::HOPPER, 0.5f, true, true, true, 0, "poly"},
+                              {K::HOPPER, 0.f, true, true, false, 0, "pingpong_off"},
+                              {K::HOPPER, 0.f, true, false, true, 0, "overlap_off"},
+                              {K::HOPPER, 0.f, true, true, true, 2, "wg2"},
+                              {K::HOPPER, 0.25f, true, true, true, 2, "wg2"},
+                              {K::HOPPER, 0.f, true, true, false, 2, "wg2_pingpong_off"}};
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     for (bool causal : {false, true})
       for (const Variant& v : variants) {
         if (g_no_hopper && v.kernel == K::HOPPER) continue;
+        if (d == 128 && v.wgs == 2) continue;  // 2 is the default at 128
         cuda::AttentionOptions o;
         o.prefill_kernel = v.kernel;
         o.poly_exp2_fraction = v.poly;
         o.lazy_rescale = v.lazy;
         o.hopper_overlap = v.overlap;
-        prefill_point(st, 2, 16384, d, causal, o, v.overlap ? "ablation" : "abl_noovl");
+        o.hopper_pingpong = v.pingpong;
+        o.hopper_consumer_warpgroups = v.wgs;
+        const std::string tag = std::string("abl_") + v.tag;
+        prefill_point(st, 2, 16384, d, causal, o, tag.c_str());
       }
   }
 }

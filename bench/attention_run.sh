@@ -4,24 +4,29 @@
 # benchmark, and (with 'peers') the SDPA peers on the same shapes. Logs go to $OUT. A hung test run (rc 124)
 # skips the sanitizers and benchmarks the FA2-style kernel only.
 # Usage: bench/attention_run.sh [bench args...] [peers]
+#   ATTN_TESTS / ATTN_SANITIZE: gtest filters of the test and sanitizer steps (default all attention tests).
 set -uo pipefail
 OUT=${OUT:-/tmp/attn_out}; mkdir -p "$OUT"
 A=.carry/attn
+TESTS=${ATTN_TESTS:-Attention*}
+SAN=${ATTN_SANITIZE:-AttentionSanitize*}
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 peers=0; args=()
 for a in "$@"; do if [ "$a" = peers ]; then peers=1; else args+=("$a"); fi; done
-timeout 25 $A/attn_test > "$OUT/test.log" 2>&1; trc=$?
-echo "test rc=$trc"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure|error|Expected|Which is|naive" "$OUT/test.log" | head -30
+t0=$(date +%s)
+timeout 60 $A/attn_test --gtest_filter="$TESTS" > "$OUT/test.log" 2>&1; trc=$?
+echo "test rc=$trc ($(( $(date +%s) - t0 )) s)"
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|^\[       OK|Failure|error|Expected|Which is|naive" "$OUT/test.log" | head -40
 if [ $trc = 124 ]; then
   args+=(nohopper)
 else
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  timeout 12 $CS --tool memcheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize*' > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
-  timeout 15 $CS --tool racecheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize*' > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | head -5
+  timeout 40 $CS --tool memcheck --error-exitcode 1 $A/attn_test --gtest_filter="$SAN" > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
+  timeout 50 $CS --tool racecheck --error-exitcode 1 $A/attn_test --gtest_filter="$SAN" > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | head -5
 fi
-timeout 45 $A/attn_bench "${args[@]}" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+timeout 60 $A/attn_bench "${args[@]}" > "$OUT/bench.log" 2>&1; echo "bench rc=$? ($(( $(date +%s) - t0 )) s)"
 grep -v RESULT "$OUT/bench.log"
 if [ $peers = 1 ]; then
-  PYTHONUNBUFFERED=1 timeout 45 python3 bench/attention_peers.py "$OUT/bench.log" > "$OUT/peers.log" 2>&1; echo "peers rc=$?"
-  grep -v RESULT "$OUT/peers.log" | tail -40
+  PYTHONUNBUFFERED=1 timeout 90 python3 bench/attention_peers.py "$OUT/bench.log" > "$OUT/peers.log" 2>&1; echo "peers rc=$? ($(( $(date +%s) - t0 )) s)"
+  grep -v RESULT "$OUT/peers.log" | tail -60
 fi

@@ -86,33 +86,51 @@ void run_prefill(const PrefillCase& c, uint32_t seed) {
   EXPECT_LE(lse_max_err, 2e-3) << "LSE";
 }
 
-cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true, bool overlap = true) {
+// Hopper kernel shape: overlap (intra-warpgroup), ping-pong (between warpgroups), consumer warpgroups (0 = default).
+struct HopperShape {
+  bool overlap = true, pingpong = true;
+  int wgs = 0;
+};
+
+cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true, HopperShape hs = {}) {
   cuda::AttentionOptions o;
-  o.hopper_overlap = overlap;
+  o.hopper_overlap = hs.overlap;
+  o.hopper_pingpong = hs.pingpong;
+  o.hopper_consumer_warpgroups = hs.wgs;
   o.prefill_kernel = k;
   o.poly_exp2_fraction = poly;
   o.lazy_rescale = lazy;
   return o;
 }
 
-void prefill_sweep(cuda::PrefillKernel kernel, bool overlap = true) {
+void prefill_sweep(cuda::PrefillKernel kernel, HopperShape hs = {}) {
   uint32_t seed = 1;
   for (int d : {64, 128})
     for (bool causal : {true, false}) {
       // ragged, not tile multiples, 1-token queries, chunked prefill (kv longer than q)
-      run_prefill({{1, 77, 130, 64}, {1, 82, 330, 64}, 8, 2, d, 64, causal, 1.f, opts(kernel, 0.25f, true, overlap)}, seed++);
+      run_prefill({{1, 77, 130, 64}, {1, 82, 330, 64}, 8, 2, d, 64, causal, 1.f, opts(kernel, 0.25f, true, hs)}, seed++);
       for (int ratio : {1, 4, 6, 8})
-        run_prefill({{200, 33}, {200, 97}, 2 * ratio, 2, d, 128, causal, 1.f, opts(kernel, 0.25f, true, overlap)}, seed++);
+        run_prefill({{200, 33}, {200, 97}, 2 * ratio, 2, d, 128, causal, 1.f, opts(kernel, 0.25f, true, hs)}, seed++);
       // peaky softmax with the FA-4 switches in every combination
       for (float poly : {0.f, 0.5f, 1.f})
         for (bool lazy : {false, true})
-          run_prefill({{257}, {300}, 4, 1, d, 64, causal, 4.f, opts(kernel, poly, lazy, overlap)}, seed++);
+          run_prefill({{257}, {300}, 4, 1, d, 64, causal, 4.f, opts(kernel, poly, lazy, hs)}, seed++);
     }
 }
 
 TEST(AttentionPrefill, SimpleMatchesReference) { prefill_sweep(cuda::PrefillKernel::SIMPLE); }
 TEST(AttentionPrefill, AutoMatchesReference) { prefill_sweep(cuda::PrefillKernel::AUTO); }
-TEST(AttentionPrefill, HopperNoOverlapMatchesReference) { prefill_sweep(cuda::PrefillKernel::HOPPER, false); }
+TEST(AttentionPrefill, HopperNoOverlapMatchesReference) {
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false});
+}
+// Head dim 64 also with 2 consumer warpgroups (128-row Q tiles), with and without ping-pong.
+TEST(AttentionPrefill, HopperTwoWarpgroupsMatchesReference) {
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.wgs = 2});
+}
+TEST(AttentionPrefill, HopperNoPingPongMatchesReference) {
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.pingpong = false, .wgs = 2});
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false, .pingpong = false});
+}
 
 TEST(AttentionPrefill, LongSequenceRescaling) {
   // A rising score trend forces the running max to grow many times; both kernels, lazy and eager.
@@ -126,8 +144,12 @@ TEST(AttentionSanitize, PrefillSmall) {
   for (auto k : {cuda::PrefillKernel::SIMPLE, cuda::PrefillKernel::AUTO})
     for (int d : {64, 128}) {
       run_prefill({{70, 1}, {135, 64}, 4, 1, d, 64, true, 1.f, opts(k)}, 7);
-      run_prefill({{300}, {300}, 2, 1, d, 64, false, 1.f, opts(k, 0.25f, true, false)}, 8);
+      run_prefill({{300}, {300}, 2, 1, d, 64, false, 1.f, opts(k, 0.25f, true, {.overlap = false})}, 8);
     }
+  // 2 consumer warpgroups at head dim 64, ping-pong off; a kv block size of 128 with 3 tiles and a ring wrap
+  run_prefill({{130, 5}, {400, 200}, 4, 2, 64, 128, true, 1.f,
+               opts(cuda::PrefillKernel::HOPPER, 0.25f, true, {.pingpong = false, .wgs = 2})}, 9);
+  run_prefill({{300}, {700}, 2, 1, 128, 128, false, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 10);
 }
 
 TEST(AttentionPrefill, RefusesBadInput) {
@@ -158,6 +180,10 @@ TEST(AttentionPrefill, RefusesBadInput) {
   bad.max_seqlen_k = 65;  // capacity is 1 block of 64
   const Status st_cap = cuda::attention_prefill(nullptr, bad);
   EXPECT_NE(st_cap.message().find("KV capacity 64"), std::string::npos) << st_cap.message();
+  cuda::AttentionOptions bad_opt;
+  bad_opt.hopper_consumer_warpgroups = 4;  // head dim 64 supports 2 or 3
+  const Status st_wg = cuda::attention_prefill(nullptr, a, bad_opt);
+  EXPECT_NE(st_wg.message().find("supported: 0 = default, 2, 3"), std::string::npos) << st_wg.message();
   bad = a;
   bad.kv.kv_block_size = 48;
   EXPECT_FALSE(cuda::attention_prefill(nullptr, bad).ok());

@@ -105,7 +105,13 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
   p.rescale_threshold = opt.lazy_rescale ? std::min(opt.rescale_threshold, 8.f) : 0.f;
   p.causal = a.causal;
   p.overlap = opt.hopper_overlap;
+  p.pingpong = opt.hopper_pingpong;
   const bool d64 = a.kv.head_dim == 64;
+  const int wgs = opt.hopper_consumer_warpgroups;
+  if (wgs != 0 && wgs != 2 && !(d64 && wgs == 3))
+    return make_error(fn, ": hopper_consumer_warpgroups ", wgs, " is not supported at head_dim ", a.kv.head_dim,
+                      " (supported: 0 = default, 2", d64 ? ", 3)" : ")");
+  p.n_wg = wgs != 0 ? wgs : d64 ? 3 : 2;
   const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
                       (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());
   if (opt.prefill_kernel == PrefillKernel::HOPPER && !device_is_sm90())

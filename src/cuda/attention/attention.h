@@ -71,6 +71,12 @@ struct AttentionOptions {
   float rescale_threshold = 8.f;
   // HOPPER kernel: overlap the softmax of tile j with Q K^T of tile j and P V of tile j-1 inside a warpgroup.
   bool hopper_overlap = true;
+  // HOPPER kernel: the consumer warpgroups take turns issuing their GEMMs (FA3 ping-pong, named barriers), so
+  // that one's softmax runs under another's GEMMs. Off: they issue whenever ready.
+  bool hopper_pingpong = true;
+  // HOPPER kernel: consumer warpgroups of 64 query rows per CTA. 0 = the default per head dim (3 at 64, 2 at
+  // 128); 2 or 3 at head dim 64, 2 at 128.
+  int hopper_consumer_warpgroups = 0;
   // Decode: number of KV splits per (sequence, kv head); 0 chooses from max_seqlen_k and the SM count.
   int decode_splits = 0;
 };

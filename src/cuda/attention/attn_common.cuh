@@ -60,18 +60,21 @@ __device__ __forceinline__ float exp2_mufu(float x) {
   return y;
 }
 
-// FA-4 (a): exp2 on the FMA units. x = n + f, 2^f by a degree-3 polynomial (relative error 8.6e-5, below
-// bf16's half ulp 2^-9), 2^n by adding n to the exponent field. Valid for x <= 8 (lazy rescaling keeps the
-// probabilities below 2^threshold); x < -127 flushes to 0.
+// FA-4 (a): exp2 on the FMA units, no conversion instructions (FRND / F2I run at a quarter of the FMA rate, as
+// MUFU does, so a floor() + int conversion would move the load instead of removing it). x = n + f with n the
+// nearest integer, found by adding 1.5 * 2^23 (the FADD's rounding puts n in the low mantissa bits of j), f in
+// [-0.5, 0.5]; 2^f by a degree-3 polynomial with p(0) = 1 exactly (relative error 1.0e-4, below bf16's half
+// ulp 2^-9); 2^n by adding j's low bits, shifted, to the exponent field. Valid for x <= 8 (lazy rescaling keeps
+// the probabilities below 2^threshold). x is clamped at -127: then n = -127 means f >= 0 and p >= 1, so the
+// exponent never wraps; -inf (masked) gives exactly 0.
 __device__ __forceinline__ float exp2_poly(float x) {
   x = fmaxf(x, -127.f);
-  const float n = floorf(x);
-  const float f = x - n;
-  float p = fmaf(0.07706157f, f, 0.22765097f);
-  p = fmaf(p, f, 0.69511545f);
+  const float j = x + 12582912.f;
+  const float f = x - (j - 12582912.f);
+  float p = fmaf(0.05500894f, f, 0.24221075f);
+  p = fmaf(p, f, 0.6932829f);
   p = fmaf(p, f, 1.0f);
-  const int bits = __float_as_int(p) + (static_cast<int>(n) << 23);
-  return __int_as_float(bits);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(j) << 23));
 }
 
 // Online softmax over one key tile in mma accumulator layout (softmax_scores: everything but the rescaling of

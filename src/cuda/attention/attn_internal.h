@@ -25,6 +25,8 @@ struct PrefillParams {
   float rescale_threshold;  // FA-4 (b): log2 units; 0 = rescale on every growth of the running max
   bool causal;
   bool overlap;  // Hopper kernel: intra-warpgroup overlap of softmax with the next tile's GEMMs
+  bool pingpong;  // Hopper kernel: consumer warpgroups take turns issuing GEMMs (named barriers)
+  int n_wg;       // Hopper kernel: consumer warpgroups of 64 query rows (2; or 3 at head dim 64)
 };
 
 struct DecodeParams {

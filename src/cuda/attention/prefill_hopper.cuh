@@ -1,8 +1,11 @@
-// FA3-style prefill kernel for sm_90a: one CTA per 128 query rows of one head, 3 warpgroups. Warpgroup 0 is
-// the producer (one warp: TMA loads of Q and of 128-key K/V tiles from the paged cache into a STAGES-deep
-// shared-memory ring, completing on mbarriers); warpgroups 1 and 2 are consumers of 64 query rows each:
-// S = Q K^T and O += P V on wgmma (fp32 accumulate), online softmax in registers with the FA-4 switches
-// (softmax_tile in attn_common.cuh). setmaxnreg moves registers from the producer to the consumers.
+// FA3-style prefill kernel for sm_90a: one CTA per BM = 64 * NWG query rows of one head, NWG + 1 warpgroups.
+// Warpgroup 0 is the producer (one warp: TMA loads of Q and of 128-key K/V tiles from the paged cache into a
+// STAGES-deep shared-memory ring, completing on mbarriers); warpgroups 1..NWG are consumers of 64 query rows
+// each: S = Q K^T and O += P V on wgmma (fp32 accumulate), online softmax in registers with the FA-4 switches
+// (softmax_scores in attn_common.cuh). setmaxnreg moves registers from the producer to the consumers.
+// Ping-pong (FA3): the consumers take turns issuing their GEMMs, in warpgroup order, through named barriers,
+// so that one warpgroup's softmax runs while another's GEMMs occupy the tensor cores; inside a warpgroup,
+// S(j) = Q K(j)^T and O += P(j-1) V(j-1) are in flight together while the softmax of S(j) runs.
 // Paged KV: each 64-row chunk of a tile is one TMA box at pool row block_table[pos / bs] * bs + pos % bs; a
 // chunk that runs past the sequence end is copied by the producer warp with plain loads and zero-filled
 // (so that stale pool memory, possibly NaN, never meets a zero probability in P V).
@@ -12,20 +15,28 @@
 
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
+#include "cuda/attention/prefill_hopper_pipe.cuh"
 #include "cuda/attention/wgmma.cuh"
 
 namespace mk::cuda::attn {
 
-constexpr int HOP_BM = 128;  // query rows per CTA (64 per consumer warpgroup)
 constexpr int HOP_BN = 128;  // keys per tile
-constexpr int HOP_THREADS = 384;
-constexpr int HOP_CONSUMERS = 256;
 
-template <int D>
-struct HopperSmem {
-  static constexpr int STAGES = D == 64 ? 3 : 2;
+// Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
+template <int D, int NWG>
+struct HopperCfg {
+  static constexpr int BM = 64 * NWG;              // query rows per CTA (64 per consumer warpgroup)
+  static constexpr int THREADS = 128 * (NWG + 1);
+  static constexpr int CONSUMER_WARPS = 4 * NWG;
+  // Registers per thread after setmaxnreg: the producer warpgroup gives its share to the consumers
+  // (NWG = 2: 24 + 2 x 240; NWG = 3: 24 + 3 x 160; the register file holds 65536).
+  static constexpr int PRODUCER_REGS = 24;
+  static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
+  static_assert(128 * PRODUCER_REGS + 128 * NWG * CONSUMER_REGS <= 65536, "register file budget");
+  static_assert(NWG == 2 || NWG == 3, "2 or 3 consumer warpgroups (named barriers 1..NWG)");
+  static constexpr int STAGES = D == 64 ? 4 : 3;
   static constexpr int ATOMS = D / 64;                     // 64-column (128-byte) swizzle atoms per row
-  static constexpr int Q_BYTES = HOP_BM * D * 2;           // [ATOMS][128 rows][128 B]
+  static constexpr int Q_BYTES = BM * D * 2;               // [ATOMS][BM rows][128 B]
   static constexpr int KV_BYTES = HOP_BN * D * 2;          // [ATOMS][128 rows][128 B]
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_BYTES;
@@ -35,53 +46,6 @@ struct HopperSmem {
   static_assert(BYTES <= 227 * 1024, "shared memory budget");
   static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
 };
-
-// ---- mbarrier / TMA / register-reconfiguration helpers (inline PTX) ----
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
-      : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Pins accumulator registers at this point (the compiler must not move them across an async wgmma's
-// issue / wait window).
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&x)[N][4]) {
-#pragma unroll
-  for (int j = 0; j < N; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(x[j][e])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_operands(uint32_t (&x)[N][4]) {
-#pragma unroll
-  for (int j = 0; j < N; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(x[j][e])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 // Producer warp: fills one [ATOMS][128][64] tile of K or V for keys [n0, n0 + 128). Full 64-row chunks go by
 // TMA; a partial or empty chunk is copied by the warp's lanes (rows past kv_len zero-filled) in the TMA's
@@ -99,6 +63,7 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
       bytes += 64 * 128 * ATOMS;
       continue;
     }
+#pragma unroll 1
     for (int i = lane; i < 64 * D / 8; i += 32) {  // 16-byte vectors: row r, vector v of the row
       const int r = i / (D / 8), v = i % (D / 8);
       uint4 val = make_uint4(0, 0, 0, 0);
@@ -126,12 +91,12 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
   }
 }
 
-template <int D>
-__global__ void __launch_bounds__(HOP_THREADS, 1)
+template <int D, int NWG>
+__global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     prefill_hopper_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                           const __grid_constant__ CUtensorMap tmap_v, const PrefillParams p) {
-  using L = HopperSmem<D>;
-  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS;
+  using L = HopperCfg<D, NWG>;
+  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS, BM = L::BM;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16* s_q = reinterpret_cast<bf16*>(smem + L::Q_OFF);
@@ -147,13 +112,15 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
   const int b = blockIdx.z, h = blockIdx.y;
   const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal: last) row blocks first
   const int q0 = p.cu_seqlens_q[b], q_len = p.cu_seqlens_q[b + 1] - q0;
-  const int m0 = m_block * HOP_BM;
+  const int m0 = m_block * BM;
   if (m0 >= q_len) return;  // uniform for the CTA, before any barrier
   const int kv_len = min(p.seq_lens_k[b], p.kv_capacity);
   const int hk = h / p.group;
   const int diag = kv_len - q_len;
   int n_end = kv_len;
-  if (p.causal) n_end = max(0, min(kv_len, min(q_len, m0 + HOP_BM) + diag));
+  if (p.causal) n_end = max(0, min(kv_len, min(q_len, m0 + BM) + diag));
+  // Every consumer warpgroup runs all n_tiles (rows of a warpgroup past the causal limit are masked), so that
+  // the ping-pong turns stay paired.
   const int n_tiles = (n_end + HOP_BN - 1) / HOP_BN;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
 
@@ -162,8 +129,8 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
-      mbar_init(&k_empty[s], HOP_CONSUMERS);  // every consumer thread arrives once it has read the stage
-      mbar_init(&v_empty[s], HOP_CONSUMERS);
+      mbar_init(&k_empty[s], L::CONSUMER_WARPS);  // lane 0 of every consumer warp arrives once it has read the stage
+      mbar_init(&v_empty[s], L::CONSUMER_WARPS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -171,27 +138,30 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {  // ---------------- producer ----------------
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<L::PRODUCER_REGS>();
     const int lane = threadIdx.x;
     if (lane < 32) {
-    if (lane == 0) {
-      mbar_expect_tx(q_full, L::Q_BYTES);
-      for (int c = 0; c < HOP_BM / 64; ++c)
-        for (int a = 0; a < ATOMS; ++a)
-          tma_load_3d(reinterpret_cast<char*>(s_q) + a * HOP_BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
-                      q0 + m0 + c * 64);
+      if (lane == 0) {
+        mbar_expect_tx(q_full, L::Q_BYTES);
+        for (int c = 0; c < BM / 64; ++c)
+          for (int a = 0; a < ATOMS; ++a)
+            tma_load_3d(reinterpret_cast<char*>(s_q) + a * BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
+                        q0 + m0 + c * 64);
+      }
+#pragma unroll 1
+      for (int it = 0; it < n_tiles; ++it) {
+        const int st = it % STAGES;
+        const uint32_t ph = (it / STAGES) & 1;
+        mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
+        produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, it * HOP_BN, kv_len, lane);
+        mbar_wait(&v_empty[st], ph ^ 1);
+        produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, it * HOP_BN, kv_len, lane);
+      }
     }
-    for (int it = 0; it < n_tiles; ++it) {
-      const int st = it % STAGES;
-      const uint32_t ph = (it / STAGES) & 1;
-      mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
-      produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, it * HOP_BN, kv_len, lane);
-      mbar_wait(&v_empty[st], ph ^ 1);
-      produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, it * HOP_BN, kv_len, lane);
-    }
-    }  // lane < 32
-  } else {  // ---------------- consumers: warpgroup c handles query rows m0 + 64c .. +63 ----------------
-  setmaxnreg_inc<232>();
+    return;
+  }
+  // ---------------- consumers: warpgroup c handles query rows m0 + 64c .. +63 ----------------
+  setmaxnreg_inc<L::CONSUMER_REGS>();
   const int c = wg - 1;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -203,13 +173,31 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
   const int row_in_seq[2] = {m0 + c * 64 + warp * 16 + g, m0 + c * 64 + warp * 16 + g + 8};
   const int m0_wg = m0 + c * 64;
   const uint32_t q_addr = smem_u32(s_q) + c * 64 * 128;
+
+  // Ping-pong turns: warpgroup c issues its GEMMs after bar.sync on barrier 1 + c, then lets warpgroup c + 1
+  // (mod NWG) go by bar.arrive on its barrier (each barrier: 128 syncing + 128 arriving threads). The last
+  // warpgroup opens the first turn; warpgroup 0 consumes the last warpgroup's final arrive at the end, so that
+  // every barrier phase is complete when the CTA exits. All warpgroups take the same number of turns.
+  const bool pp = p.pingpong;
+  auto turn_begin = [&] {
+    if (pp) named_bar_sync(1 + c, 256);
+  };
+  auto turn_end = [&] {
+    if (pp) named_bar_arrive(1 + (c + 1) % NWG, 256);
+  };
+  // The stage's reads by this warp are complete (after wgmma.wait_group): one arrive per warp.
+  auto release = [&](uint64_t* bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+  if (pp && c == NWG - 1) named_bar_arrive(1, 256);
   mbar_wait(q_full, 0);
 
   auto issue_qk = [&](float (&sc)[NT][4], int st) {
     const uint32_t k_addr = smem_u32(s_k(st));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t qoff = (kk / 4) * HOP_BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
+      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
       const uint32_t koff = (kk / 4) * HOP_BN * 128 + (kk % 4) * 32;
       wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
     }
@@ -245,71 +233,83 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
     {
       float s[NT][4];
       mbar_wait(&k_full[0], 0);
+      turn_begin();
       wgmma_fence();
       issue_qk(s, 0);
       wgmma_commit();
+      turn_end();
       wgmma_wait<0>();
       fence_operands(s);
-      mbar_arrive(&k_empty[0]);
+      release(&k_empty[0]);
       mask(s, 0);
       softmax_scores(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);  // o == 0
       fence_operands(p_frag);
     }
+#pragma unroll 1
     for (int it = 1; it < n_tiles; ++it) {
       const int st = it % STAGES, st_prev = (it - 1) % STAGES;
       const uint32_t ph = (it / STAGES) & 1, ph_prev = ((it - 1) / STAGES) & 1;
       float s[NT][4];
-      mbar_wait(&k_full[st], ph);
+      mbar_wait(&k_full[st], ph);  // data first, then the turn: a turn is never held while waiting for a load
+      mbar_wait(&v_full[st_prev], ph_prev);
+      turn_begin();
       wgmma_fence();
       issue_qk(s, st);
       wgmma_commit();
-      mbar_wait(&v_full[st_prev], ph_prev);
-      wgmma_fence();
       issue_pv(p_frag, st_prev);
       wgmma_commit();
+      turn_end();
       wgmma_wait<1>();  // S(it) has landed (groups retire in order); P V may still run
-      mbar_arrive(&k_empty[st]);
+      release(&k_empty[st]);
       mask(s, it);
       const bool rescale =
           softmax_scores<true>(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
       wgmma_wait<0>();
       fence_operands(o);
-      mbar_arrive(&v_empty[st_prev]);
+      release(&v_empty[st_prev]);
       if (rescale) rescale_o(o, alpha);
       pack_p(s, p_frag);  // the previous P's registers are free now
     }
     const int st = (n_tiles - 1) % STAGES;
     mbar_wait(&v_full[st], ((n_tiles - 1) / STAGES) & 1);
+    turn_begin();
     wgmma_fence();
     issue_pv(p_frag, st);
     wgmma_commit();
+    turn_end();
     wgmma_wait<0>();
     fence_operands(o);
-    mbar_arrive(&v_empty[st]);
+    release(&v_empty[st]);
   } else {
+#pragma unroll 1
     for (int it = 0; it < n_tiles; ++it) {
       const int st = it % STAGES;
       const uint32_t ph = (it / STAGES) & 1;
       float s[NT][4];
       mbar_wait(&k_full[st], ph);
+      turn_begin();
       wgmma_fence();
       issue_qk(s, st);
       wgmma_commit();
+      turn_end();
       wgmma_wait<0>();
       fence_operands(s);
-      mbar_arrive(&k_empty[st]);  // this thread's reads of the K stage are complete
+      release(&k_empty[st]);
       mask(s, it);
       uint32_t p_frag[NT / 2][4];
       softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
       mbar_wait(&v_full[st], ph);
+      turn_begin();
       wgmma_fence();
       issue_pv(p_frag, st);
       wgmma_commit();
+      turn_end();
       wgmma_wait<0>();
       fence_operands(o);
-      mbar_arrive(&v_empty[st]);
+      release(&v_empty[st]);
     }
   }
+  if (pp && c == 0) named_bar_sync(1, 256);  // the last warpgroup's final arrive (see turn_begin)
 
   const int64_t q_row_stride = int64_t(p.n_head) * D;
 #pragma unroll
@@ -328,29 +328,24 @@ __global__ void __launch_bounds__(HOP_THREADS, 1)
     if (p.lse && t == 0)
       p.lse[(int64_t(q0) + row) * p.n_head + h] = l > 0.f ? (m_run[r] + log2f(l)) * LN2 : -INFINITY;
   }
-  }  // consumers
 }
 
-}  // namespace mk::cuda::attn
-
-namespace mk::cuda::attn {
-
-template <int D>
+template <int D, int NWG>
 cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  using L = HopperSmem<D>;
+  using L = HopperCfg<D, NWG>;
   CUtensorMap mq, mk, mv;
   cudaError_t e = make_tensor_map_3d(&mq, p.q, D, p.n_head, total_q);
   if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows);
   if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows);
   if (e != cudaSuccess) return e;
-  static bool attr_set = false;  // raise the dynamic shared-memory limit once per process
+  static bool attr_set = false;  // raise the dynamic shared-memory limit once per process (per instance)
   if (!attr_set) {
-    e = cudaFuncSetAttribute(prefill_hopper_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::BYTES);
+    e = cudaFuncSetAttribute(prefill_hopper_kernel<D, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::BYTES);
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
-  dim3 grid((p.max_seqlen_q + HOP_BM - 1) / HOP_BM, p.n_head, p.batch);
-  prefill_hopper_kernel<D><<<grid, HOP_THREADS, L::BYTES, s>>>(mq, mk, mv, p);
+  dim3 grid((p.max_seqlen_q + L::BM - 1) / L::BM, p.n_head, p.batch);
+  prefill_hopper_kernel<D, NWG><<<grid, L::THREADS, L::BYTES, s>>>(mq, mk, mv, p);
   return cudaGetLastError();
 }
 
