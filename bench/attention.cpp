@@ -1,7 +1,8 @@
 // Attention benchmark (bf16, 32 query / 8 kv heads, as ../shared/peers/attn_bench.py measures the SDPA peers).
 // Prefill: TFLOP/s (4*B*Hq*S*S*D, halved when causal) for seq 1k/4k/16k, batch 1-4, head dim 64/128, causal
 // and not; an ablation of the FA-4 switches (polynomial exp2 fraction, lazy rescaling) and of the kernels.
-// Decode: batch 1, context 4k/32k, TB/s of K+V bytes, CUDA-graph replays rotating over > L2 of buffers.
+// Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
+// measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
 // Usage: attention [prefill] [ablation] [decode] [quick]
 #if !defined(MK_HAVE_CUDA)
@@ -17,6 +18,7 @@ int main() {
 #include <string>
 
 #include "../tests/gpu/test_attention_fixture.h"
+#include "cuda/attention/read_ceiling.h"
 #include "cuda/attention/testing.h"
 
 using namespace mk;
@@ -153,6 +155,7 @@ void ablation() {
     bool lazy, overlap, pingpong;
     int wgs;          // consumer warpgroups, 0 = default
     const char* tag;  // what differs from the default
+    bool lpt = true;  // CTA order longest first
   };
   using K = cuda::PrefillKernel;
   const Variant variants[] = {{K::SIMPLE, 0.f, false, true, true, 0, "fa2"},
@@ -167,7 +170,8 @@ void ablation() {
                               {K::HOPPER, 0.f, true, false, true, 0, "overlap_off"},
                               {K::HOPPER, 0.f, true, true, true, 2, "wg2"},
                               {K::HOPPER, 0.25f, true, true, true, 2, "wg2"},
-                              {K::HOPPER, 0.f, true, true, false, 2, "wg2_pingpong_off"}};
+                              {K::HOPPER, 0.f, true, true, false, 2, "wg2_pingpong_off"},
+                              {K::HOPPER, 0.f, true, true, true, 0, "lpt_off", false}};
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     for (bool causal : {false, true})
@@ -181,30 +185,42 @@ void ablation() {
         o.hopper_overlap = v.overlap;
         o.hopper_pingpong = v.pingpong;
         o.hopper_consumer_warpgroups = v.wgs;
+        o.hopper_lpt_schedule = v.lpt;
         const std::string tag = std::string("abl_") + v.tag;
         prefill_point(st, 2, 16384, d, causal, o, tag.c_str());
       }
   }
 }
 
-void decode_point(int d, int len, int batch) {
-  const size_t kv_bytes = size_t(2) * HKV * len * d * 2 * batch;
-  const int nbuf = int(std::clamp<size_t>((512000000 + kv_bytes - 1) / kv_bytes, 1, 64));
+// Decode (one query token per sequence, 32/8 heads): us per call and TB/s of K+V bytes (the bytes that must
+// move), as % of the read ceiling measured in this process. CUDA-graph replays of `calls` back-to-back calls,
+// rotating over > 512 MB of caches (cold) or one cache (hot). variant: "default", "nopdl" (launch without
+// programmatic dependent launch), "w8" (8 warps per CTA, half-size tiles), "splitsN" (forced split count).
+struct DecodeSetup {
+  int d, len, batch, nbuf;
+  size_t kv_bytes;
   std::vector<std::unique_ptr<BenchCache>> caches;
-  for (int i = 0; i < nbuf; ++i) caches.push_back(std::make_unique<BenchCache>(batch, len, 64, d, 100 + i));
-  std::mt19937 rng(len + d);
-  std::vector<uint16_t> qb;
-  std::vector<float> qf;
-  random_bf16(rng, size_t(batch) * HQ * d, 1.f, qb, qf);
-  DevBuf<uint16_t> q, out(qb.size());
-  q.upload(qb);
+  DevBuf<uint16_t> q, out;
   DevBuf<int32_t> lens;
-  lens.upload(std::vector<int32_t>(batch, len));
-  const size_t ws = cuda::attention_decode_workspace_bytes(batch, HQ, HKV, d, len);
-  DevBuf<float> wsb(ws / 4 + 4);
-  std::vector<cuda::AttentionDecodeArgs> args(nbuf);
-  for (int i = 0; i < nbuf; ++i) {
-    auto& a = args[i];
+  DevBuf<float> ws;
+  DecodeSetup(int d_, int len_, int batch_) : d(d_), len(len_), batch(batch_) {
+    kv_bytes = size_t(2) * HKV * len * d * 2 * batch;
+    nbuf = int(std::clamp<size_t>((512000000 + kv_bytes - 1) / kv_bytes, 1, 64));
+    for (int i = 0; i < nbuf; ++i) caches.push_back(std::make_unique<BenchCache>(batch, len, 64, d, 100 + i));
+    std::mt19937 rng(len + d);
+    std::vector<uint16_t> qb;
+    std::vector<float> qf;
+    random_bf16(rng, size_t(batch) * HQ * d, 1.f, qb, qf);
+    q.upload(qb);
+    out.resize(qb.size());
+    lens.upload(std::vector<int32_t>(batch, len));
+    cuda::AttentionOptions big;
+    big.decode_splits = 256;  // the largest split count timed below
+    ws.resize(std::max(cuda::attention_decode_workspace_bytes(batch, HQ, HKV, d, len),
+                       cuda::attention_decode_workspace_bytes(batch, HQ, HKV, d, len, big)) / 4 + 4);
+  }
+  cuda::AttentionDecodeArgs args(int i) const {
+    cuda::AttentionDecodeArgs a;
     a.q = reinterpret_cast<const cuda::bf16*>(q.ptr);
     a.out = reinterpret_cast<cuda::bf16*>(out.ptr);
     a.seq_lens_k = lens.ptr;
@@ -213,31 +229,75 @@ void decode_point(int d, int len, int batch) {
     a.batch = batch;
     a.n_head = HQ;
     a.max_seqlen_k = len;
-    a.workspace = wsb.ptr;
-    a.workspace_bytes = wsb.n * 4;
+    a.workspace = ws.ptr;
+    a.workspace_bytes = ws.n * 4;
+    return a;
   }
+};
+
+void decode_time(DecodeSetup& st, bool cold, const cuda::AttentionOptions& opt, const char* variant, double ceiling) {
+  const int nb = cold ? st.nbuf : 1;
+  const double est_us = double(st.kv_bytes) / 4e6 + 5.0;  // at ~4 TB/s
+  const int calls = std::clamp(int(3000.0 / est_us), 1, 64);
+  const int reps = est_us * calls > 1500 ? 7 : 15;
   cudaStream_t s;
   ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (const char* temp : {"cold", "hot"}) {
-    const int nb = std::strcmp(temp, "cold") == 0 ? nbuf : 1;
-    constexpr int CALLS = 64;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    ATT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < CALLS; ++i) MK_CHECK(cuda::attention_decode(s, args[i % nb]).ok());
-    ATT_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-    ATT_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-    const float ms = median_ms(s, 20, [&] { ATT_CUDA_CHECK(cudaGraphLaunch(ge, s)); }) / CALLS;
-    const double tbps = kv_bytes / (ms * 1e-3) / 1e12;
-    std::printf("[decode] D=%3d L=%6d B=%d %-4s (bufs=%2d) splits=%d  %8.2f us/call  %5.2f TB/s\n", d, len, batch,
-                temp, nb, cuda::attention_decode_splits(batch, HKV, len), ms * 1e3, tbps);
-    std::printf("RESULT {\"kind\":\"decode_attn\",\"head_dim\":%d,\"kv_len\":%d,\"batch\":%d,\"temp\":\"%s\",\"us\":%.3f,"
-                "\"tbps\":%.3f}\n", d, len, batch, temp, ms * 1e3, tbps);
-    std::fflush(stdout);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-  }
+  std::vector<cuda::AttentionDecodeArgs> args;
+  for (int i = 0; i < nb; ++i) args.push_back(st.args(i));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  ATT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) MK_CHECK(cuda::attention_decode(s, args[i % nb], opt).ok());
+  ATT_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  ATT_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  const float ms = median_ms(s, reps, [&] { ATT_CUDA_CHECK(cudaGraphLaunch(ge, s)); }) / calls;
+  ATT_CUDA_CHECK(cudaGetLastError());
+  const double tbps = st.kv_bytes / (ms * 1e-3) / 1e12;
+  const int splits = cuda::attention_decode_splits(st.batch, HKV, st.len, opt);
+  std::printf("[decode] D=%3d L=%6d B=%2d %-4s %-8s splits=%3d calls=%2d  %9.2f us  %5.2f TB/s  %5.1f%% of read\n",
+              st.d, st.len, st.batch, cold ? "cold" : "hot", variant, splits, calls, ms * 1e3, tbps,
+              100.0 * tbps / ceiling);
+  std::printf("RESULT {\"kind\":\"decode\",\"head_dim\":%d,\"kv_len\":%d,\"batch\":%d,\"temp\":\"%s\",\"variant\":\"%s\","
+              "\"splits\":%d,\"us\":%.3f,\"tbps\":%.3f,\"pct_read\":%.1f,\"read_tbps\":%.3f}\n",
+              st.d, st.len, st.batch, cold ? "cold" : "hot", variant, splits, ms * 1e3, tbps, 100.0 * tbps / ceiling,
+              ceiling);
+  std::fflush(stdout);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
   cudaStreamDestroy(s);
+}
+
+void decode_table(bool quick) {
+  const auto ceiling = cuda::measure_read_tbps();
+  MK_CHECK(ceiling.ok());
+  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, median)\n", *ceiling);
+  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", *ceiling);
+  for (int d : {64, 128})
+    for (int len : {4096, 32768, 131072})
+      for (int batch : {1, 8, 64}) {
+        if (quick && batch == 64 && len == 131072) continue;  // 17-34 GB of cache
+        DecodeSetup st(d, len, batch);
+        const cuda::AttentionOptions def;
+        decode_time(st, true, def, "default", *ceiling);
+        if (batch == 1) {
+          decode_time(st, false, def, "default", *ceiling);
+          cuda::AttentionOptions nopdl;
+          nopdl.decode_pdl = false;
+          decode_time(st, true, nopdl, "nopdl", *ceiling);
+        }
+        if (batch <= 8) {
+          cuda::AttentionOptions w8;
+          w8.decode_warps = 8;
+          decode_time(st, true, w8, "w8", *ceiling);
+        }
+        if (batch == 1 && len == 32768) {  // is the chosen split count the best one?
+          for (int n : {8, 32, 64, 128}) {
+            cuda::AttentionOptions o;
+            o.decode_splits = n;
+            decode_time(st, true, o, ("splits" + std::to_string(n)).c_str(), *ceiling);
+          }
+        }
+      }
 }
 
 }  // namespace
@@ -255,9 +315,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   ATT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  if (want_decode)
-    for (int d : {64, 128})
-      for (int len : {4096, 32768}) decode_point(d, len, 1);
+  if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();
   return 0;

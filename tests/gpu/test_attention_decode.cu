@@ -1,22 +1,39 @@
 // Split-KV decode and kv_append vs the CPU reference: decode is the q_len = 1 case of cpu::attention_prefill
 // (FA-3's rule against a naive bf16 run); kv_append must place rows bit-exactly where the block table says.
-// Batch 1..64, ragged contexts (1, 63, 64, 65, ..., 20000), GQA 1/4/6/8/16, head dims 64/128, forced split counts.
+// Batch 1..64, ragged contexts (1, 63, 64, 65, ..., 20000, 128k), GQA 1/4/6/8/12/16/24/40, head dims 64/128,
+// forced split counts and split boundaries, capacity far above the lengths, repeated calls on one workspace,
+// decode right after kv_append in one stream (PDL).
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "test_attention_fixture.h"
 
 namespace mk::attn_test {
 namespace {
 
-void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, int bs, int splits, uint32_t seed) {
-  SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", splits,
-                   " batch=", kv_lens.size(), " first len=", kv_lens[0]));
+struct DecodeCase {
+  int splits = 0;         // AttentionOptions::decode_splits (0 = the dispatcher's choice)
+  int max_seqlen_k = 0;   // 0 = the longest length (the layered backend passes its whole KV capacity)
+  bool pdl = true;
+  int extra_capacity = 0;  // spare positions per sequence (capacity above the lengths)
+  int warps = 0;           // AttentionOptions::decode_warps
+};
+
+// Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
+// with any initial contents and leave themselves reset), checks the first result against the float64
+// reference with FA-3's rule and the second for bit-equality (the combine order is fixed, so it must be).
+void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, int bs, const DecodeCase& c,
+                uint32_t seed) {
+  SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
+                   kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
-  cache.build(rng, kv_lens, bs, n_kv_head, d);
+  cache.build(rng, kv_lens, bs, n_kv_head, d, c.extra_capacity);
   int max_k = 0;
   for (int l : kv_lens) max_k = std::max(max_k, l);
+  if (c.max_seqlen_k > 0) max_k = c.max_seqlen_k;
   std::vector<uint16_t> q_bits;
   std::vector<float> q;
   random_bf16(rng, size_t(batch) * n_head * d, 2.f, q_bits, q);
@@ -26,7 +43,9 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   d_q.upload(q_bits);
   d_lens.upload(std::vector<int32_t>(kv_lens.begin(), kv_lens.end()));
   cuda::AttentionOptions opt;
-  opt.decode_splits = splits;
+  opt.decode_splits = c.splits;
+  opt.decode_pdl = c.pdl;
+  opt.decode_warps = c.warps;
   const size_t ws = cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, opt);
   DevBuf<float> d_ws(ws / sizeof(float) + 4);
   d_out.poison();
@@ -47,6 +66,16 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   Status st = cuda::attention_decode(nullptr, a, opt);
   ASSERT_TRUE(st.ok()) << st.message();
   ATT_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> out1 = d_out.download();
+  const std::vector<float> lse = d_lse.download();
+  d_out.poison();
+  d_lse.poison();
+  const Status st2 = cuda::attention_decode(nullptr, a, opt);
+  ASSERT_TRUE(st2.ok()) << st2.message();
+  ATT_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(d_out.download() == out1) << "second call on the same workspace differs";
+  const std::vector<float> lse2 = d_lse.download();
+  EXPECT_EQ(0, std::memcmp(lse.data(), lse2.data(), lse.size() * sizeof(float))) << "second call: LSE differs";
 
   std::vector<int32_t> cu(batch + 1);
   for (int b = 0; b <= batch; ++b) cu[b] = b;
@@ -57,27 +86,72 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), kv_lens.data(), cache.host(), batch, n_head,
                          scale, true, cpu::RefPrecision::NAIVE_BF16);
   bool finite = false;
-  const double err = rel_err_bf16(d_out.download(), ref, &finite);
+  const double err = rel_err_bf16(out1, ref, &finite);
   const double err_naive = rel_err_d(naive, ref);
   EXPECT_TRUE(finite) << "NaN/Inf in output";
   EXPECT_LE(err, 2.0 * err_naive + 1e-4) << "naive bf16 error " << err_naive;
-  const std::vector<float> lse = d_lse.download();
   double lse_err = 0;
-  for (size_t i = 0; i < lse.size(); ++i) lse_err = std::max(lse_err, std::abs(lse[i] - ref_lse[i]));
+  for (size_t i = 0; i < lse.size(); ++i) {
+    const double e = std::abs(lse[i] - ref_lse[i]);
+    lse_err = std::isfinite(lse[i]) ? std::max(lse_err, e) : 1e30;
+  }
   EXPECT_LE(lse_err, 2e-3) << "LSE";
+}
+
+void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, int bs, int splits, uint32_t seed,
+                int warps = 0) {
+  DecodeCase c;
+  c.splits = splits;
+  c.warps = warps;
+  run_decode(kv_lens, n_head, n_kv_head, d, bs, c, seed);
 }
 
 TEST(AttentionDecode, MatchesReference) {
   uint32_t seed = 11;
   for (int d : {64, 128}) {
-    for (int ratio : {1, 4, 6, 8, 16}) run_decode({1, 63, 64, 65, 700}, 2 * ratio, 2, d, 64, 0, seed++);
+    // GQA 12 and 24: more than 8 heads per CTA (live mma rows g + 8) with padding rows; 40: chunks of 16 heads.
+    for (int ratio : {1, 4, 6, 8, 12, 16, 24, 40}) run_decode({1, 63, 64, 65, 700}, 2 * ratio, 2, d, 64, 0, seed++);
     for (int splits : {1, 3, 7, 64}) run_decode({1000, 5, 129}, 8, 2, d, 128, splits, seed++);
     run_decode({20000}, 32, 8, d, 64, 0, seed++);
   }
 }
 
+// The 8-warp build (half-size tiles): GQA with and without live rows g + 8, splits, ragged lengths.
+TEST(AttentionDecode, EightWarps) {
+  uint32_t seed = 300;
+  for (int d : {64, 128}) {
+    for (int ratio : {1, 4, 12}) run_decode({1, 63, 64, 65, 700}, 2 * ratio, 2, d, 64, 0, seed++, 8);
+    for (int splits : {1, 5, 33}) run_decode({64 * 9 - 1, 5, 129, 3000}, 8, 2, d, 128, splits, seed++, 8);
+  }
+}
+
+// Split boundaries fall on 64-key units: lengths at, just under and just over unit and tile multiples, split
+// counts that divide them unevenly, more splits than units, and a split per unit.
+TEST(AttentionDecode, SplitBoundaries) {
+  uint32_t seed = 100;
+  for (int d : {64, 128})
+    for (int splits : {2, 5, 9, 33, 1024}) run_decode({64 * 9, 64 * 9 - 1, 64 * 9 + 1, 32 * 7, 96}, 8, 2, d, 192, splits, seed++);
+}
+
+// The layered backend passes its whole KV capacity as max_seqlen_k: many splits are chosen for it while the
+// actual contexts are short (most CTAs find no keys); also without PDL.
+TEST(AttentionDecode, CapacityAboveLengths) {
+  for (int d : {64, 128}) {
+    DecodeCase c;
+    c.max_seqlen_k = 8192;
+    c.extra_capacity = 8192;
+    run_decode({1, 5, 300}, 32, 8, d, 64, c, 7 + d);
+    c.pdl = false;
+    run_decode({77, 4000}, 16, 2, d, 128, c, 9 + d);
+  }
+}
+
 TEST(AttentionSanitize, DecodeSmall) {
-  for (int d : {64, 128}) run_decode({1, 300}, 8, 2, d, 64, 3, 31);
+  for (int d : {64, 128}) {
+    run_decode({1, 300}, 8, 2, d, 64, 3, 31);
+    run_decode({200, 1}, 24, 2, d, 64, 2, 32);  // 12 heads per kv head: rows g + 8 live, split combine
+    run_decode({200, 33}, 8, 2, d, 64, 2, 33, 8);  // 8 warps
+  }
 }
 
 TEST(AttentionDecode, Batch64) {
@@ -86,6 +160,75 @@ TEST(AttentionDecode, Batch64) {
   for (int& l : lens) l = 1 + int(rng() % 300);
   run_decode(lens, 32, 8, 64, 64, 0, 21);
   run_decode(lens, 16, 8, 128, 128, 0, 22);
+  for (int& l : lens) l = 1 + int(rng() % 3000);
+  run_decode(lens, 32, 8, 128, 64, 0, 23);
+  run_decode(lens, 32, 8, 64, 64, 3, 24);  // forced splits: 64 x 8 counters in flight at once
+}
+
+// Context 128k (the largest supported by the issue), default splits, both head dims.
+TEST(AttentionDecode, Context128k) {
+  run_decode({131072}, 8, 1, 128, 256, 0, 41);
+  run_decode({131072 - 17}, 4, 1, 64, 64, 0, 42);
+}
+
+// The kernel launched with PDL right after kv_append must see the row kv_append wrote (griddepcontrol.wait
+// before its first read): the cache holds a wrong last row until the append.
+TEST(AttentionDecode, AfterAppendInStream) {
+  std::mt19937 rng(77);
+  const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
+  PagedCache cache;
+  cache.build(rng, {len}, bs, n_kv, d);
+  std::vector<uint16_t> kn_bits, vn_bits, q_bits;
+  std::vector<float> kn, vn, q;
+  random_bf16(rng, size_t(n_kv) * d, 1.f, kn_bits, kn);
+  random_bf16(rng, size_t(n_kv) * d, 1.f, vn_bits, vn);
+  random_bf16(rng, size_t(n_head) * d, 2.f, q_bits, q);
+  // The host copy gets the appended row; the device copy still holds the old one.
+  const size_t row = (size_t(cache.table[(len - 1) / bs]) * bs + (len - 1) % bs) * n_kv * d;
+  for (int i = 0; i < n_kv * d; ++i) {
+    cache.k[row + i] = kn[i];
+    cache.v[row + i] = vn[i];
+  }
+  DevBuf<uint16_t> d_kn, d_vn, d_q, d_out(q_bits.size());
+  d_kn.upload(kn_bits);
+  d_vn.upload(vn_bits);
+  d_q.upload(q_bits);
+  DevBuf<int32_t> d_seq, d_pos, d_lens;
+  d_seq.upload({0});
+  d_pos.upload({len - 1});
+  d_lens.upload({len});
+  const size_t ws = cuda::attention_decode_workspace_bytes(1, n_head, n_kv, d, len);
+  DevBuf<float> d_ws(ws / 4 + 4);
+  d_out.poison();
+  cudaStream_t s;
+  ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ASSERT_TRUE(cuda::kv_append(s, cache.view(), cache.table_view(), reinterpret_cast<const cuda::bf16*>(d_kn.ptr),
+                              reinterpret_cast<const cuda::bf16*>(d_vn.ptr), n_kv * d, d_seq.ptr, d_pos.ptr, 1, len)
+                  .ok());
+  cuda::AttentionDecodeArgs a;
+  a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
+  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
+  a.seq_lens_k = d_lens.ptr;
+  a.kv = cache.view();
+  a.block_table = cache.table_view();
+  a.batch = 1;
+  a.n_head = n_head;
+  a.max_seqlen_k = len;
+  a.workspace = d_ws.ptr;
+  a.workspace_bytes = d_ws.n * 4;
+  ASSERT_TRUE(cuda::attention_decode(s, a).ok());
+  ATT_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaStreamDestroy(s);
+  const std::vector<int32_t> cu = {0, 1}, lens = {len};
+  std::vector<double> ref(q.size()), naive(q.size());
+  cpu::attention_prefill(ref.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 1, n_head,
+                         1.f / std::sqrt(float(d)), true);
+  cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 1, n_head,
+                         1.f / std::sqrt(float(d)), true, cpu::RefPrecision::NAIVE_BF16);
+  bool finite = false;
+  const double err = rel_err_bf16(d_out.download(), ref, &finite);
+  EXPECT_TRUE(finite);
+  EXPECT_LE(err, 2.0 * rel_err_d(naive, ref) + 1e-4);
 }
 
 TEST(AttentionDecode, RefusesBadInput) {

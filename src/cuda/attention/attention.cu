@@ -112,6 +112,11 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
     return make_error(fn, ": hopper_consumer_warpgroups ", wgs, " is not supported at head_dim ", a.kv.head_dim,
                       " (supported: 0 = default, 2", d64 ? ", 3)" : ")");
   p.n_wg = wgs != 0 ? wgs : d64 ? 3 : 2;
+  p.lpt_units = 0;
+  if (opt.hopper_lpt_schedule) {  // sections of heads whose K + V (32 MB of L2 at most) are read together
+    const int64_t kv_head_bytes = int64_t(2) * a.max_seqlen_k * a.kv.head_dim * 2;
+    p.lpt_units = int(std::clamp<int64_t>((int64_t(32) << 20) / kv_head_bytes, 1, a.kv.n_kv_head)) * p.group;
+  }
   const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
                       (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());
   if (opt.prefill_kernel == PrefillKernel::HOPPER && !device_is_sm90())
@@ -128,18 +133,34 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
 }
 
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt) {
-  if (opt.decode_splits > 0) return opt.decode_splits;
-  // Enough CTAs for ~4 per SM (each streams >= 128 keys), at most 256 splits.
-  const int units = std::max(1, batch * n_kv_head);
-  const int want = (4 * sm_count() + units - 1) / units;
-  const int max_by_len = std::max(1, (max_seqlen_k + 127) / 128);
-  return std::clamp(std::min(want, max_by_len), 1, 256);
+  if (opt.decode_splits > 0) return std::min(opt.decode_splits, 1024);
+  // Cost model in 64-key units (one unit per warp step): waves of CTAs (DECODE_CTAS_PER_SM per SM) times the
+  // steps of the longest warp, plus the final combine (one step, more for many splits). Ties: fewer splits.
+  const int64_t units = std::max(1, batch) * int64_t(std::max(1, n_kv_head));
+  const int64_t slots = int64_t(sm_count()) * attn::DECODE_CTAS_PER_SM;
+  const int64_t tiles = std::max(1, (max_seqlen_k + 63) / 64);
+  int best = 1;
+  double best_cost = 1e300;
+  for (int n = 1; n <= std::min<int64_t>(tiles, 256); ++n) {
+    const int64_t per = (tiles + n - 1) / n, used = (tiles + per - 1) / per;
+    if (used < n) continue;  // same split boundaries as a smaller n
+    const int64_t waves = (units * n + slots - 1) / slots;
+    const int64_t steps = (per + attn::DECODE_WARPS - 1) / attn::DECODE_WARPS;
+    const double cost = double(waves * steps) + (n > 1 ? 1.0 + n / 16.0 : 0.0);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = n;
+    }
+  }
+  return best;
 }
 
 size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
                                         const AttentionOptions& opt) {
   const size_t rows = size_t(batch) * n_head * attention_decode_splits(batch, n_kv_head, max_seqlen_k, opt);
-  return rows * (size_t(head_dim) + 1) * sizeof(float);
+  const size_t part = (rows * (size_t(head_dim) + 1) * sizeof(float) + 15) / 16 * 16;
+  const size_t group = n_kv_head > 0 ? size_t(std::max(1, n_head / n_kv_head)) : 1;
+  return part + size_t(batch) * n_kv_head * ((group + 15) / 16) * sizeof(unsigned long long);
 }
 
 Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const AttentionOptions& opt) {
@@ -147,9 +168,13 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   MK_TRY(check_kv(fn, a.kv, a.block_table, a.n_head, a.max_seqlen_k));
   if (!a.q || !a.out || !aligned16(a.q) || !aligned16(a.out))
     return make_error(fn, ": q and out must be non-null device pointers aligned to 16 bytes");
-  if (!a.seq_lens_k || a.batch <= 0) return make_error(fn, ": seq_lens_k is required and batch must be positive");
+  if (!a.seq_lens_k || a.batch <= 0 || a.batch > 65535)
+    return make_error(fn, ": seq_lens_k is required and batch must be in [1, 65535] (got ", a.batch, ")");
   if (a.n_head / a.kv.n_kv_head > 64)
     return make_error(fn, ": GQA ratio ", a.n_head / a.kv.n_kv_head, " is not supported (at most 64)");
+  if (opt.decode_splits < 0) return make_error(fn, ": decode_splits ", opt.decode_splits, " must be >= 0");
+  if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
+    return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
   const int n_split = attention_decode_splits(a.batch, a.kv.n_kv_head, a.max_seqlen_k, opt);
   const size_t need = attention_decode_workspace_bytes(a.batch, a.n_head, a.kv.n_kv_head, a.kv.head_dim,
                                                        a.max_seqlen_k, opt);
@@ -172,9 +197,13 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.n_split = n_split;
   p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
   p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
+  const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);
-  p.lse_part = p.o_part + size_t(a.batch) * a.n_head * n_split * a.kv.head_dim;
-  return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream));
+  p.lse_part = p.o_part + rows * a.kv.head_dim;
+  p.counters = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.workspace) +
+                                                     (rows * (size_t(a.kv.head_dim) + 1) * sizeof(float) + 15) / 16 * 16);
+  return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, opt.decode_pdl,
+                                               opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS));
 }
 
 namespace attn {

@@ -77,8 +77,18 @@ struct AttentionOptions {
   // HOPPER kernel: consumer warpgroups of 64 query rows per CTA. 0 = the default per head dim (3 at 64, 2 at
   // 128); 2 or 3 at head dim 64, 2 at 128.
   int hopper_consumer_warpgroups = 0;
-  // Decode: number of KV splits per (sequence, kv head); 0 chooses from max_seqlen_k and the SM count.
+  // HOPPER kernel: CTA order longest-processing-time first (the heaviest row blocks of every head in an
+  // L2-sized group of heads first, the light ones last) instead of head after head.
+  bool hopper_lpt_schedule = true;
+  // Decode: number of KV splits per (sequence, kv head), 1 .. 1024; 0 chooses from max_seqlen_k, the batch
+  // and the SM count.
   int decode_splits = 0;
+  // Decode: launch with programmatic dependent launch (the kernel may start during the previous kernel of the
+  // stream and waits with griddepcontrol.wait before its first global read).
+  bool decode_pdl = true;
+  // Decode: warps per CTA, 0 = default (4, 16 KB K+V tiles per warp step); 8 = eight warps with 8 KB tiles
+  // (same shared-memory ring, more warps to hide latency). Measured in bench/attention.cpp decode.
+  int decode_warps = 0;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.
@@ -103,8 +113,9 @@ struct AttentionPrefillArgs {
 // parameter and the supported set. Asynchronous on `stream`.
 Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& args, const AttentionOptions& opt = {});
 
-// Decode: one query token per sequence attending to its whole cached context (split-KV / flash-decoding:
-// partial results per KV split, then a reduction kernel). The query heads of one kv head share every K/V load.
+// Decode: one query token per sequence attending to its whole cached context (split-KV / flash-decoding in one
+// kernel: partial results per KV split, combined by the last split to finish). The query heads of one kv head
+// share every K/V load.
 struct AttentionDecodeArgs {
   const bf16* q = nullptr;            // [batch, n_head, head_dim]
   bf16* out = nullptr;                // [batch, n_head, head_dim]
@@ -113,16 +124,19 @@ struct AttentionDecodeArgs {
   KvCacheView kv;
   BlockTableView block_table;
   int batch = 0;         // 1 .. 64 tested; any >= 1 accepted
-  int n_head = 0;        // multiple of kv.n_kv_head, n_head / n_kv_head <= 16
+  int n_head = 0;        // multiple of kv.n_kv_head, n_head / n_kv_head <= 64
   int max_seqlen_k = 0;  // >= every seq_lens_k; fixes the split count (so a CUDA graph may be captured once)
   float scale = 0.f;     // 0 means 1/sqrt(head_dim)
-  void* workspace = nullptr;  // device scratch of attention_decode_workspace_bytes(...) bytes
+  void* workspace = nullptr;  // device scratch of attention_decode_workspace_bytes(...) bytes; any initial
+                              // contents (the kernel recognises and resets its own counters)
   size_t workspace_bytes = 0;
 };
 
 // Split count that attention_decode will use for this shape on the current device (>= 1).
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt = {});
-// Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim] f32 + partial LSE.
+// Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim] f32 + partial LSE + one 8-byte
+// arrival counter per (sequence, kv head, 16-head chunk). One workspace per stream: calls that may run
+// concurrently need their own.
 size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
                                         const AttentionOptions& opt = {});
 

@@ -27,6 +27,8 @@ struct PrefillParams {
   bool overlap;  // Hopper kernel: intra-warpgroup overlap of softmax with the next tile's GEMMs
   bool pingpong;  // Hopper kernel: consumer warpgroups take turns issuing GEMMs (named barriers)
   int n_wg;       // Hopper kernel: consumer warpgroups of 64 query rows (2; or 3 at head dim 64)
+  int lpt_units;  // Hopper kernel: CTA order, longest first within sections of this many (sequence, head)
+                  // units; 0 = one unit after another (prefill_hopper.cuh, cta_tile)
 };
 
 struct DecodeParams {
@@ -40,9 +42,13 @@ struct DecodeParams {
   int max_blocks_per_seq, block_size, n_kv_head, n_head, group;
   int batch, n_split, kv_capacity;
   float scale_log2;
-  float* o_part;    // [batch, n_head, n_split, D]
+  float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)
+  unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
 };
+
+constexpr int DECODE_WARPS = 4;        // warps per decode CTA
+constexpr int DECODE_CTAS_PER_SM = 1;  // the decode CTA takes 192 KB of shared memory
 
 cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
 cudaError_t launch_prefill_simple_d128(const PrefillParams& p, cudaStream_t s);
@@ -52,6 +58,8 @@ cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, 
 // 3-D TMA map over a [rows, heads, D] bf16 tensor, box [64 rows, 1 head, 64 columns], 128-byte swizzle
 // (CUtensorMap is passed as void* so that this header needs no driver API header).
 cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows);
-cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s);
+// pdl: launch with programmatic stream serialisation (the kernel waits on griddepcontrol before reading).
+// warps: 4 (default) or 8 (half-size tiles).
+cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, bool pdl, int warps);
 
 }  // namespace mk::cuda::attn

@@ -1,203 +1,361 @@
-// Split-KV decode attention (flash-decoding) over the paged cache: one query token per sequence.
-// Kernel 1: CTA (split, kv head [x head chunk], sequence) streams its key range once, 16-byte loads, D/8 threads
-// per key row, U rows in flight per thread; the <= 8 query heads of the chunk share every K/V load. Each thread
-// group keeps an online softmax; the CTA combines its groups in shared memory and writes a partial (O, LSE).
-// Kernel 2: combines the splits per (sequence, head). Reference: cpu::attention_prefill with q_len = 1.
+// Split-KV decode attention (flash-decoding) over the paged cache, one query token per sequence, in ONE kernel.
+// CTA = (split, kv head [x 16-head chunk], sequence), 4 warps. The split's keys are cut into tiles (64 keys at
+// D=64, 32 at D=128: 16 KB of K+V; the 8-warp build halves them); warp w takes tiles w, w+4, ... and streams
+// them through its own 3-stage
+// cp.async ring in shared memory (no CTA barrier in the main loop; ~128 KB per SM in flight). S = Q K^T and
+// O += P V run on mma.sync m16n8k16 with the group's query heads as the 16 M rows, so one K/V load serves all
+// of them (GQA). The warps combine in shared memory; with several splits each CTA writes a partial (O, LSE)
+// and the last CTA of its (sequence, kv head) to arrive, found by a counter in the workspace, combines them:
+// no second kernel. PDL: griddepcontrol.wait before the first global read, dependents released right after.
+// Reference: cpu::attention_prefill with q_len = 1; test: tests/gpu/test_attention_decode.cu.
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
 
 namespace mk::cuda::attn {
 namespace {
 
-constexpr int DEC_THREADS = 128;
-constexpr int DEC_U = 4;  // key rows per thread group in flight per step
+constexpr int NS = 3;            // ring stages per warp (NS - 1 tiles in flight while one is computed)
+constexpr int HROWS = 16;        // query heads per CTA (mma M)
+constexpr unsigned long long CTR_MAGIC = 0xdec0de5au;  // high word of a valid arrival counter
 
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 x = __bfloat1622float2(h[i]);
-    f[2 * i] = x.x;
-    f[2 * i + 1] = x.y;
+// W warps per CTA (DECODE_WARPS = 4 by default; 8 = twice the warps with half-size tiles, same ring bytes).
+template <int D, int W>
+__host__ __device__ constexpr int tile_keys() {  // 16 KB of K+V per tile with 4 warps, 8 KB with 8
+  return (W == 4 ? 64 : 32) * 64 / D;
+}
+template <int D, int W>
+constexpr int smem_bytes() {  // W warps x NS stages x (K + V tile)
+  return W * NS * 2 * tile_keys<D, W>() * D * 2;
+}
+static_assert(smem_bytes<64, 4>() == 196608 && smem_bytes<128, 4>() == 196608 && smem_bytes<64, 8>() == 196608 &&
+                  smem_bytes<128, 8>() == 196608,
+              "one 192 KB CTA per SM");
+
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+__device__ __forceinline__ uint32_t ld_b32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// Arrival on a (sequence, kv head) counter [CTR_MAGIC:32 | count:32]. A word without the magic (fresh or
+// poisoned workspace) counts as zero, so the workspace needs no initialisation; the last arrival resets the
+// word to MAGIC|0. Returns true for the n-th arrival.
+__device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
+  unsigned long long v = atomicAdd(ctr, 0ull);
+  for (;;) {
+    const unsigned long long nv = (v >> 32) == CTR_MAGIC ? v + 1 : (CTR_MAGIC << 32) | 1ull;
+    const unsigned long long prev = atomicCAS(ctr, v, nv);
+    if (prev == v) {
+      if (unsigned(nv) < n) return false;
+      atomicExch(ctr, CTR_MAGIC << 32);
+      return true;
+    }
+    v = prev;
   }
 }
 
-// GC: compile-time cap on the query heads handled per CTA (the kv head's group, or a chunk of it).
-template <int D, int GC>
-__global__ void __launch_bounds__(DEC_THREADS) decode_split_kernel(const DecodeParams p) {
-  constexpr int TPR = D / 8;                // threads per key row (8 dims each)
-  constexpr int NG = DEC_THREADS / TPR;     // key rows processed side by side
-  __shared__ float s_acc[NG][GC][D];        // per group partial outputs
-  __shared__ float s_m[NG][GC], s_l[NG][GC];
+__device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {
+  const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const uint32_t*>(&a);
+  u.y = *reinterpret_cast<const uint32_t*>(&b);
+  *reinterpret_cast<uint2*>(dst) = u;
+}
+
+// TWO: the CTA has more than 8 query heads, so the mma rows g + 8 are live (else they are padding: skipped in
+// the softmax, their P is zero).
+template <int D, int W, bool TWO>
+__global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
+  constexpr int THREADS = 32 * W;
+  constexpr int TK = tile_keys<D, W>();
+  constexpr int NT = TK / 8;       // 8-key column blocks of S
+  constexpr int KSTEPS = D / 16;   // k-steps of Q K^T
+  constexpr int DT = D / 8;        // 8-wide column blocks of O
+  constexpr int CH = D / 8;        // 16-byte chunks per K/V row
+  constexpr int STAGE = 2 * TK * D;  // elements: K tile [TK][D] then V tile [TK][D], rows swizzled
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ float s_m[W][HROWS], s_l[W][HROWS];
+  __shared__ float s_rmax[HROWS], s_rsum[HROWS];
+  __shared__ int s_last;
+
+  // Everything below reads q / seq_lens / K/V that the previous kernel may have written.
+  griddep_wait();
+  griddep_launch();
 
   const int b = blockIdx.z, split = blockIdx.x;
-  const int n_chunks = (p.group + GC - 1) / GC;
-  const int hk = blockIdx.y / n_chunks, h0 = hk * p.group + (blockIdx.y % n_chunks) * GC;
-  const int n_h = min(GC, hk * p.group + p.group - h0);
-  const int grp = threadIdx.x / TPR, li = threadIdx.x % TPR;
-  const int kv_len = min(p.seq_lens_k[b], p.kv_capacity);
-  const int chunk = ((kv_len + p.n_split - 1) / p.n_split + 15) / 16 * 16;
-  const int k_begin = split * chunk, k_end = min(kv_len, k_begin + chunk);
+  const int n_chunks = (p.group + HROWS - 1) / HROWS;
+  const int hk = blockIdx.y / n_chunks;
+  const int h0 = hk * p.group + (blockIdx.y % n_chunks) * HROWS;
+  const int n_h = min(HROWS, hk * p.group + p.group - h0);
+  const int kv_len = max(0, min(p.seq_lens_k[b], p.kv_capacity));
+  // Split boundaries in 64-key units (same arithmetic in every CTA of the sequence).
+  const int units = (kv_len + 63) / 64;
+  const int per = max(1, (units + p.n_split - 1) / p.n_split);
+  const int n_used = max(1, (units + per - 1) / per);
+  if (split >= n_used) return;
+  const int k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
+  const int n_tiles = max(0, (k_end - k_begin + TK - 1) / TK);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int my_tiles = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
 
-  float q[GC][8];
+  // Q as mma A fragments: rows = query heads h0 + row (rows >= n_h are zero), columns = dims.
+  uint32_t qf[KSTEPS][4];
+  {
+    const bf16* q0 = p.q + (int64_t(b) * p.n_head + h0) * D + 2 * t;
 #pragma unroll
-  for (int i = 0; i < GC; ++i) {
-    if (i < n_h) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(p.q + (int64_t(b) * p.n_head + h0 + i) * D + li * 8);
-      bf16x8_to_f32(raw, q[i]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) q[i][e] *= p.scale_log2;
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) q[i][e] = 0.f;
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      qf[kk][0] = g < n_h ? ld_b32(q0 + g * D + kk * 16) : 0u;
+      qf[kk][2] = g < n_h ? ld_b32(q0 + g * D + kk * 16 + 8) : 0u;
+      qf[kk][1] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16) : 0u;
+      qf[kk][3] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16 + 8) : 0u;
     }
   }
-  float m[GC], l[GC], acc[GC][8];
-#pragma unroll
-  for (int i = 0; i < GC; ++i) {
-    m[i] = -INFINITY;
-    l[i] = 0.f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[i][e] = 0.f;
-  }
 
+  bf16* ring = reinterpret_cast<bf16*>(smem_raw) + warp * NS * STAGE;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
-  // Trip count uniform across the warp (its groups shuffle within the warp): keys past k_end are masked.
-  for (int base = k_begin; base < k_end; base += NG * DEC_U) {
-    const int key0 = base + grp * DEC_U;
-    uint4 kr[DEC_U], vr[DEC_U];
+  const int64_t row_stride = int64_t(p.n_kv_head) * D;
+  // Issues this warp's i-th tile into stage i % NS; rows past k_end are zero-filled (never read from global).
+  auto issue = [&](int i) {
+    const int key0 = k_begin + (warp + i * W) * TK;
+    const int n_valid = min(TK, k_end - key0);
+    // A tile never straddles a pool block: key0 % TK == 0 and block_size % 64 == 0.
+    const int64_t base = paged_row(bt_row, p.block_size, p.n_kv_head, D, key0, hk);
+    bf16* sk = ring + (i % NS) * STAGE;
+    bf16* sv = sk + TK * D;
 #pragma unroll
-    for (int u = 0; u < DEC_U; ++u) {  // issue all loads before the first use
-      const int pos = key0 + u;
-      if (pos < k_end) {
-        const int64_t off = paged_row(bt_row, p.block_size, p.n_kv_head, D, pos, hk) + li * 8;
-        kr[u] = __ldg(reinterpret_cast<const uint4*>(p.k + off));
-        vr[u] = __ldg(reinterpret_cast<const uint4*>(p.v + off));
-      } else {
-        kr[u] = make_uint4(0, 0, 0, 0);
-        vr[u] = make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < TK * CH / 32; ++j) {
+      const int c = lane + 32 * j, r = c / CH, col = (c % CH) * 8;
+      const bool ok = r < n_valid;
+      const int64_t off = ok ? base + r * row_stride + col : 0;
+      cp_async16(sk + swz<D>(r, col), p.k + off, ok ? 16 : 0);
+      cp_async16(sv + swz<D>(r, col), p.v + off, ok ? 16 : 0);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < NS - 1; ++i) {
+    if (i < my_tiles) issue(i);
+    cp_async_commit();
+  }
+
+  float o[DT][4];
+#pragma unroll
+  for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max (log2 units, scaled) of rows g, g + 8
+  float l_run[2] = {0.f, 0.f};              // this thread's partial row sums
+
+  for (int i = 0; i < my_tiles; ++i) {
+    if (i + NS - 1 < my_tiles) issue(i + NS - 1);  // into the stage computed in iteration i - 1
+    cp_async_commit();
+    cp_async_wait<NS - 1>();  // tile i has landed (for this lane) ...
+    __syncwarp();             // ... and for every lane of the warp
+    const bf16* sk = ring + (i % NS) * STAGE;
+    const bf16* sv = sk + TK * D;
+    float s[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+#pragma unroll
+      for (int jp = 0; jp < NT / 2; ++jp) {
+        uint32_t b0, b1, b2, b3;
+        const int r = jp * 16 + (lane % 8) + 8 * (lane / 16), c = kk * 16 + 8 * ((lane / 8) % 2);
+        ldmatrix_x4(b0, b1, b2, b3, sk + swz<D>(r, c));
+        mma_bf16(s[2 * jp], qf[kk], b0, b1);
+        mma_bf16(s[2 * jp + 1], qf[kk], b2, b3);
       }
     }
-    float s[DEC_U][GC];
+    const int key0 = k_begin + (warp + i * W) * TK;
+    if (key0 + TK > k_end) {
 #pragma unroll
-    for (int u = 0; u < DEC_U; ++u) {
-      float kf[8];
-      bf16x8_to_f32(kr[u], kf);
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int i = 0; i < GC; ++i) {
-        float d = 0.f;
+        for (int e = 0; e < 4; ++e)
+          if (key0 + j * 8 + 2 * t + (e & 1) >= k_end) s[j][e] = -INFINITY;
+    }
+    // Online softmax per live row; every tile holds at least one valid key, so m_new is finite.
+    uint32_t pf[TK / 16][4];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) d = fmaf(q[i][e], kf[e], d);
+    for (int r = 0; r < 2; ++r) {
+      if (r == 1 && !TWO) {
 #pragma unroll
-        for (int off = TPR / 2; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);
-        s[u][i] = key0 + u < k_end ? d : -INFINITY;
+        for (int j = 0; j < NT; ++j) pf[j / 2][(j & 1) * 2 + 1] = 0u;
+        continue;
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[r], mx * p.scale_log2);
+      const float alpha = exp2_mufu(m_run[r] - m_new);  // 0 on the first tile (m_run = -inf)
+      m_run[r] = m_new;
+      l_run[r] *= alpha;
+#pragma unroll
+      for (int j = 0; j < DT; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const float e0 = exp2_mufu(fmaf(s[j][2 * r], p.scale_log2, -m_new));
+        const float e1 = exp2_mufu(fmaf(s[j][2 * r + 1], p.scale_log2, -m_new));
+        l_run[r] += e0 + e1;
+        pf[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
       }
     }
 #pragma unroll
-    for (int i = 0; i < GC; ++i) {
-      float mx = m[i];
+    for (int kk = 0; kk < TK / 16; ++kk) {
 #pragma unroll
-      for (int u = 0; u < DEC_U; ++u) mx = fmaxf(mx, s[u][i]);
-      const float alpha = mx == -INFINITY ? 1.f : exp2_mufu(m[i] - mx);
-      const float m_use = mx == -INFINITY ? 0.f : mx;
-      m[i] = mx;
-      l[i] *= alpha;
+      for (int dp = 0; dp < DT / 2; ++dp) {
+        uint32_t b0, b1, b2, b3;
+        const int r = kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2), c = dp * 16 + 8 * (lane / 16);
+        ldmatrix_x4_trans(b0, b1, b2, b3, sv + swz<D>(r, c));
+        mma_bf16(o[2 * dp], pf[kk], b0, b1);
+        mma_bf16(o[2 * dp + 1], pf[kk], b2, b3);
+      }
+    }
+    __syncwarp();  // every lane done with stage i % NS before iteration i + 1 refills it
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // all rings drained: the shared memory is reused below
+
+  // Combine the warps: s_o [W][HROWS][D] f32.
+  float* s_o = reinterpret_cast<float*>(smem_raw);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[i][e] *= alpha;
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = g + 8 * r;
+    if (row < n_h) {
 #pragma unroll
-      for (int u = 0; u < DEC_U; ++u) {
-        const float pu = exp2_mufu(s[u][i] - m_use);
-        l[i] += pu;
-        float vf[8];
-        bf16x8_to_f32(vr[u], vf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[i][e] = fmaf(pu, vf[e], acc[i][e]);
+      for (int j = 0; j < DT; ++j)
+        *reinterpret_cast<float2*>(s_o + (warp * HROWS + row) * D + j * 8 + 2 * t) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+      if (t == 0) {
+        s_m[warp][row] = m_run[r];
+        s_l[warp][row] = l;
       }
     }
   }
-#pragma unroll
-  for (int i = 0; i < GC; ++i) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s_acc[grp][i][li * 8 + e] = acc[i][e];
-    if (li == 0) {
-      s_m[grp][i] = m[i];
-      s_l[grp][i] = l[i];
-    }
-  }
-  __syncthreads();  // all groups' partials visible before the combine
-  for (int idx = threadIdx.x; idx < n_h * D; idx += DEC_THREADS) {
-    const int i = idx / D, d = idx % D;
+  __syncthreads();
+  const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     float mx = -INFINITY;
-    for (int gi = 0; gi < NG; ++gi) mx = fmaxf(mx, s_m[gi][i]);
-    float lsum = 0.f, o = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, s_m[w][i]);
+    float lsum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (mx != -INFINITY) {
-      for (int gi = 0; gi < NG; ++gi) {
-        const float w = exp2_mufu(s_m[gi][i] - mx);
-        lsum += s_l[gi][i] * w;
-        o += s_acc[gi][i][d] * w;
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const float wt = exp2_mufu(s_m[w][i] - mx);
+        lsum += s_l[w][i] * wt;
+        const float4 v = *reinterpret_cast<const float4*>(s_o + (w * HROWS + i) * D + d);
+        acc.x = fmaf(wt, v.x, acc.x);
+        acc.y = fmaf(wt, v.y, acc.y);
+        acc.z = fmaf(wt, v.z, acc.z);
+        acc.w = fmaf(wt, v.w, acc.w);
       }
     }
-    const int64_t row = (int64_t(b) * p.n_head + h0 + i) * p.n_split + split;
-    p.o_part[row * D + d] = lsum > 0.f ? o / lsum : 0.f;
-    if (d == 0) p.lse_part[row] = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
-  }
-}
-
-// One warp per (sequence, head): weights 2^(lse_s - max) over the splits.
-template <int D>
-__global__ void __launch_bounds__(128) decode_reduce_kernel(const DecodeParams p) {
-  constexpr int PER_LANE = D / 32;
-  const int w = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (w >= p.batch * p.n_head) return;
-  const float* lse = p.lse_part + int64_t(w) * p.n_split;
-  float mx = -INFINITY;
-  for (int s = lane; s < p.n_split; s += 32) mx = fmaxf(mx, lse[s]);
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  float o[PER_LANE] = {};
-  float lsum = 0.f;
-  if (mx != -INFINITY) {
-    for (int s = 0; s < p.n_split; ++s) {
-      const float wgt = exp2_mufu(lse[s] - mx);
-      lsum += wgt;
-      const float* src = p.o_part + (int64_t(w) * p.n_split + s) * D + lane * PER_LANE;
-#pragma unroll
-      for (int e = 0; e < PER_LANE; ++e) o[e] = fmaf(wgt, src[e], o[e]);
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    const float lse2 = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
+    if (n_used == 1) {  // the only split: final output
+      store_bf16x4(p.out + (head0 + i) * D + d, acc);
+      if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
+    } else {
+      const int64_t row = (head0 + i) * p.n_split + split;
+      *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
+      if (d == 0) p.lse_part[row] = lse2;
     }
   }
-  const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-  bf16* dst = p.out + int64_t(w) * D + lane * PER_LANE;
-#pragma unroll
-  for (int e = 0; e < PER_LANE; e += 2) {
-    *reinterpret_cast<__nv_bfloat162*>(dst + e) = __floats2bfloat162_rn(o[e] * inv, o[e + 1] * inv);
+  if (n_used == 1) return;
+
+  // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  float* s_w = reinterpret_cast<float*>(smem_raw);  // [n_h][n_used] split weights (s_o is no longer read)
+  for (int idx = threadIdx.x; idx < n_h * n_used; idx += THREADS) {
+    const int i = idx / n_used, sp = idx % n_used;
+    s_w[idx] = __ldcg(p.lse_part + (head0 + i) * p.n_split + sp);
   }
-  if (p.lse && lane == 0) p.lse[w] = lsum > 0.f ? (mx + log2f(lsum)) * LN2 : -INFINITY;
+  __syncthreads();
+  for (int i = warp; i < n_h; i += W) {
+    float mx = -INFINITY;
+    for (int sp = lane; sp < n_used; sp += 32) mx = fmaxf(mx, s_w[i * n_used + sp]);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    float sum = 0.f;
+    for (int sp = lane; sp < n_used; sp += 32) {
+      const float wt = mx == -INFINITY ? 0.f : exp2_mufu(s_w[i * n_used + sp] - mx);
+      s_w[i * n_used + sp] = wt;
+      sum += wt;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) {
+      s_rmax[i] = mx;
+      s_rsum[i] = sum;
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    const float* src = p.o_part + (head0 + i) * p.n_split * D + d;
+    const float* wts = s_w + i * n_used;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int sp = 0; sp < n_used; ++sp) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(src + int64_t(sp) * D));
+      const float wt = wts[sp];
+      acc.x = fmaf(wt, v.x, acc.x);
+      acc.y = fmaf(wt, v.y, acc.y);
+      acc.z = fmaf(wt, v.z, acc.z);
+      acc.w = fmaf(wt, v.w, acc.w);
+    }
+    const float sum = s_rsum[i];
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+    if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (s_rmax[i] + log2f(sum)) * LN2 : -INFINITY;
+  }
 }
 
-template <int D, int GC>
-cudaError_t launch_split(const DecodeParams& p, cudaStream_t s) {
-  const int n_chunks = (p.group + GC - 1) / GC;
-  dim3 grid(p.n_split, p.n_kv_head * n_chunks, p.batch);
-  decode_split_kernel<D, GC><<<grid, DEC_THREADS, 0, s>>>(p);
-  return cudaGetLastError();
-}
-
-template <int D>
-cudaError_t launch_decode_d(const DecodeParams& p, cudaStream_t s) {
-  cudaError_t e;
-  if (p.group == 1) e = launch_split<D, 1>(p, s);
-  else if (p.group == 2) e = launch_split<D, 2>(p, s);
-  else if (p.group <= 4) e = launch_split<D, 4>(p, s);
-  else e = launch_split<D, 8>(p, s);  // groups > 8 are split into chunks of 8 heads
-  if (e != cudaSuccess) return e;
-  decode_reduce_kernel<D><<<(p.batch * p.n_head + 3) / 4, 128, 0, s>>>(p);
-  return cudaGetLastError();
+template <int D, int W, bool TWO>
+cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
+  constexpr int smem = smem_bytes<D, W>();
+  static bool attr_set = false;  // raise the dynamic shared-memory limit once per process
+  if (!attr_set) {
+    const cudaError_t e = cudaFuncSetAttribute(decode_kernel<D, W, TWO>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.n_split, p.n_kv_head * ((p.group + HROWS - 1) / HROWS), p.batch);
+  cfg.blockDim = dim3(32 * W);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, TWO>, p);
 }
 
 }  // namespace
 
-cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s) {
-  return head_dim == 64 ? launch_decode_d<64>(p, s) : launch_decode_d<128>(p, s);
+cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, bool pdl, int warps) {
+  const bool two = p.group > 8;
+  if (warps == 8) {
+    if (head_dim == 64) return two ? launch_t<64, 8, true>(p, s, pdl) : launch_t<64, 8, false>(p, s, pdl);
+    return two ? launch_t<128, 8, true>(p, s, pdl) : launch_t<128, 8, false>(p, s, pdl);
+  }
+  if (head_dim == 64) return two ? launch_t<64, 4, true>(p, s, pdl) : launch_t<64, 4, false>(p, s, pdl);
+  return two ? launch_t<128, 4, true>(p, s, pdl) : launch_t<128, 4, false>(p, s, pdl);
 }
 
 }  // namespace mk::cuda::attn
