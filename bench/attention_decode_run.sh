@@ -3,18 +3,19 @@
 # bench/attention_decode_build.sh in .carry/dec): decode tests, compute-sanitizer memcheck + racecheck on the
 # small decode cases, the decode benchmark table (read ceiling measured in the same process), then the SDPA
 # peers (cuDNN, FLASH) on the same shapes in the same call. Logs go to $OUT; a summary table is printed last.
-# Usage: bench/attention_decode_run.sh [bench args...]   (default: decode)
+# Usage: [PEER_MAX_GB=1.1] bench/attention_decode_run.sh [bench args...]   (default: decode; peers only on shapes
+# with at most PEER_MAX_GB of K+V)
 set -uo pipefail
 OUT=${OUT:-/tmp/dec_out}; mkdir -p "$OUT"
 A=.carry/dec
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
-timeout 60 $A/dec_test > "$OUT/test.log" 2>&1; echo "test rc=$?"
+timeout 40 $A/dec_test > "$OUT/test.log" 2>&1; echo "test rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure|Expected|Which is|naive|differs|^\[       OK" "$OUT/test.log" | head -40
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-timeout 40 $CS --tool memcheck --error-exitcode 1 $A/dec_test --gtest_filter='AttentionSanitize.Decode*' > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
-timeout 40 $CS --tool racecheck --error-exitcode 1 $A/dec_test --gtest_filter='AttentionSanitize.Decode*' > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | head -5
+timeout 25 $CS --tool memcheck --error-exitcode 1 $A/dec_test --gtest_filter='AttentionSanitize.Decode*' > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5
+timeout 30 $CS --tool racecheck --error-exitcode 1 $A/dec_test --gtest_filter='AttentionSanitize.Decode*' > "$OUT/racecheck.log" 2>&1; echo "racecheck rc=$?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | head -5
 args=("$@"); [ ${#args[@]} = 0 ] && args=(decode)
-timeout 90 $A/dec_bench "${args[@]}" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
-PYTHONUNBUFFERED=1 timeout 100 python3 bench/attention_decode_peers.py "$OUT/bench.log" > "$OUT/peers.log" 2>&1; echo "peers rc=$?"
+timeout 50 $A/dec_bench "${args[@]}" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+PYTHONUNBUFFERED=1 timeout 50 python3 bench/attention_decode_peers.py "$OUT/bench.log" --max-gb ${PEER_MAX_GB:-1.1} > "$OUT/peers.log" 2>&1; echo "peers rc=$?"
 grep -v RESULT "$OUT/bench.log" | grep -v "^\[decode\] D=.*splits=  \?[0-9]* calls" | head -5
 grep -v RESULT "$OUT/peers.log" | tail -60
