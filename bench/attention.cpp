@@ -285,13 +285,13 @@ void decode_table(bool quick) {
           nopdl.decode_pdl = false;
           decode_time(st, true, nopdl, "nopdl", *ceiling);
         }
-        if (batch <= 8) {
+        if (batch == 1) {
           cuda::AttentionOptions w8;
           w8.decode_warps = 8;
           decode_time(st, true, w8, "w8", *ceiling);
         }
-        if (batch == 1 && len == 32768) {  // is the chosen split count the best one?
-          for (int n : {8, 32, 64, 128}) {
+        if (batch == 1 && len <= 32768) {  // is the chosen split count the best one?
+          for (int n : {4, 8, 32, 64}) {
             cuda::AttentionOptions o;
             o.decode_splits = n;
             decode_time(st, true, o, ("splits" + std::to_string(n)).c_str(), *ceiling);
