@@ -1,13 +1,14 @@
 // Split-KV decode attention (flash-decoding) over the paged cache, one query token per sequence, in ONE kernel.
 // CTA = (split, kv head [x 16-head chunk], sequence), 4 warps. The split's keys are cut into tiles (64 keys at
 // D=64, 32 at D=128: 16 KB of K+V; the 8-warp build halves them); warp w takes tiles w, w+4, ... and streams
-// them through its own 3-stage
-// cp.async ring in shared memory (no CTA barrier in the main loop; ~128 KB per SM in flight). S = Q K^T and
+// them through its own 3-stage cp.async ring in shared memory (no CTA barrier in the main loop; ~128 KB per SM
+// in flight; one 192 KB CTA per SM). S = Q K^T and
 // O += P V run on mma.sync m16n8k16 with the group's query heads as the 16 M rows, so one K/V load serves all
 // of them (GQA). The warps combine in shared memory; with several splits each CTA writes a partial (O, LSE)
 // and the last CTA of its (sequence, kv head) to arrive, found by a counter in the workspace, combines them:
 // no second kernel. PDL: griddepcontrol.wait before the first global read, dependents released right after.
-// Reference: cpu::attention_prefill with q_len = 1; test: tests/gpu/test_attention_decode.cu.
+// Reference: cpu::attention_prefill with q_len = 1; test: tests/gpu/test_attention_decode.cu; measured figures
+// and the remaining gap: bench/RESULTS.md ("Decode attention v3").
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
 
