@@ -6,7 +6,8 @@
 #   scripts/gpu_round.sh [BIN_DIR]         BIN_DIR holds test_gpu and megakernel (default .carry/cuda)
 # Environment: SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, TORCH_PEERS="eager,hfcompile,gptfast" (empty: none),
 #   PEER_SHAPES (default llama-3.2-1b,llama-3.1-8b), BENCH_SHAPES (default llama-3.2-1b llama-3.1-8b qwen3-0.6b qwen3-1.7b),
-#   BENCH_ARGS (extra arguments for megakernel bench).
+#   BENCH_ARGS (extra arguments for megakernel bench), TEST_FILTER / MEMCHECK_FILTER / RACE_FILTER (gtest filters),
+#   BENCH2_SHAPES + BENCH2_ARGS (a second bench run, e.g. the ablation on one shape; JSON in bench2.json).
 set -u
 export MK_REQUIRE_GPU=1  # a missing GPU here is a failure, not a skip
 BIN=${1:-.carry/cuda}
@@ -26,7 +27,7 @@ ldd "$BIN/megakernel" | grep -i -E "cublas|not found" | tee -a "$OUT/gpu.txt"
 git rev-parse --short HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 
 if [ -z "${SKIP_TESTS:-}" ]; then
-  timeout ${T_TESTS:-120} "$BIN/test_gpu" 2>&1 | tee "$OUT/test_gpu.log" | grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|error" | head -40
+  timeout ${T_TESTS:-120} "$BIN/test_gpu" --gtest_filter="${TEST_FILTER:-*}" 2>&1 | tee "$OUT/test_gpu.log" | grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|error" | head -40
   note "test_gpu: $(grep -E '^\[  PASSED  \]' "$OUT/test_gpu.log" | head -1) $(grep -cE '^\[  FAILED  \] [A-Z]' "$OUT/test_gpu.log") failed"
 fi
 
@@ -36,7 +37,7 @@ if [ -z "${SKIP_SANITIZER:-}" ] && [ -n "$SAN" ]; then
   rc=$?
   note "memcheck (exit $rc): $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
   timeout ${T_RACE:-60} "$SAN" --tool racecheck --error-exitcode 9 "$BIN/test_gpu" \
-      --gtest_filter='Ops.*:Matvec.*:Backend.DeviceGreedy*:-Ops.Gemm*' > "$OUT/racecheck.log" 2>&1
+      --gtest_filter="${RACE_FILTER:-Ops.*:Matvec.*:Backend.DeviceGreedy*:-Ops.Gemm*}" > "$OUT/racecheck.log" 2>&1
   rc=$?
   note "racecheck (exit $rc): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)"
 fi
@@ -47,6 +48,13 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   timeout ${T_BENCH:-150} "$BIN/megakernel" bench $shapes --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench.txt"
   note "bench exit $?"
   cat "$OUT/bench.txt"
+  if [ -n "${BENCH2_SHAPES:-}" ]; then
+    shapes=""
+    for s in $BENCH2_SHAPES; do shapes="$shapes --shape $s"; done
+    timeout ${T_BENCH2:-120} "$BIN/megakernel" bench $shapes --json ${BENCH2_ARGS:-} > "$OUT/bench2.json" 2> "$OUT/bench2.txt"
+    note "bench2 exit $?"
+    grep -E "decode ctx|prefill" "$OUT/bench2.txt"
+  fi
 fi
 
 if [ -n "${TORCH_PEERS:-}" ]; then

@@ -3,6 +3,7 @@
 // Prints a table for people, or JSON with --json (bench/compare_torch.py reads it).
 //   megakernel bench --shape llama-3.2-1b --shape llama-3.1-8b [--json]
 //   megakernel bench --model /models/Llama-3.2-1B
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,6 +32,7 @@ struct BenchOptions {
   bool json_out = false;
   bool no_ceilings = false;
   bool ablation = false;
+  std::vector<std::string> variants;  // ablation variants by name (--ablation: all)
   int n_tokens = 128;
   int repeats = 5;
   std::vector<int> prefill = {32, 1024};
@@ -54,12 +56,14 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   if (!mm) return mm.error();
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
-  for (auto [r, c, rowpair] : {std::tuple{8192, 2048, false}, std::tuple{2048, 8192, false},
-                               std::tuple{16384, 2048, false}, std::tuple{8192, 2048, true},
-                               std::tuple{2048, 8192, true}}) {
-    auto mv = cuda::measure_matvec(r, c, 20, rowpair);
+  for (auto [r, c, kname] : {std::tuple{8192, 2048, "splitk"}, std::tuple{2048, 8192, "splitk"},
+                             std::tuple{16384, 2048, "splitk"}, std::tuple{3072, 2048, "splitk"},
+                             std::tuple{2048, 2048, "splitk"}, std::tuple{8192, 2048, "bulk"},
+                             std::tuple{2048, 8192, "bulk"}, std::tuple{16384, 2048, "bulk"},
+                             std::tuple{3072, 2048, "bulk"}, std::tuple{2048, 2048, "bulk"},
+                             std::tuple{16384, 2048, "bulk-static"}, std::tuple{2048, 8192, "bulk-static"}}) {
+    auto mv = cuda::measure_matvec(r, c, 20, kname);
     if (!mv) return mv.error();
-    const char* kname = rowpair ? "rowpair" : "splitk";
     j["matvec"].push_back({{"kernel", kname}, {"rows", r}, {"cols", c}, {"us_single", mv->us_single},
                            {"us_chained", mv->us_chained}, {"tbps_single", mv->tbps_single},
                            {"tbps_chained", mv->tbps_chained}});
@@ -90,15 +94,35 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   struct Variant {
     const char* name;
     bool graph, pdl, fuse_rope;
+    const char* matvec;  // matvec kernel (ops/matvec.h), "bulk-static": bulk with static unit assignment
+    bool prefetch_o;
+    bool fused_attention = true;  // ops/attention_decode, else cuda/attention's split + reduce
   };
-  std::vector<Variant> variants = {{"graph+pdl", true, true, false}};
-  if (o.ablation)  // ropefuse: RoPE + KV write in the QKV matvec epilogue (see cuda_backend.cu on its status)
-    variants.insert(variants.end(),
-                    {{"graph", true, false, false}, {"eager+pdl", false, true, false}, {"ropefuse", true, true, true}});
+  // Default: matvec "auto" (bulk where one launch holds the matrix, else split-K), RoPE fused into the QKV matvec,
+  // O weights prefetched into L2 during attention, ops/attention_decode.
+  std::vector<Variant> variants = {{"graph+pdl", true, true, true, "auto", true}};
+  const std::vector<Variant> extra = {
+      {"bulk-all", true, true, true, "bulk", true},
+      {"bulk-all-static", true, true, true, "bulk-static", true},
+      {"splitk-all", true, true, true, "splitk", false},
+      {"lib-attention", true, true, true, "auto", true, false},
+      {"no-prefetch-o", true, true, true, "auto", false},
+      {"rope-kernel", true, true, false, "auto", true},
+      {"old-default", true, true, false, "splitk", false, false},  // splitk + RoPE kernel + cuda/attention
+      {"graph", true, false, true, "auto", true},
+      {"eager+pdl", false, true, true, "auto", true}};
+  for (const Variant& v : extra)
+    if (o.ablation || std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
+      variants.push_back(v);
   for (const Variant& v : variants) {
     cuda::CudaBackendOptions opt;
     opt.graph = v.graph;
     opt.pdl = v.pdl;
+    opt.prefetch_o = v.prefetch_o;
+    opt.fused_attention = v.fused_attention;
+    const bool bulk_static = std::string(v.matvec) == "bulk-static";
+    cuda::set_matvec_kernel(bulk_static ? "bulk" : v.matvec);  // read when the graph is captured (first step)
+    cuda::set_matvec_bulk_static(bulk_static);
     auto b = build(what, c, m, max_ctx, opt, v.fuse_rope);
     if (!b) return b.error();
     bool main_variant = &v == &variants.front();
@@ -118,11 +142,13 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
                              {"ms_per_token", d.ms_median}, {"ms_per_token_mean", d.ms_mean},
                              {"tokens_per_s", 1e3 / d.ms_median}, {"bytes_per_token", d.bytes_per_token},
                              {"gbps", gbps}, {"pct_of_read_ceiling", pct}});
-      std::fprintf(human(o), "  decode ctx %5d%s %-9s %7.4f ms/token (mean %7.4f)  %7.1f tok/s  %7.1f GB/s  %5.1f%% of ceiling\n",
+      std::fprintf(human(o), "  decode ctx %5d%s %-27s %7.4f ms/token (mean %7.4f)  %7.1f tok/s  %7.1f GB/s  %5.1f%% of ceiling\n",
                    d.context, d.random_context ? "*" : " ", v.name, d.ms_median, d.ms_mean, 1e3 / d.ms_median, gbps,
                    pct);
     }
   }
+  cuda::set_matvec_kernel("auto");
+  cuda::set_matvec_bulk_static(false);
   return j;
 }
 
@@ -208,7 +234,12 @@ Command add_bench_command(CLI::App& parent) {
   sub->add_option("--prefill", opts->prefill, "Prompt lengths to time")->check(CLI::Range(1, 65536));
   sub->add_option("--context", opts->contexts, "Context lengths for decode")->check(CLI::Range(0, 131072));
   sub->add_flag("--no-ceilings", opts->no_ceilings, "Skip the bandwidth/matmul ceilings (uses 4.5 TB/s)");
-  sub->add_flag("--ablation", opts->ablation, "Also time decode without PDL and without the CUDA graph");
+  sub->add_flag("--ablation", opts->ablation,
+                "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
+  sub->add_option("--variants", opts->variants,
+                  "Ablation variants to time at the first context (bulk-all, bulk-all-static, splitk-all, "
+                  "lib-attention, no-prefetch-o, rope-kernel, old-default, graph, eager+pdl)")
+      ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }
 

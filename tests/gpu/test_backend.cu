@@ -42,7 +42,7 @@ ModelConfig small_config(Family f, int D, int n_head, int n_kv, bool tied, int v
   return c;
 }
 
-// rope_pair_rows: RoPE fused into the QKV matvec (rope-pair row order); false is make_cuda_backend's default.
+// rope_pair_rows: RoPE fused into the QKV matvec (rope-pair row order; make_cuda_backend's default).
 std::unique_ptr<cuda::CudaBackend> make_gpu(const Model& m, int max_ctx, cuda::CudaBackendOptions opt = {},
                                             bool rope_pair_rows = false) {
   auto w = cuda::upload_weights(m.config, m.weights, rope_pair_rows);
@@ -179,6 +179,10 @@ TEST(Backend, GoldenModelsMatchCpu) {
       auto m = load_model(e.path(), lo);
       ASSERT_TRUE(m) << m.message();
       compare_with_cpu(*m, random_prompt(19, m->config.n_vocab, 4), 12);
+      {
+        SCOPED_TRACE("rope_pair_rows = true (make_cuda_backend's default)");
+        compare_with_cpu(*m, random_prompt(19, m->config.n_vocab, 4), 12, {}, true);
+      }
       ++n;
     }
   EXPECT_GT(n, 0) << "no golden models in " << dir;

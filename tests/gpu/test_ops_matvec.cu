@@ -2,6 +2,7 @@
 // with poisoned outputs and awkward sizes. Inputs are f32 (or bf16) and weights bf16 on both sides, so only the
 // summation order differs: relative error bound 2e-5 (f32 accumulation over up to 8192 terms).
 // Run: test_gpu --gtest_filter='Matvec*'
+#include <memory>
 #include <tuple>
 
 #include "cpu/ops.h"
@@ -27,9 +28,11 @@ std::string name(const Case& c) {
              c.x_bf16 ? " x_bf16" : "", c.argmax ? " argmax" : "");
 }
 
-// Both kernels (split-K default, rowpair fallback) must compute the same function.
-void run_case_with(const Case& c, uint32_t seed, bool rowpair) {
-  SCOPED_TRACE(name(c) + (rowpair ? " [rowpair]" : " [splitk]"));
+// All kernels (bulk default, split-K, rowpair) must compute the same function.
+enum class Kernel { BULK, SPLITK, ROWPAIR };
+void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
+  const char* kname[] = {" [bulk]", " [splitk]", " [rowpair]"};
+  SCOPED_TRACE(name(c) + kname[int(kernel)]);
   std::mt19937 rng(seed);
   Bf16Data w = to_bf16(randn(size_t(c.rows) * c.cols, rng, 0.05f));
   std::vector<float> x = randn(size_t(c.cols), rng, 1.f, 0.3f);
@@ -81,8 +84,9 @@ void run_case_with(const Case& c, uint32_t seed, bool rowpair) {
   a.out = dout.p;
   a.mode = c.mode;
   a.argmax = c.argmax ? dam.p : nullptr;
-  if (rowpair) cuda::matvec_rowpair(cuda::Stream(nullptr, true), a);
-  else cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
+  if (kernel == Kernel::ROWPAIR) cuda::matvec_rowpair(cuda::Stream(nullptr, true), a);
+  else if (kernel == Kernel::SPLITK) cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
+  else cuda::matvec_bulk(cuda::Stream(nullptr, true), a);
   CUDA_CHECK_LAUNCH();
   std::vector<float> got = dout.download();
   double err = rel_err(got, want);
@@ -95,8 +99,14 @@ void run_case_with(const Case& c, uint32_t seed, bool rowpair) {
 }
 
 void run_case(const Case& c, uint32_t seed) {
-  run_case_with(c, seed, false);
-  run_case_with(c, seed, true);
+  MatvecArgs shape;
+  shape.n_rows = c.rows;
+  shape.n_cols = c.cols;
+  shape.mode = c.mode;
+  if (cuda::matvec_bulk_supported(shape)) run_case_with(c, seed, Kernel::BULK);
+  else EXPECT_GT(c.cols, 8192) << "the bulk kernel should support " << name(c);
+  run_case_with(c, seed, Kernel::SPLITK);
+  run_case_with(c, seed, Kernel::ROWPAIR);
 }
 
 TEST(Matvec, MatchesCpuReferenceOnAwkwardSizes) {
@@ -177,37 +187,155 @@ TEST(Matvec, RopeQkvModeMatchesCpuRopeAndWritesCache) {
     DeviceArray<uint16_t> dw(wp), kc(size_t(n_blocks) * bs * KV), vc(size_t(n_blocks) * bs * KV), q(static_cast<size_t>(Q));
     DeviceArray<float> dx(x), dg(g), db(bp), dfreq(inv_freq), dummy(static_cast<size_t>(R));
     DeviceArray<int32_t> dpos(std::vector<int32_t>{pos}), table(std::vector<int32_t>{1, 0});  // pos 70 -> block 0
-    kc.poison();
-    vc.poison();
-    q.poison();
-    cuda::MatvecArgs a;
-    a.w = reinterpret_cast<const __nv_bfloat16*>(dw.p);
-    a.n_rows = R;
-    a.n_cols = E;
-    a.x = dx.p;
-    a.norm_w = dg.p;
-    a.eps = 1e-6f;
-    a.bias = bias ? db.p : nullptr;
-    a.out = dummy.p;
-    a.mode = MatvecOut::ROPE_QKV;
-    a.rope.inv_freq = dfreq.p;
-    a.rope.pos = dpos.p;
-    a.rope.head_dim = D;
-    a.rope.n_head = n_head;
-    a.rope.n_kv_head = n_kv;
-    a.rope.q_out = reinterpret_cast<__nv_bfloat16*>(q.p);
-    a.rope.kv = {reinterpret_cast<__nv_bfloat16*>(kc.p), reinterpret_cast<__nv_bfloat16*>(vc.p), n_blocks, bs, n_kv, D};
-    a.rope.block_table = table.p;
-    a.rope.max_positions = n_blocks * bs;
-    cuda::matvec(cuda::Stream(nullptr, true), a);
-    CUDA_CHECK_LAUNCH();
-    auto gq = bf16_bits_to_f32(q.download()), gk = bf16_bits_to_f32(kc.download()), gv = bf16_bits_to_f32(vc.download());
-    size_t row = size_t(0 * bs + pos % bs) * KV;  // block_table[1] = 0
-    std::vector<float> got_k(gk.begin() + row, gk.begin() + row + KV), got_v(gv.begin() + row, gv.begin() + row + KV);
-    EXPECT_LT(rel_err(gq, std::vector<float>(y.begin(), y.begin() + Q)), 1e-2);
-    EXPECT_LT(rel_err(got_k, std::vector<float>(y.begin() + Q, y.begin() + Q + KV)), 1e-2);
-    EXPECT_LT(rel_err(got_v, std::vector<float>(y.begin() + Q + KV, y.end())), 1e-2);
+    for (const char* kernel : {"bulk", "splitk"}) {
+      SCOPED_TRACE(kernel);
+      cuda::set_matvec_kernel(kernel);
+      kc.poison();
+      vc.poison();
+      q.poison();
+      cuda::MatvecArgs a;
+      a.w = reinterpret_cast<const __nv_bfloat16*>(dw.p);
+      a.n_rows = R;
+      a.n_cols = E;
+      a.x = dx.p;
+      a.norm_w = dg.p;
+      a.eps = 1e-6f;
+      a.bias = bias ? db.p : nullptr;
+      a.out = dummy.p;
+      a.mode = MatvecOut::ROPE_QKV;
+      a.rope.inv_freq = dfreq.p;
+      a.rope.pos = dpos.p;
+      a.rope.head_dim = D;
+      a.rope.n_head = n_head;
+      a.rope.n_kv_head = n_kv;
+      a.rope.q_out = reinterpret_cast<__nv_bfloat16*>(q.p);
+      a.rope.kv = {reinterpret_cast<__nv_bfloat16*>(kc.p), reinterpret_cast<__nv_bfloat16*>(vc.p), n_blocks, bs, n_kv, D};
+      a.rope.block_table = table.p;
+      a.rope.max_positions = n_blocks * bs;
+      cuda::matvec(cuda::Stream(nullptr, true), a);
+      CUDA_CHECK_LAUNCH();
+      auto gq = bf16_bits_to_f32(q.download()), gk = bf16_bits_to_f32(kc.download()), gv = bf16_bits_to_f32(vc.download());
+      size_t row = size_t(0 * bs + pos % bs) * KV;  // block_table[1] = 0
+      std::vector<float> got_k(gk.begin() + row, gk.begin() + row + KV), got_v(gv.begin() + row, gv.begin() + row + KV);
+      EXPECT_LT(rel_err(gq, std::vector<float>(y.begin(), y.begin() + Q)), 1e-2);
+      EXPECT_LT(rel_err(got_k, std::vector<float>(y.begin() + Q, y.begin() + Q + KV)), 1e-2);
+      EXPECT_LT(rel_err(got_v, std::vector<float>(y.begin() + Q + KV, y.end())), 1e-2);
+    }
+    cuda::set_matvec_kernel("auto");
   }
+}
+
+
+// A chain of dependent matvecs launched back to back with PDL (eager and as a CUDA graph): the bulk kernel lets
+// the next kernel launch before it finishes, so a missing wait would show up here as a wrong or NaN result.
+TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
+  const int E = 1032, F = 2 * 1400;  // h = swiglu(Wgu rmsnorm(x)); x += Wd h; y = Wq x, three times
+  std::mt19937 rng(77);
+  struct Layer {
+    Bf16Data gu, d;
+    std::vector<float> g;
+  };
+  std::vector<Layer> layers(3);
+  for (auto& l : layers) {
+    l.gu = to_bf16(randn(size_t(F) * E, rng, 0.05f));
+    l.d = to_bf16(randn(size_t(E) * (F / 2), rng, 0.05f));
+    l.g = randn(size_t(E), rng, 0.1f, 1.f);
+  }
+  Bf16Data wq = to_bf16(randn(size_t(333) * E, rng, 0.05f));
+  std::vector<float> x0 = randn(size_t(E), rng);
+  // Reference.
+  auto tv = [](const Bf16Data& b, int r, int c) {
+    TensorView t;
+    t.dtype = DType::BF16;
+    t.shape = {r, c};
+    t.data = b.bits.data();
+    t.name = "w";
+    return t;
+  };
+  std::vector<float> x = x0, xn(static_cast<size_t>(E)), y(static_cast<size_t>(F)), h(static_cast<size_t>(F / 2)),
+      dx(static_cast<size_t>(E)), want(333);
+  for (auto& l : layers) {
+    cpu::rmsnorm(xn.data(), x.data(), view(l.g, {E}), 1e-5f, E);
+    cpu::matvec(y.data(), tv(l.gu, F, E), xn.data(), nullptr);
+    std::vector<float> g(static_cast<size_t>(F / 2)), u(static_cast<size_t>(F / 2));
+    for (int i = 0; i < F / 2; ++i) g[size_t(i)] = y[2 * size_t(i)], u[size_t(i)] = y[2 * size_t(i) + 1];
+    cpu::swiglu(h.data(), g.data(), u.data(), F / 2);
+    cpu::matvec(dx.data(), tv(l.d, E, F / 2), h.data(), nullptr);
+    cpu::add(x.data(), x.data(), dx.data(), E);
+  }
+  cpu::matvec(want.data(), tv(wq, 333, E), x.data(), nullptr);
+  // Device.
+  std::vector<std::unique_ptr<DeviceArray<uint16_t>>> dw;
+  std::vector<std::unique_ptr<DeviceArray<float>>> dg;
+  for (auto& l : layers) {
+    dw.push_back(std::make_unique<DeviceArray<uint16_t>>(l.gu.bits));
+    dw.push_back(std::make_unique<DeviceArray<uint16_t>>(l.d.bits));
+    dg.push_back(std::make_unique<DeviceArray<float>>(l.g));
+  }
+  DeviceArray<uint16_t> dq(wq.bits);
+  DeviceArray<float> dx0(static_cast<size_t>(E)), dh(static_cast<size_t>(F / 2)), dout(333);
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto enqueue = [&] {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      MatvecArgs gu;
+      gu.w = reinterpret_cast<const __nv_bfloat16*>(dw[2 * i]->p);
+      gu.n_rows = F;
+      gu.n_cols = E;
+      gu.x = dx0.p;
+      gu.norm_w = dg[i]->p;
+      gu.eps = 1e-5f;
+      gu.out = dh.p;
+      gu.mode = MatvecOut::SWIGLU;
+      gu.l2_prefetch = dq.p;  // any buffer: must not change results
+      gu.l2_prefetch_bytes = size_t(333) * E * 2;
+      cuda::matvec_bulk(cuda::Stream(s, true), gu);
+      MatvecArgs d;
+      d.w = reinterpret_cast<const __nv_bfloat16*>(dw[2 * i + 1]->p);
+      d.n_rows = E;
+      d.n_cols = F / 2;
+      d.x = dh.p;
+      d.out = dx0.p;
+      d.mode = MatvecOut::ADD;
+      cuda::matvec_bulk(cuda::Stream(s, true), d);
+    }
+    MatvecArgs q;
+    q.w = reinterpret_cast<const __nv_bfloat16*>(dq.p);
+    q.n_rows = 333;
+    q.n_cols = E;
+    q.x = dx0.p;
+    q.out = dout.p;
+    cuda::matvec_bulk(cuda::Stream(s, true), q);
+  };
+  for (auto [graph, stat] : {std::pair{false, false}, {true, false}, {true, true}}) {
+    SCOPED_TRACE(cat(graph ? "graph" : "eager", stat ? ", static units" : ", claimed units"));
+    cuda::set_matvec_bulk_static(stat);
+    for (int rep = 0; rep < 3; ++rep) {
+      CUDA_CHECK(cudaMemcpy(dx0.p, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
+      dh.poison();
+      dout.poison();
+      if (graph) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+        enqueue();
+        CUDA_CHECK(cudaStreamEndCapture(s, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        CUDA_CHECK(cudaGraphLaunch(ge, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+      } else {
+        enqueue();
+      }
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      CUDA_CHECK_LAUNCH();
+      double err = rel_err(dout.download(), want);
+      EXPECT_LT(err, 1e-4) << "rep " << rep;
+    }
+  }
+  cuda::set_matvec_bulk_static(false);
+  cudaStreamDestroy(s);
 }
 
 }  // namespace

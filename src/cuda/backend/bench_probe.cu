@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cuda/common/cuda_check.h"
@@ -142,7 +143,8 @@ Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
   return r;
 }
 
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, bool rowpair) {
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const char* kernel) {
+  const std::string kname = kernel;
   size_t mat_bytes = size_t(n_rows) * size_t(n_cols) * 2;
   int copies = int(std::max<size_t>(8, (size_t(512) << 20) / mat_bytes + 1));
   DevBuf w, x, y;
@@ -164,9 +166,11 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, bool ro
     return a;
   };
   auto mv = [&](const MatvecArgs& a) {
-    if (rowpair) matvec_rowpair(Stream(s, true), a);
-    else matvec_splitk(Stream(s, true), a);
+    if (kname == "rowpair") matvec_rowpair(Stream(s, true), a);
+    else if (kname == "splitk" || !matvec_bulk_supported(a)) matvec_splitk(Stream(s, true), a);
+    else matvec_bulk(Stream(s, true), a);
   };
+  set_matvec_bulk_static(kname == "bulk-static");
   int it = 0;
   double single = time_ms(s, [&] { mv(args(it++)); }, repeats * 4);
   // Chained: a graph of `chain` matvecs over rotating copies (the decode pattern), per-matvec time.
@@ -180,6 +184,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, bool ro
   double chained = time_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats) / chain;
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
+  set_matvec_bulk_static(false);
   MK_TRY(cuda_status(cudaStreamSynchronize(s), "measuring the matvec"));
   cudaStreamDestroy(s);
   MatvecRate r;

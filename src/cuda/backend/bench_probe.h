@@ -30,7 +30,8 @@ struct MatvecRate {
   double tbps_single = 0, tbps_chained = 0;
 };
 // Rotates over enough copies of the matrix to defeat the L2.
-// rowpair: time the first matvec kernel (ops/matvec_rowpair.cu) instead of the default split-K one.
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, bool rowpair = false);
+// kernel: "bulk" (ops/matvec_bulk.cu), "bulk-static" (the same, static unit assignment), "splitk" (ops/matvec.cu)
+// or "rowpair" (ops/matvec_rowpair.cu).
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk");
 
 }  // namespace mk::cuda

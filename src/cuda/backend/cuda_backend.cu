@@ -9,6 +9,7 @@
 #include "cpu/ops.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/device_info.h"
+#include "cuda/ops/attention_decode.h"
 
 namespace mk {
 namespace cuda {
@@ -26,6 +27,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamDestroy(stream_);
   if (arena_) cudaFree(arena_);
   if (attn_ws_) cudaFree(attn_ws_);
+  if (fattn_ws_) cudaFree(fattn_ws_);
 }
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& config, DeviceWeights weights,
@@ -93,6 +95,14 @@ Status CudaBackend::init() {
     MK_TRY(cuda_status(cudaMalloc(&attn_ws_, std::max<size_t>(attn_ws_bytes_, 256)), "allocating attention workspace"));
   } else {
     opt_.attention_lib = false;
+  }
+  if (opt_.fused_attention && decode_attention_supported(c.n_head, c.n_kv_head, c.head_dim)) {
+    fattn_splits_ = decode_attention_splits(c.n_kv_head, kv_.capacity());
+    const size_t bytes = decode_attention_workspace_bytes(c.n_head, c.n_kv_head, c.head_dim, fattn_splits_);
+    MK_TRY(cuda_status(cudaMalloc(&fattn_ws_, bytes), "allocating the decode attention workspace"));
+    MK_TRY(cuda_status(cudaMemset(fattn_ws_, 0, bytes), "clearing the decode attention workspace"));
+  } else {
+    opt_.fused_attention = false;
   }
   return {};
 }
@@ -198,9 +208,9 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max
   if (need > dev->free_memory)
     return make_error("the model needs ", need >> 20, " MiB of GPU memory (weights + KV cache for ", max_context,
                       " positions) but GPU '", dev->name, "' has ", dev->free_memory >> 20, " MiB free");
-  // HF row order and the separate RoPE kernel: the path verified end to end on the H200. The fused RoPE path
-  // (rope_pair_rows = true, ops/matvec.h ROPE_QKV) passes its op tests but has not run end to end on the GPU yet.
-  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/false);
+  // Rope-pair row order: RoPE and the K/V write fused into the QKV matvec (Qwen3: the paired rope_qkv kernel).
+  // Verified end to end against the CPU on the H200 (tests/gpu/test_backend.cu, both row orders).
+  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/true);
   if (!w) return w.error();
   auto b = cuda::CudaBackend::create(model.config, std::move(*w), max_context);
   if (!b) return b.error();

@@ -33,6 +33,8 @@ struct CudaBackendOptions {
   bool graph = true;         // replay the decode step as a CUDA graph
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
+  bool prefetch_o = true;    // decode: the QKV matvec asks the L2 to fetch the O projection's weights (bulk matvec)
+  bool fused_attention = true;  // decode: ops/attention_decode (one PDL kernel) where supported, else cuda/attention
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
@@ -111,6 +113,8 @@ class CudaBackend final : public Backend {
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace
   size_t attn_ws_bytes_ = 0;
+  void* fattn_ws_ = nullptr;       // ops/attention_decode workspace (zeroed once)
+  int fattn_splits_ = 0;
   // Prefill chunk buffers, C = prefill_chunk.
   int32_t* tokens_ = nullptr;      // [C]
   float* px_ = nullptr;            // [C, n_embd]

@@ -8,6 +8,7 @@
 #include "cuda/backend/cuda_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
+#include "cuda/ops/attention_decode.h"
 #include "cuda/ops/attention_simple.h"
 #include "cuda/ops/embed.h"
 #include "cuda/ops/matvec.h"
@@ -40,6 +41,20 @@ bool attention_lib_available() { return false; }
 #endif
 
 void CudaBackend::attend_decode(const Stream& s, int layer) {
+  if (opt_.fused_attention) {
+    DecodeAttentionArgs a;
+    a.out = attn_;
+    a.q = q_;
+    a.kv = kv_.layer(layer);
+    a.block_table = kv_.block_table_data();
+    a.seq_len = &state_->seq_len;
+    a.max_positions = kv_.capacity();
+    a.n_head = config_.n_head;
+    a.n_split = fattn_splits_;
+    a.workspace = fattn_ws_;
+    decode_attention(s, a);
+    return;
+  }
 #ifdef MK_ATTENTION_LIB
   if (opt_.attention_lib) {
     AttentionDecodeArgs a;
@@ -99,6 +114,10 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     qkv.norm_w = w.attn_norm;
     qkv.eps = c.rms_norm_eps;
     qkv.out = qkv_;
+    if (opt_.prefetch_o) {  // the O projection starts behind the attention kernels: warm its weights in L2 now
+      qkv.l2_prefetch = w.wo;
+      qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
+    }
     if (weights_.rope_pair_rows && !w.q_norm) {
       // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
       qkv.bias = w.bqkv;

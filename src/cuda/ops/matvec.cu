@@ -33,32 +33,6 @@ struct Params {
   int ring;  // 1: prefetch the next group's weights while consuming the current one
 };
 
-// RoPE epilogue of the QKV projection: rows 2j, 2j+1 of a head are its dims j and j + D/2.
-__device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y0, float y1) {
-  const int D = r.head_dim, half = D / 2, head = row / D, j = (row % D) >> 1;
-  const int pos = *r.pos;
-  if (head < r.n_head + r.n_kv_head) {
-    float s, c;
-    sincosf(float(pos) * r.inv_freq[j], &s, &c);
-    const float a = y0 * c - y1 * s, b = y1 * c + y0 * s;
-    y0 = a;
-    y1 = b;
-  }
-  bf16* dst;
-  if (head < r.n_head) {
-    dst = r.q_out + size_t(head) * D;
-  } else {
-    if (pos >= r.max_positions) return;
-    const bool is_k = head < r.n_head + r.n_kv_head;
-    const int kvh = is_k ? head - r.n_head : head - r.n_head - r.n_kv_head;
-    const int blk = r.block_table[pos / r.kv.kv_block_size];
-    dst = (is_k ? r.kv.k : r.kv.v) +
-          ((size_t(blk) * r.kv.kv_block_size + pos % r.kv.kv_block_size) * r.kv.n_kv_head + kvh) * size_t(D);
-  }
-  dst[j] = __float2bfloat16(y0);
-  dst[j + half] = __float2bfloat16(y1);
-}
-
 // Loads per lane per row per item of the build fitted to MINB blocks per SM (16 x 16-byte buffers do not fit 80
 // registers without spilling; 8 do).
 constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
@@ -302,11 +276,15 @@ void dispatch_norm(const Stream& s, const MatvecArgs& a) {
   else dispatch_x<MODE, false, false>(s, a);
 }
 
-bool use_rowpair() {
-  static bool v = [] {
-    const char* e = std::getenv("MK_MATVEC");
-    return e && std::strcmp(e, "rowpair") == 0;
-  }();
+// 0 auto, 1 bulk, 2 splitk, 3 rowpair.
+int kernel_from_name(const char* e) {
+  if (e && std::strcmp(e, "bulk") == 0) return 1;
+  if (e && std::strcmp(e, "splitk") == 0) return 2;
+  if (e && std::strcmp(e, "rowpair") == 0) return 3;
+  return 0;
+}
+int& selected_kernel() {
+  static int v = kernel_from_name(std::getenv("MK_MATVEC"));
   return v;
 }
 
@@ -328,7 +306,12 @@ void matvec_splitk(const Stream& s, const MatvecArgs& a) {
   }
 }
 
-const char* matvec_kernel_name() { return use_rowpair() ? "rowpair" : "splitk"; }
+const char* matvec_kernel_name() {
+  static const char* names[] = {"auto", "bulk", "splitk", "rowpair"};
+  return names[selected_kernel()];
+}
+
+void set_matvec_kernel(const char* name) { selected_kernel() = kernel_from_name(name); }
 
 void matvec(const Stream& s, const MatvecArgs& a) {
   MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));
@@ -343,7 +326,11 @@ void matvec(const Stream& s, const MatvecArgs& a) {
   }
   const bool too_wide = a.n_cols > (MAX_THREADS / 32) * SLICE * 8;
   MK_CHECK(!(too_wide && a.mode == MatvecOut::ROPE_QKV));
-  if ((use_rowpair() || too_wide) && a.mode != MatvecOut::ROPE_QKV) matvec_rowpair(s, a);
+  const int k = selected_kernel();
+  // auto: the bulk kernel where one launch's rings hold the whole matrix (measured faster there: 3072x2048 in a
+  // PDL graph 3.47 vs 4.93 us), split-K for the large ones (bulk streamed slower: bench/RESULTS.md).
+  if ((k == 1 || (k == 0 && matvec_bulk_one_pass(a))) && matvec_bulk_supported(a)) matvec_bulk(s, a);
+  else if ((k == 3 || too_wide) && a.mode != MatvecOut::ROPE_QKV) matvec_rowpair(s, a);
   else matvec_splitk(s, a);
 }
 

@@ -5,9 +5,10 @@
 // Fusions (all optional): RMSNorm of x folded into the load of x (norm_w), bias, residual add into out,
 // SwiGLU of interleaved (gate, up) row pairs, argmax over the outputs (LM head), and for the QKV projection RoPE +
 // bf16 q + the K/V cache write (rows in rope-pair order, see device_weights.h).
-// Kernels: matvec.cu (split-K: a warp owns a row pair x a 2048-column slice, all of its 16 loads issued before
-// waiting on the producer of x; slices of a pair reduced in shared memory) and matvec_rowpair.cu (the first
-// version; MK_MATVEC=rowpair selects it at run time).
+// Kernels: matvec_bulk.cu (a producer warp streams each block's rows into a shared-memory ring with
+// bulk copies, before the PDL wait and without register cost; the next kernel may launch once all copies are
+// issued), matvec.cu (split-K: a warp owns a row pair x a column slice, its loads issued into registers before the
+// wait; MK_MATVEC=splitk) and matvec_rowpair.cu (the first version; MK_MATVEC=rowpair).
 // CPU reference: cpu::matvec (+ cpu::rmsnorm, cpu::swiglu, cpu::add, cpu::argmax). Test: tests/gpu/test_ops.cu.
 #pragma once
 #include <cuda_bf16.h>
@@ -54,12 +55,23 @@ struct MatvecArgs {
   // Argmax over y (STORE mode only): atomicMax of argmax_pack(y, r) into *argmax; the caller resets it to 0.
   unsigned long long* argmax = nullptr;
   MatvecRope rope;  // ROPE_QKV mode only
+  // Bulk kernel only (ignored by the others): after requesting its own weights, the grid asks the L2 to fetch
+  // these bytes (e.g. the weights of a matvec that follows kernels which cannot overlap with it). 16-byte aligned.
+  const void* l2_prefetch = nullptr;
+  size_t l2_prefetch_bytes = 0;
 };
 
 void matvec(const Stream& s, const MatvecArgs& a);
 
-// Which kernel matvec() uses: "splitk" (default) or "rowpair" (environment MK_MATVEC, read once).
+// Which kernel matvec() uses: "auto" (default: bulk where one launch's rings hold the whole matrix, else
+// split-K), "bulk", "splitk" or "rowpair"; environment MK_MATVEC (read once) or set_matvec_kernel (benchmarks;
+// takes effect for launches enqueued afterwards). Shapes a kernel does not support fall back: bulk -> splitk ->
+// rowpair. The bulk kernel assumes its launches on one stream are not interleaved with another thread's.
 const char* matvec_kernel_name();
+void set_matvec_kernel(const char* name);  // "auto", "bulk", "splitk" or "rowpair"; anything else: auto
+// Measurement knob of the bulk kernel: units assigned grid-stride instead of claimed from a counter
+// (environment MK_MATVEC_BULK_STATIC=1).
+void set_matvec_bulk_static(bool on);
 
 #ifdef __CUDACC__
 #define MK_HOST_DEVICE __host__ __device__

@@ -16,7 +16,38 @@ __device__ __forceinline__ unsigned long long argmax_pack(float v, int r) {
   return (static_cast<unsigned long long>(float_key(v)) << 32) | (0xffffffffu - uint32_t(r));
 }
 
+// RoPE epilogue of the QKV projection: rows 2j, 2j+1 of a head are its dims j and j + D/2.
+__device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y0, float y1) {
+  const int D = r.head_dim, half = D / 2, head = row / D, j = (row % D) >> 1;
+  const int pos = *r.pos;
+  if (head < r.n_head + r.n_kv_head) {
+    float s, c;
+    sincosf(float(pos) * r.inv_freq[j], &s, &c);
+    const float a = y0 * c - y1 * s, b = y1 * c + y0 * s;
+    y0 = a;
+    y1 = b;
+  }
+  bf16* dst;
+  if (head < r.n_head) {
+    dst = r.q_out + size_t(head) * D;
+  } else {
+    if (pos >= r.max_positions) return;
+    const bool is_k = head < r.n_head + r.n_kv_head;
+    const int kvh = is_k ? head - r.n_head : head - r.n_head - r.n_kv_head;
+    const int blk = r.block_table[pos / r.kv.kv_block_size];
+    dst = (is_k ? r.kv.k : r.kv.v) +
+          ((size_t(blk) * r.kv.kv_block_size + pos % r.kv.kv_block_size) * r.kv.n_kv_head + kvh) * size_t(D);
+  }
+  dst[j] = __float2bfloat16(y0);
+  dst[j + half] = __float2bfloat16(y1);
+}
+
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);
 void matvec_splitk(const Stream& s, const MatvecArgs& a);
+// Shared-memory ring filled by bulk copies (matvec_bulk.cu); false when the shape is not supported by it.
+bool matvec_bulk_supported(const MatvecArgs& a);
+// Whether the rings of one bulk launch hold the whole matrix (every weight requested before the PDL wait).
+bool matvec_bulk_one_pass(const MatvecArgs& a);
+void matvec_bulk(const Stream& s, const MatvecArgs& a);
 
 }  // namespace mk::cuda

@@ -1,0 +1,407 @@
+// Decode matvec fed by bulk copies into a shared-memory ring (see matvec.h for the modes).
+// Block = NW <= 8 consumer warps + 1 producer warp, one block per SM. W is cut into units of RPU whole rows
+// (<= 16 KB, one contiguous byte range each); lane 0 of the producer warp claims units from a grid-wide counter
+// (a first batch of S, then one at a time) and issues one cp.async.bulk per unit into a ring slot (completing on
+// the slot's `full` mbarrier). It never waits on the previous kernel, so a ring's worth (up to ~96 KB per SM) of
+// weights is requested before the kernel's own griddepcontrol.wait, with no register cost. Once its claims are
+// exhausted it lets the next kernel launch (griddepcontrol.launch_dependents): that kernel's blocks fit beside
+// ours (<= ~104 KB of shared memory each) and start streaming while our consumers drain the ring. Claims (not a
+// static split) because a block may share its SM with another block of the same launch at a kernel boundary.
+// Consumer warp w takes sequence numbers w, w + NW, ... (slot = number % S with S a multiple of NW, so a slot
+// always belongs to the same warp and is waited on one phase at a time): waits on the slot's `full` barrier,
+// computes its rows' dot products with x from shared memory (row pairs, lanes over 16-byte chunks, fixed order:
+// deterministic), does the epilogue, and frees the slot through its `empty` barrier. x (* the RMSNorm weight) is
+// staged once per block after the wait; the RMS scale is applied to the finished dot product.
+// Optional l2_prefetch: the producer also asks the L2 to fetch a share of another buffer (the weights of a
+// kernel that will start cold, e.g. the O projection behind the attention kernels).
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "cuda/ops/matvec_internal.h"
+
+namespace mk::cuda {
+namespace {
+
+constexpr int MAX_NW = 8;                   // consumer warps at most
+constexpr int MAX_THREADS = (MAX_NW + 1) * 32;  // + the producer warp
+constexpr int UNIT_TARGET = 16 * 1024;   // bytes per unit (one bulk copy, one ring slot)
+constexpr int UNIT_MAX = 32 * 1024;      // a row (a row pair in the paired modes) must fit one slot
+constexpr int SMEM_TARGET = 104 * 1024;  // ring + x: two blocks (ours and the next kernel's) fit one SM
+constexpr int RING_MAX = 96 * 1024;
+constexpr int MAX_SLOTS = 16;
+constexpr int CONSUMER_BAR = 1;          // named barrier id of the consumer threads
+
+struct BulkParams {
+  MatvecArgs a;
+  int rpu;         // rows per unit
+  int n_units;     // ceil(n_rows / rpu)
+  int n_slots;     // ring depth S: S <= MAX_NW (then NW = S) or a multiple of MAX_NW
+  int n_consumers;  // consumer warps NW (S % NW == 0)
+  int sched;        // which pair of claim counters (see sched_counters)
+  int static_units; // 1: grid-stride static assignment instead of claims (MK_MATVEC_BULK_STATIC=1)
+  int slot_bytes;  // >= rpu * n_cols * 2, multiple of 128
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// bytes: multiple of 16; src and dst 16-byte aligned. Weights are read once per step: evict them first from L2.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void consumer_sync(int n_threads) {
+  asm volatile("bar.sync %0, %1;" ::"n"(CONSUMER_BAR), "r"(n_threads) : "memory");
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+// Claim counters {next unit, blocks done}, zero between launches. Launches of the bulk kernel on one stream are
+// serialised by their claims (the next launch starts only after every block of the previous one has made its last
+// claim and the counters were reset), so one pair serves a stream; different streams use different pairs.
+constexpr int N_SCHED = 64;
+__device__ unsigned g_sched[N_SCHED][2];
+__device__ __forceinline__ unsigned* sched_counters(int i) { return g_sched[i]; }
+
+// This block's share of the L2 prefetch, in 16 KB requests.
+__device__ __forceinline__ void prefetch_share(const MatvecArgs& a) {
+  const size_t share = (a.l2_prefetch_bytes / gridDim.x + 15) / 16 * 16;
+  const size_t b0 = share * blockIdx.x, b1 = b0 + share < a.l2_prefetch_bytes ? b0 + share : a.l2_prefetch_bytes;
+  const unsigned char* src = static_cast<const unsigned char*>(a.l2_prefetch);
+  for (size_t b = b0; b < b1; b += 16384) bulk_prefetch_l2(src + b, uint32_t(b1 - b < 16384 ? b1 - b : 16384));
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>
+__global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Layout: ring [n_slots][slot_bytes] | x [n_cols] f32 | full [n_slots] | empty [n_slots] (mbarriers) |
+  // unit [n_slots] int.
+  __shared__ float s_red[MAX_NW];
+  __shared__ unsigned long long s_best[MAX_NW];
+  const MatvecArgs& a = p.a;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int S = p.n_slots, NW = p.n_consumers;
+  float* s_x = reinterpret_cast<float*>(smem + size_t(S) * p.slot_bytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(s_x + a.n_cols);
+  uint64_t* empty = full + S;
+  const size_t row_bytes = size_t(a.n_cols) * 2;
+  int* s_unit = reinterpret_cast<int*>(empty + S);  // [n_slots]: unit in the slot, -1 = no more work
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) {
+      mbar_init(&full[i], 1);   // the producer's arrive (+ the copy's bytes)
+      mbar_init(&empty[i], 1);  // the consuming warp's arrive
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();  // barriers initialised; the last block-wide barrier (the producer leaves the consumers here)
+
+  if (warp == NW) {  // ---- producer: never waits on the previous kernel (weights do not depend on it)
+    if (lane == 0) {
+      uint64_t policy;
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      const unsigned char* w = reinterpret_cast<const unsigned char*>(a.w);
+      // Units are claimed from a grid-wide counter (so an SM that got two of our blocks, or started late, just
+      // claims less; and all SMs stream neighbouring parts of W): a first batch of S, then one at a time, the
+      // next claim in flight while waiting for a free slot.
+      unsigned* ctr = sched_counters(p.sched);
+      int first = p.static_units ? -1 : int(atomicAdd(&ctr[0], unsigned(S)));
+      int claim = 0;
+      int i = 0;
+      for (;; ++i) {
+        int unit;
+        if (p.static_units) {  // measurement knob: grid-stride over units, no counter
+          unit = blockIdx.x + i * gridDim.x;
+        } else if (i < S) {
+          unit = first + i;
+        } else {
+          unit = claim;
+        }
+        if (unit >= p.n_units) break;
+        if (!p.static_units && i + 1 >= S) claim = int(atomicAdd(&ctr[0], 1u));  // used one iteration later
+        const int slot = i % S;
+        if (i >= S) mbar_wait(&empty[slot], uint32_t((i / S - 1) & 1));  // its previous unit consumed
+        const int r0 = unit * p.rpu, nr = min(p.rpu, a.n_rows - r0);
+        const uint32_t bytes = uint32_t(size_t(nr) * row_bytes);
+        s_unit[slot] = unit;  // published by the arrive below (release) to the consumer's wait (acquire)
+        mbar_arrive_expect_tx(&full[slot], bytes);
+        bulk_load(smem + size_t(slot) * p.slot_bytes, w + size_t(r0) * row_bytes, bytes, &full[slot], policy);
+        if (i == S - 1 && a.l2_prefetch_bytes) prefetch_share(a);
+      }
+      if (i < S && a.l2_prefetch_bytes) prefetch_share(a);
+      // Every claim of ours is settled. The last block to get here resets the counters for the next launch (which
+      // cannot start claiming before every block of ours has triggered below), then we let it launch: its blocks
+      // fit beside ours and start filling their rings while our consumers drain.
+      if (!p.static_units) {
+        if (atomicAdd(&ctr[1], 1u) == gridDim.x - 1) {
+          const unsigned a0 = atomicExch(&ctr[0], 0u), a1 = atomicExch(&ctr[1], 0u);
+          if (a0 == 0xffffffffu && a1 == 0xffffffffu) ctr[1] = 0;  // never true: waits for the exchanges
+          __threadfence();
+        }
+      }
+      pdl_launch_dependents();
+      // End markers: the next NW sequence numbers are one per consumer warp.
+      for (int k = 0; k < NW; ++k, ++i) {
+        const int slot = i % S;
+        if (i >= S) mbar_wait(&empty[slot], uint32_t((i / S - 1) & 1));
+        s_unit[slot] = -1;
+        mbar_arrive(&full[slot]);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers (NW warps)
+  const int tid = threadIdx.x, n_cons = NW * 32;
+  if constexpr (NORM)
+    for (int i = tid * 4; i < a.n_cols; i += n_cons * 4)
+      *reinterpret_cast<float4*>(s_x + i) = *reinterpret_cast<const float4*>(a.norm_w + i);
+  pdl_wait();  // x (and out, for ADD) come from the previous kernels
+  constexpr int XB = 4;  // loads of x in flight per thread
+  float ss = 0.f;
+  for (int i0 = tid * 4; i0 < a.n_cols; i0 += n_cons * 4 * XB) {
+    float4 v[XB];
+#pragma unroll
+    for (int k = 0; k < XB; ++k) {
+      const int i = i0 + k * n_cons * 4;
+      if (i < a.n_cols) {
+        if constexpr (sizeof(XT) == 4) {
+          v[k] = __ldcg(reinterpret_cast<const float4*>(a.x + i));
+        } else {
+          const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
+          v[k] = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < XB; ++k) {
+      const int i = i0 + k * n_cons * 4;
+      if (i < a.n_cols) {
+        if constexpr (NORM) {  // each thread rescales the very elements it staged the norm weight of
+          ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+          const float4 g = *reinterpret_cast<const float4*>(s_x + i);
+          v[k] = make_float4(v[k].x * g.x, v[k].y * g.y, v[k].z * g.z, v[k].w * g.w);
+        }
+        *reinterpret_cast<float4*>(s_x + i) = v[k];
+      }
+    }
+  }
+  if constexpr (NORM) {
+    ss = warp_sum(ss);
+    if (lane == 0) s_red[warp] = ss;
+  }
+  consumer_sync(n_cons);  // s_x and s_red complete
+  float inv = 1.f;
+  if constexpr (NORM) {
+    float t = 0.f;
+    for (int k = 0; k < NW; ++k) t += s_red[k];
+    inv = rsqrtf(t / float(a.n_cols) + a.eps);
+  }
+
+  const int cpr = a.n_cols >> 3;  // 16-byte chunks per row
+  unsigned long long best = 0;
+  for (int i = warp;; i += NW) {
+    const int slot = i % S;
+    mbar_wait(&full[slot], uint32_t((i / S) & 1));
+    const int unit = s_unit[slot];
+    if (unit < 0) break;
+    const unsigned char* buf = smem + size_t(slot) * p.slot_bytes;
+    const int r0 = unit * p.rpu, nr = min(p.rpu, a.n_rows - r0);
+    for (int pr = 0; pr < nr; pr += 2) {
+      const bool has1 = pr + 1 < nr;
+      const uint4* w0 = reinterpret_cast<const uint4*>(buf + size_t(pr) * row_bytes);
+      const uint4* w1 = has1 ? w0 + cpr : w0;  // odd last row: re-read row 0 (result unused)
+      float acc0 = 0.f, acc1 = 0.f;
+#pragma unroll 4
+      for (int c = lane; c < cpr; c += 32) {
+        const float4 xa = *reinterpret_cast<const float4*>(s_x + c * 8);
+        const float4 xb = *reinterpret_cast<const float4*>(s_x + c * 8 + 4);
+        float f[8];
+        unpack8(w0[c], f);
+        acc0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                f[7] * xb.w;
+        unpack8(w1[c], f);
+        acc1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
+                f[7] * xb.w;
+      }
+      acc0 = warp_sum(acc0);
+      acc1 = warp_sum(acc1);
+      if (lane == 0) {
+        const int r = r0 + pr;
+        float y0 = acc0 * inv, y1 = acc1 * inv;
+        if (a.bias) {
+          y0 += a.bias[r];
+          if (has1) y1 += a.bias[r + 1];
+        }
+        if constexpr (MODE == MatvecOut::STORE) {
+          a.out[r] = y0;
+          if (has1) a.out[r + 1] = y1;
+          if constexpr (ARGMAX) {
+            best = max(best, argmax_pack(y0, r));
+            if (has1) best = max(best, argmax_pack(y1, r + 1));
+          }
+        } else if constexpr (MODE == MatvecOut::ADD) {
+          a.out[r] += y0;
+          if (has1) a.out[r + 1] += y1;
+        } else if constexpr (MODE == MatvecOut::SWIGLU) {
+          a.out[r >> 1] = y0 / (1.f + __expf(-y0)) * y1;
+        } else {
+          rope_store(a.rope, r, y0, y1);
+        }
+      }
+    }
+    __syncwarp();  // every lane's reads of the slot are done before it is handed back
+    if (lane == 0) mbar_arrive(&empty[slot]);
+  }
+  if constexpr (ARGMAX) {
+    if (lane == 0) s_best[warp] = best;
+    consumer_sync(n_cons);
+    if (tid == 0) {
+      unsigned long long b = 0;
+      for (int k = 0; k < NW; ++k) b = max(b, s_best[k]);
+      if (b) atomicMax(a.argmax, b);
+    }
+  }
+}
+
+bool paired(MatvecOut m) { return m == MatvecOut::SWIGLU || m == MatvecOut::ROPE_QKV; }
+
+// Unit size and ring depth for a shape; rpu = 0 when unsupported.
+BulkParams plan(const MatvecArgs& a) {
+  BulkParams p{};
+  p.a = a;
+  const size_t rb = size_t(a.n_cols) * 2;
+  const int min_rows = paired(a.mode) ? 2 : 1;
+  if (rb * size_t(min_rows) > size_t(UNIT_MAX)) return p;
+  int rpu = std::max<int>(min_rows, int(UNIT_TARGET / rb));
+  rpu = std::min(rpu, 256);  // tiny rows: keep a unit's serial work per warp bounded
+  if (rpu > 1) rpu &= ~1;    // units start on even rows (row pairs stay together)
+  p.rpu = rpu;
+  p.n_units = (a.n_rows + rpu - 1) / rpu;
+  p.slot_bytes = int((size_t(rpu) * rb + 127) / 128 * 128);
+  const int x_bytes = a.n_cols * 4;
+  const int ring = std::min(RING_MAX, SMEM_TARGET - x_bytes);
+  int slots = std::clamp(ring / p.slot_bytes, 2, MAX_SLOTS);
+  // No more slots than a block has units (smaller footprint: more room for the neighbouring kernels).
+  const int blocks = std::min(p.n_units, sm_count());
+  slots = std::max(1, std::min(slots, (p.n_units + blocks - 1) / blocks));
+  if (slots > MAX_NW) slots -= slots % MAX_NW;
+  p.n_slots = slots;
+  p.n_consumers = std::min(slots, MAX_NW);
+  return p;
+}
+
+size_t smem_bytes(const BulkParams& p) {
+  return size_t(p.n_slots) * p.slot_bytes + size_t(p.a.n_cols) * 4 + size_t(p.n_slots) * 20;
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX>
+void launch_bulk(const Stream& s, const BulkParams& p) {
+  const size_t smem = smem_bytes(p);
+  auto kernel = p.a.x ? matvec_bulk_kernel<MODE, NORM, ARGMAX, float> : matvec_bulk_kernel<MODE, NORM, ARGMAX, bf16>;
+  static size_t attr[2] = {0, 0};  // dynamic shared memory allowed so far, per instantiation
+  size_t& allowed = attr[p.a.x ? 0 : 1];
+  if (smem > allowed) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    allowed = smem;
+  }
+  const int blocks = std::min(p.n_units, sm_count());
+  launch(s, dim3(blocks), dim3((p.n_consumers + 1) * 32), smem, kernel, p);
+}
+
+template <MatvecOut MODE>
+void dispatch_norm(const Stream& s, const BulkParams& p) {
+  if (p.a.norm_w) launch_bulk<MODE, true, false>(s, p);
+  else launch_bulk<MODE, false, false>(s, p);
+}
+
+bool matvec_bulk_supported_impl(const MatvecArgs& a) {
+  const BulkParams p = plan(a);
+  return p.rpu > 0 && smem_bytes(p) <= 227 * 1024 - 2 * 1024;
+}
+
+// A pair of claim counters per stream (launches on one stream are serialised by the kernel itself).
+int sched_index(cudaStream_t s) {
+  static std::mutex m;
+  static std::map<cudaStream_t, int> ids;
+  std::lock_guard<std::mutex> lock(m);
+  auto it = ids.find(s);
+  if (it != ids.end()) return it->second;
+  MK_CHECK(int(ids.size()) < N_SCHED);
+  const int id = int(ids.size());
+  ids.emplace(s, id);
+  return id;
+}
+
+bool& static_units() {
+  static bool v = [] {
+    const char* e = std::getenv("MK_MATVEC_BULK_STATIC");
+    return e && *e == '1';
+  }();
+  return v;
+}
+
+}  // namespace
+
+bool matvec_bulk_supported(const MatvecArgs& a) { return matvec_bulk_supported_impl(a); }
+
+void set_matvec_bulk_static(bool on) { static_units() = on; }
+
+bool matvec_bulk_one_pass(const MatvecArgs& a) {
+  const BulkParams p = plan(a);
+  return p.rpu > 0 && p.n_units <= std::min(p.n_units, sm_count()) * p.n_slots;
+}
+
+void matvec_bulk(const Stream& s, const MatvecArgs& a) {
+  BulkParams p = plan(a);
+  p.sched = sched_index(s.stream);
+  p.static_units = static_units() ? 1 : 0;
+  MK_CHECK(p.rpu > 0);
+  MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
+  switch (a.mode) {
+    case MatvecOut::STORE:
+      if (a.argmax) {
+        if (a.norm_w) launch_bulk<MatvecOut::STORE, true, true>(s, p);
+        else launch_bulk<MatvecOut::STORE, false, true>(s, p);
+      } else {
+        dispatch_norm<MatvecOut::STORE>(s, p);
+      }
+      break;
+    case MatvecOut::ADD: dispatch_norm<MatvecOut::ADD>(s, p); break;
+    case MatvecOut::SWIGLU: dispatch_norm<MatvecOut::SWIGLU>(s, p); break;
+    case MatvecOut::ROPE_QKV: dispatch_norm<MatvecOut::ROPE_QKV>(s, p); break;
+  }
+}
+
+}  // namespace mk::cuda
