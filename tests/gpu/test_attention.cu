@@ -86,10 +86,12 @@ void run_prefill(const PrefillCase& c, uint32_t seed) {
   EXPECT_LE(lse_max_err, 2e-3) << "LSE";
 }
 
-// Hopper kernel shape: overlap (intra-warpgroup), ping-pong (between warpgroups), consumer warpgroups (0 = default).
+// Hopper kernel shape: overlap (intra-warpgroup), ping-pong (between warpgroups), consumer warpgroups (0 = default),
+// CTA order (longest first in head sections, or head after head).
 struct HopperShape {
   bool overlap = true, pingpong = true;
   int wgs = 0;
+  bool lpt = true;
 };
 
 cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true, HopperShape hs = {}) {
@@ -97,6 +99,7 @@ cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy
   o.hopper_overlap = hs.overlap;
   o.hopper_pingpong = hs.pingpong;
   o.hopper_consumer_warpgroups = hs.wgs;
+  o.hopper_lpt_schedule = hs.lpt;
   o.prefill_kernel = k;
   o.poly_exp2_fraction = poly;
   o.lazy_rescale = lazy;
@@ -128,7 +131,7 @@ TEST(AttentionPrefill, HopperTwoWarpgroupsMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.wgs = 2});
 }
 TEST(AttentionPrefill, HopperNoPingPongMatchesReference) {
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.pingpong = false, .wgs = 2});
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.pingpong = false, .wgs = 2, .lpt = false});
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false, .pingpong = false});
 }
 

@@ -91,7 +91,30 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
   }
 }
 
-template <int D, int NWG>
+// CTA order (1-D grid of n_m_blocks x units, unit = (sequence, head), head fastest). Both orders start with
+// the heaviest row block (causal: the last, with the most key tiles). lpt_units == 0: unit by unit. Otherwise
+// longest-processing-time first within sections of lpt_units units (whose K/V fit in L2): every unit's
+// heaviest block, then every unit's next, ..., so that the light blocks fill the tail of the grid.
+__device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int& m_block, int& h, int& b) {
+  const int units = p.n_head * p.batch;
+  const int lin = blockIdx.x;
+  int u, m_rev;
+  if (p.lpt_units > 0) {
+    const int per_sec = n_m * p.lpt_units;
+    const int sec = lin / per_sec, r = lin % per_sec;
+    const int su = min(p.lpt_units, units - sec * p.lpt_units);
+    m_rev = r / su;
+    u = sec * p.lpt_units + r % su;
+  } else {
+    u = lin / n_m;
+    m_rev = lin % n_m;
+  }
+  m_block = n_m - 1 - m_rev;
+  h = u % p.n_head;
+  b = u / p.n_head;
+}
+
+template <int D, int NWG, bool POLY>
 __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     prefill_hopper_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                           const __grid_constant__ CUtensorMap tmap_v, const PrefillParams p) {
@@ -109,8 +132,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   uint64_t* k_empty = v_full + STAGES;
   uint64_t* v_empty = k_empty + STAGES;
 
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // heaviest (causal: last) row blocks first
+  int m_block, h, b;
+  cta_tile(p, (p.max_seqlen_q + BM - 1) / BM, m_block, h, b);
   const int q0 = p.cu_seqlens_q[b], q_len = p.cu_seqlens_q[b + 1] - q0;
   const int m0 = m_block * BM;
   if (m0 >= q_len) return;  // uniform for the CTA, before any barrier
@@ -119,8 +142,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   const int diag = kv_len - q_len;
   int n_end = kv_len;
   if (p.causal) n_end = max(0, min(kv_len, min(q_len, m0 + BM) + diag));
-  // Every consumer warpgroup runs all n_tiles (rows of a warpgroup past the causal limit are masked), so that
-  // the ping-pong turns stay paired.
+  // Every consumer warpgroup takes n_tiles + 1 ping-pong turns, so that the turns stay paired (a warpgroup
+  // whose rows need fewer tiles passes its remaining turns on).
   const int n_tiles = (n_end + HOP_BN - 1) / HOP_BN;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
 
@@ -172,6 +195,9 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   const int row_in_seq[2] = {m0 + c * 64 + warp * 16 + g, m0 + c * 64 + warp * 16 + g + 8};
   const int m0_wg = m0 + c * 64;
+  // POLY = false: the default build with every exponential on MUFU; the FA-4 (a) switch and its unrolled
+  // variants are compiled out (smaller loop body, fewer live registers).
+  const int n_poly = POLY ? p.n_poly : 0;
   const uint32_t q_addr = smem_u32(s_q) + c * 64 * 128;
 
   // Ping-pong turns: warpgroup c issues its GEMMs after bar.sync on barrier 1 + c, then lets warpgroup c + 1
@@ -228,9 +254,17 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   if (p.overlap && n_tiles > 0) {  // (n_tiles == 0: a sequence shorter than its queries; nothing to do)
     // Intra-warpgroup overlap (FA3): S(it) = Q K(it)^T and O += P(it-1) V(it-1) are in flight together; the
     // softmax of S(it) runs while P V still occupies the tensor cores; O's rescale waits for P V to land.
+    // Causal: this warpgroup's rows see only the first n_need tiles (the CTA's other rows may see more); the
+    // tiles after those are skipped: their stages are only released and the turns passed on ("idle rounds").
+    // A warpgroup whose rows all lie past the sequence's queries (the last row block) skips every tile.
+    int n_need = m0_wg < q_len ? n_tiles : 0;
+    if (p.causal && n_need > 0) {
+      const int key_end = min(kv_len, min(q_len, m0_wg + 64) + diag);
+      n_need = min(n_tiles, key_end > 0 ? (key_end + HOP_BN - 1) / HOP_BN : 0);
+    }
     uint32_t p_frag[NT / 2][4];
     float alpha[2];
-    {
+    if (n_need > 0) {
       float s[NT][4];
       mbar_wait(&k_full[0], 0);
       turn_begin();
@@ -242,11 +276,14 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       fence_operands(s);
       release(&k_empty[0]);
       mask(s, 0);
-      softmax_scores(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);  // o == 0
+      softmax_scores(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, n_poly);  // o == 0
       fence_operands(p_frag);
+    } else {
+      turn_begin();  // the first round's turn
+      turn_end();
     }
 #pragma unroll 1
-    for (int it = 1; it < n_tiles; ++it) {
+    for (int it = 1; it < n_need; ++it) {
       const int st = it % STAGES, st_prev = (it - 1) % STAGES;
       const uint32_t ph = (it / STAGES) & 1, ph_prev = ((it - 1) / STAGES) & 1;
       float s[NT][4];
@@ -262,24 +299,41 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       wgmma_wait<1>();  // S(it) has landed (groups retire in order); P V may still run
       release(&k_empty[st]);
       mask(s, it);
+      // ptxas places the wait below (WARPGROUP.DEPBAR) above the exponentials, so only the row maxima run
+      // under this warpgroup's P V; its exponentials run under the other warpgroups' GEMMs (ping-pong).
+      // Forcing them above the wait (the K release made to depend on the row sums) measured 5-8% slower
+      // (bench/RESULTS.md, v5).
       const bool rescale =
-          softmax_scores<true>(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
+          softmax_scores<true>(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, n_poly);
       wgmma_wait<0>();
       fence_operands(o);
       release(&v_empty[st_prev]);
       if (rescale) rescale_o(o, alpha);
       pack_p(s, p_frag);  // the previous P's registers are free now
     }
-    const int st = (n_tiles - 1) % STAGES;
-    mbar_wait(&v_full[st], ((n_tiles - 1) / STAGES) & 1);
-    turn_begin();
-    wgmma_fence();
-    issue_pv(p_frag, st);
-    wgmma_commit();
-    turn_end();
-    wgmma_wait<0>();
-    fence_operands(o);
-    release(&v_empty[st]);
+    if (n_need > 0) {
+      const int st = (n_need - 1) % STAGES;
+      mbar_wait(&v_full[st], ((n_need - 1) / STAGES) & 1);
+      turn_begin();
+      wgmma_fence();
+      issue_pv(p_frag, st);
+      wgmma_commit();
+      turn_end();
+      wgmma_wait<0>();
+      fence_operands(o);
+      release(&v_empty[st]);
+    }
+#pragma unroll 1
+    for (int it = n_need; it < n_tiles; ++it) {  // idle rounds: n_tiles + 1 turns in all, as the others take
+      const int st = it % STAGES;
+      const uint32_t ph = (it / STAGES) & 1;
+      mbar_wait(&k_full[st], ph);  // a stage is released only once it holds this tile (the barrier phase)
+      release(&k_empty[st]);
+      mbar_wait(&v_full[st], ph);
+      release(&v_empty[st]);
+      turn_begin();
+      turn_end();
+    }
   } else {
 #pragma unroll 1
     for (int it = 0; it < n_tiles; ++it) {
@@ -297,7 +351,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       release(&k_empty[st]);
       mask(s, it);
       uint32_t p_frag[NT / 2][4];
-      softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
+      softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, n_poly);
       mbar_wait(&v_full[st], ph);
       turn_begin();
       wgmma_fence();
@@ -330,8 +384,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   }
 }
 
-template <int D, int NWG>
-cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
+template <int D, int NWG, bool POLY>
+cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
   using L = HopperCfg<D, NWG>;
   CUtensorMap mq, mk, mv;
   cudaError_t e = make_tensor_map_3d(&mq, p.q, D, p.n_head, total_q);
@@ -340,13 +394,22 @@ cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64
   if (e != cudaSuccess) return e;
   static bool attr_set = false;  // raise the dynamic shared-memory limit once per process (per instance)
   if (!attr_set) {
-    e = cudaFuncSetAttribute(prefill_hopper_kernel<D, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::BYTES);
+    e = cudaFuncSetAttribute(prefill_hopper_kernel<D, NWG, POLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             L::BYTES);
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
-  dim3 grid((p.max_seqlen_q + L::BM - 1) / L::BM, p.n_head, p.batch);
-  prefill_hopper_kernel<D, NWG><<<grid, L::THREADS, L::BYTES, s>>>(mq, mk, mv, p);
+  const int64_t n_ctas = int64_t((p.max_seqlen_q + L::BM - 1) / L::BM) * p.n_head * p.batch;
+  if (n_ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  prefill_hopper_kernel<D, NWG, POLY><<<unsigned(n_ctas), L::THREADS, L::BYTES, s>>>(mq, mk, mv, p);
   return cudaGetLastError();
+}
+
+// Instance for the FA-4 (a) setting: the polynomial-exp2 variants only when a fraction is asked for.
+template <int D, int NWG>
+cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
+  return p.n_poly > 0 ? launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s)
+                      : launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
 }
 
 }  // namespace mk::cuda::attn
