@@ -131,15 +131,32 @@ void bench_shape(const std::string& name, double gbs) {
     } else if (!(*b)->set_random_context(ctx).ok()) {
       return;
     }
-    for (int pf : {0, 65536, 131072}) {
-      (*b)->set_prefetch_bytes(pf);
-      for (int spl : {1, 16, 128}) {
-        if ((ctx != 32 || pf != 0) && spl == 16) continue;
-        if (pf != 0 && spl == 1) continue;
+    const int pages = (*b)->ring_pages();
+    const int ahead0 = (*b)->l2_ahead_pages();
+    // Configurations (ring pages, L2 run-ahead pages): the default first, then the ring without the
+    // L2 run-ahead (version 4), other run-ahead depths at ctx 32, and no ring (version 2's loads).
+    std::vector<std::pair<int, int>> configs = {{pages, ahead0}, {pages, 0}};
+    if (ctx == 32)
+      for (int a : {4, 16}) configs.push_back({pages, a});
+    if (ctx == 32) configs.push_back({0, 0});
+    for (auto [np, ahead] : configs) {
+      (*b)->set_ring_pages(np);
+      (*b)->set_l2_ahead_pages(ahead);
+      for (int spl : {1, 128}) {
+        if (spl == 1 && (ctx != 32 || np != pages || ahead != ahead0)) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, L2 prefetch %6d B: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                    ctx, spl, pf, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, L2 run-ahead %2d pages: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, np, ahead, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
       }
+      // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them).
+      if (!(ahead == ahead0 || (ctx == 32 && ahead == 0))) continue;
+      if (!(*b)->set_timing(true).ok()) continue;
+      std::vector<int32_t> out(16);
+      (*b)->truncate(ctx);
+      auto st = (*b)->generate_greedy(1, ctx, out, 16);
+      auto rep = (*b)->timing_report();
+      if (st.ok() && rep) std::printf("  %s", rep->c_str());
+      (void)(*b)->set_timing(false);
     }
     }
     auto wl = cuda::random_device_weights(*c, 1234);

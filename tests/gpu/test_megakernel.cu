@@ -81,7 +81,7 @@ std::vector<Case> cases() {
 
 // Teacher-forced: 20 positions through the megakernel and the CPU; every step's logits and argmax compared.
 void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
-  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len));
+  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring));
   Model m = make_random_model(k.c, DType::BF16, seed);
   auto mk_b = make_mk(m, 64, opt);
   ASSERT_TRUE(mk_b);
@@ -109,6 +109,20 @@ TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {
     compare(k, {.n_sm = 7, .attn_chunk_len = 5}, seed++);
     compare(k, {.attn_chunk_len = 8}, seed++);
   }
+}
+
+// Rows of 2-4 KB: instructions span several ring pages (the small cases fit one page each), with the
+// weight ring on (bulk copies and cp.async) and off (version 2's direct loads), on 7 SMs and on all.
+TEST(Megakernel, MatchesCpuMultiPageRowsRingAndDirect) {
+  const Case k{"llama hd128 gqa4 wide", cfg(Family::Llama, 128, 8, 2, 1032, 2056, false, 3001)};
+  compare(k, {.n_sm = 7}, 101);
+  compare(k, {.n_sm = 7, .ring_loader = 1}, 105);
+  compare(k, {.n_sm = 7, .l2_ahead_pages = 0}, 107);
+  compare(k, {.n_sm = 7, .l2_ahead_pages = 3}, 108);
+  compare(k, {.ring_loader = 1}, 106);
+  compare(k, {.n_sm = 7, .weight_ring = false}, 102);
+  compare(k, {}, 103);
+  compare(k, {.attn_chunk_len = 8, .weight_ring = false}, 104);
 }
 
 TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {

@@ -1,15 +1,17 @@
 // Device building blocks of the megakernel ops: the counter protocol (wait / signal), activation loads
 // that bypass L1, the residual reduction shared by every reader, RMSNorm into shared memory, and the
-// row-sliced bf16 matvec that streams weights with 64 KB per SM in flight.
+// row-sliced bf16 matvec: from the weight ring (ring.cuh) or, without a ring, straight from global
+// memory with 60 KB per SM in flight (version 2). Everything here runs on the consumer warps only and
+// synchronises them with named barrier 1 (csync), never __syncthreads (the loader warp runs apart).
 #pragma once
 #include <cuda_bf16.h>
 
 #include "cuda/common/device.cuh"
 #include "megakernel/device/params.cuh"
+#include "megakernel/device/ring.cuh"
 
 namespace mk::megakernel::device {
 
-using mk::cuda::block_sum;
 using mk::cuda::ld_stream;
 using mk::cuda::unpack8;
 using mk::cuda::warp_max;
@@ -18,13 +20,27 @@ using mk::cuda::warp_sum;
 // Activations written by other SMs in this launch: read from L2 (L1 is not coherent across SMs).
 __device__ __forceinline__ float ld_act(const float* p) { return __ldcg(p); }
 
+// Barrier of the NCT consumer threads (named barrier 1; the loader warp never takes part).
+__device__ __forceinline__ void csync() { asm volatile("bar.sync 1, %0;" ::"n"(NCT) : "memory"); }
+
+// Sum over the consumer threads; every one gets the result. s_red: >= 32 floats of shared memory.
+__device__ __forceinline__ float cons_sum(float v, float* s_red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  csync();  // s_red may still be read by a previous call
+  if (lane == 0) s_red[warp] = v;
+  csync();
+  v = lane < WARPS ? s_red[lane] : 0.f;
+  return warp_sum(v);
+}
+
 __device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
-// Waits for every dependency of `in` (thread 0 polls, the block follows). Returns false when the
+// Waits for every dependency of `in` (thread 0 polls, the consumer warps follow). Returns false when the
 // watchdog fired (here or in another block): the caller leaves the kernel.
 __device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, uint32_t instr_index) {
   __shared__ int s_ok;
@@ -48,20 +64,21 @@ __device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, ui
       }
     }
     // Why the fence: the acquire load orders thread 0's later reads; the fence (cumulative) plus the
-    // barrier below extend that to the whole block, as cooperative groups' grid sync does.
+    // barrier below extend that to the consumer warps, as cooperative groups' grid sync does.
     __threadfence();
     s_ok = ok;
   }
-  __syncthreads();
+  csync();
   return s_ok != 0;
 }
 
-// Publishes the instruction's writes: every thread's stores precede the barrier; thread 0's fence is
-// cumulative over what the barrier made visible to it, then the relaxed increment releases them.
+// Publishes the instruction's writes: every consumer thread's stores precede the barrier; thread 0's
+// fence is cumulative over what the barrier made visible to it, then the relaxed increment releases
+// them. (The loader warp writes nothing to global memory, so it need not take part.)
 __device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
-  __syncthreads();
+  csync();
   if (threadIdx.x == 0) {
-    __threadfence();
+    if (!p.unfenced_publish) __threadfence();
     atomicAdd(p.counters + counter, 1u);
   }
 }
@@ -74,7 +91,7 @@ __device__ __forceinline__ void add4(float4& a, const float4& b) { a.x += b.x, a
 // thread (the reduction is latency-bound: issue all loads before the first add).
 __device__ void sum_residual(const Ctx& c, const float* resid, const float* o_part, const float* down) {
   const Layout& L = c.p.L;
-  for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * blockDim.x) {
+  for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * NCT) {
     float4 x = ld_act4(resid + i);
     for (int g0 = 0; g0 < L.n_kv_head; g0 += 8) {
       float4 v[8];
@@ -97,7 +114,7 @@ __device__ void residual_in(const Ctx& c, int l) {
   if (l == 0) {
     const int32_t token = __ldcg(c.p.tokens + c.step);
     const bf16* row = c.p.tok_embd + size_t(token) * size_t(L.n_embd);
-    for (int i = threadIdx.x; i < L.n_embd; i += blockDim.x) c.s_x[i] = __bfloat162float(row[i]);
+    for (int i = threadIdx.x; i < L.n_embd; i += NCT) c.s_x[i] = __bfloat162float(row[i]);
     return;
   }
   sum_residual(c, c.p.ws + L.resid + int64_t(l - 1) * L.n_embd,
@@ -106,23 +123,23 @@ __device__ void residual_in(const Ctx& c, int l) {
 
 // s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.
 __device__ void rmsnorm_smem(const Ctx& c, const float* w, int n) {
-  __syncthreads();
+  csync();
   float ss = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ss += c.s_x[i] * c.s_x[i];
-  ss = block_sum(ss, c.s_red);
+  for (int i = threadIdx.x; i < n; i += NCT) ss += c.s_x[i] * c.s_x[i];
+  ss = cons_sum(ss, c.s_red);
   const float inv = 1.f / sqrtf(ss / float(n) + c.p.eps);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) c.s_x[i] = w[i] * (c.s_x[i] * inv);
-  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += NCT) c.s_x[i] = w[i] * (c.s_x[i] * inv);
+  csync();
 }
 
 // For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp
 // that owns the row. Each warp takes two rows at a time and issues U 16-byte loads per row before
-// using any (2 x 4 x 16 B x 512 threads = 64 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
+// using any (2 x 4 x 16 B x 480 threads = 60 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
 template <class Out>
 __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const float* s_in, int cols, int r0, int r1,
                                             Out&& out) {
   constexpr int U = 4;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = WARPS;
   for (int r = r0 + 2 * warp; r < r1; r += 2 * n_warp) {
     const bool two = r + 1 < r1;
     const bf16* w0 = W + int64_t(r) * ld;
@@ -157,6 +174,21 @@ __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const flo
       out(r, a0);
       if (two) out(r + 1, a1);
     }
+  }
+}
+
+// The instruction's matvec over its weight rows (ring.cuh weight_rows): from the ring in the kernel
+// that runs one (the loader streams exactly these rows), else straight from global memory. A template
+// parameter, not a run-time branch: the two kernels get their own register allocation (with both paths
+// in one kernel ptxas spilled 300 B per thread).
+template <bool RING, class Out>
+__device__ __forceinline__ void matvec(const Ctx& c, const Instr& in, const float* s_in, Out&& out) {
+  const WeightRows w = weight_rows(c.p, in);
+  if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
+  if constexpr (RING) {
+    ring_matvec(c, w, s_in, out);
+  } else {
+    matvec_rows(w.base - int64_t(w.row0) * w.stride, w.stride, s_in, w.cols, w.row0, w.row0 + w.n, out);
   }
 }
 

@@ -3,12 +3,13 @@
 // simulator (sim.cpp) does. All SMs must be resident at once: the launch is cooperative, so the
 // driver refuses a grid that cannot be co-resident instead of letting it deadlock.
 //
-// Version 2 (this file; bench/RESULTS.md has each version's figures): every warp of the block computes
-// each instruction in turn (no warp roles yet); weights stream with 64 KB of 16-byte loads in flight
-// per SM (common.cuh matvec_rows); publishing is barrier + fence + atomic increment; waiting is thread
-// 0 polling with ld.acquire. An L2 prefetch of the next instruction's weights before the wait is
-// available (MkParams::prefetch_bytes, off by default: measured no gain); register run-ahead was
-// tried in commit cadce26 and measured slower (register spills), so it is not here.
+// Version 4 (bench/RESULTS.md has each version's figures): warp specialisation. Warp 15 is the weight
+// loader (ring.cuh): it streams every weight row of the block's queue into a ring of shared-memory
+// pages, running ahead across instructions and dependency waits. Warps 0..14 are consumers: they wait
+// for the dependencies (thread 0 polls with ld.acquire), compute from the pages and publish (barrier +
+// fence + atomic increment). MkParams::n_pages = 0 runs the consumers without a ring, loading weights
+// themselves (version 2's scheme, on 15 warps). With MkParams::timing set, thread 0 records per
+// instruction: wait start/end, compute end, publish end and the page waits of warp 0 (globaltimer ns).
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
@@ -17,72 +18,84 @@
 
 namespace mk::megakernel::device {
 
-// The contiguous weight rows an instruction streams first (null when none: attention, argmax).
-__device__ __forceinline__ const bf16* first_weights(const MkParams& p, const Instr& in, int64_t& bytes) {
-  const Layout& L = p.L;
-  const MkLayer& w = p.layers[in.layer];
-  const int64_t rows = int64_t(in.row_end) - in.row_begin;
-  switch (in.op) {
-    case Op::QkvProj: bytes = rows * L.n_embd * 2; return w.wqkv + int64_t(in.row_begin) * L.n_embd;
-    case Op::MlpGateUp: bytes = 2 * rows * L.n_embd * 2; return w.w_gate_up + 2 * int64_t(in.row_begin) * L.n_embd;
-    case Op::MlpDown: bytes = rows * L.n_ff * 2; return w.w_down + int64_t(in.row_begin) * L.n_ff;
-    case Op::LmHead: bytes = rows * L.n_embd * 2; return p.lm_head + int64_t(in.row_begin) * L.n_embd;
-    default: bytes = 0; return nullptr;
-  }
+namespace {
+
+// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages].
+constexpr size_t BAR_BYTES = 2 * MAX_PAGES * sizeof(uint64_t);
+
+__host__ __device__ size_t ring_offset(const MkParams& p) {
+  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64);
+  return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
 }
 
-// Right after publishing (before waiting on the next dependency), pull the start of the next
-// instruction's weights towards the SM: the wait's bubble is then spent on weight traffic, and the
-// loads after the wait hit L2. Weights never depend on activations, so this is always safe.
-__device__ __forceinline__ void prefetch_next(const MkParams& p, const Instr& next) {
-  if (p.prefetch_bytes <= 0) return;
-  int64_t bytes = 0;
-  const bf16* w = first_weights(p, next, bytes);
-  if (!w) return;
-  bytes = min(bytes, int64_t(p.prefetch_bytes));
-  constexpr int PIECE = 16384;
-  for (int64_t off = int64_t(threadIdx.x) * PIECE; off < bytes; off += int64_t(blockDim.x) * PIECE) {
-    const unsigned n = unsigned(min(int64_t(PIECE), bytes - off)) & ~15u;
-    if (n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<const char*>(w) + off), "r"(n) : "memory");
-  }
-}
+}  // namespace
 
+template <bool RING>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
-  extern __shared__ float4 smem4[];
-  float* smem = reinterpret_cast<float*>(smem4);
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
+  uint64_t* empty = full + MAX_PAGES;
+  float* smem = reinterpret_cast<float*>(smem_raw + BAR_BYTES);
+  unsigned char* ring = smem_raw + ring_offset(p);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.n_pages; ++s)
+      mbar_init(&full[s], p.ring_loader == RING_CP_ASYNC ? 32 : 1), mbar_init(&empty[s], WARPS);
+    // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  }
+  __syncthreads();  // the only block-wide barrier: from here on the loader and consumers run apart
+  unsigned long long* blk = p.timing ? p.timing + size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS : nullptr;
+  if (threadIdx.x >= NCT) {
+    if (RING) run_loader(p, ring, full, empty);
+    return;
+  }
+  if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, 0};
   for (int step = 0; step < p.n_steps; ++step) {
-    const Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, step, p.pos0 + step};
+    c.step = step, c.pos = p.pos0 + step;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
     for (uint32_t i = begin; i < end; ++i) {
       const Instr in = p.instrs[i];
+      unsigned long long* t = (p.timing && threadIdx.x == 0) ? p.timing + size_t(i) * TIMING_FIELDS : nullptr;
+      if (t) t[T_WAIT_START] = global_ns(), c.page_wait = 0, c.matvec_start = 0;
       if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
+      if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
-        case Op::QkvProj: op_qkv_proj(c, in); break;
+        case Op::QkvProj: op_qkv_proj<RING>(c, in); break;
         case Op::AttnPartial: op_attn_partial(c, in); break;
-        case Op::AttnOProj: op_attn_o_proj(c, in); break;
-        case Op::MlpGateUp: op_mlp_gate_up(c, in); break;
-        case Op::MlpDown: op_mlp_down(c, in); break;
-        case Op::LmHead: op_lm_head(c, in); break;
+        case Op::AttnOProj: op_attn_o_proj<RING>(c, in); break;
+        case Op::MlpGateUp: op_mlp_gate_up<RING>(c, in); break;
+        case Op::MlpDown: op_mlp_down<RING>(c, in); break;
+        case Op::LmHead: op_lm_head<RING>(c, in); break;
         case Op::Argmax: op_argmax(c, in); break;
         default: break;
       }
+      if (t) t[T_COMPUTE_END] = global_ns(), t[T_PAGE_WAIT] = c.page_wait, t[T_MATVEC_START] = c.matvec_start;
       signal(p, in.signal);
-      if (i + 1 < end) prefetch_next(p, p.instrs[i + 1]);
-      else if (step + 1 < p.n_steps) prefetch_next(p, p.instrs[begin]);
+      if (t) t[T_SIGNAL_END] = global_ns();
     }
   }
+  if (blk && threadIdx.x == 0) blk[B_END] = global_ns();
 }
 
-size_t smem_bytes(const MkParams& p) { return size_t(p.smem_x_floats + p.smem_aux_floats + 64) * sizeof(float); }
+size_t smem_bytes(const MkParams& p) { return ring_offset(p) + size_t(p.n_pages) * PAGE_BYTES; }
+
+size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
+  MkParams p{};
+  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats;
+  return ring_offset(p);
+}
 
 cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) {
   const size_t smem = smem_bytes(p);
-  cudaError_t e = cudaFuncSetAttribute(megakernel_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const void* kernel = p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true>)
+                                     : reinterpret_cast<const void*>(megakernel_kernel<false>);
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(megakernel_kernel), dim3(n_sm), dim3(THREADS), args,
-                                     smem, stream);
+  return cudaLaunchCooperativeKernel(kernel, dim3(n_sm), dim3(THREADS), args, smem, stream);
 }
 
 }  // namespace mk::megakernel::device

@@ -2,7 +2,9 @@
 #include "megakernel/device/megakernel_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cpu/ops.h"
@@ -80,10 +82,22 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd}) + 3) / 4 * 4;
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2)}) + 3) / 4 * 4;
-  const size_t smem = size_t(smem_x_floats_ + smem_aux_floats_ + 64) * 4;
+  const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_) + 64;  // + static
   if (smem > dev->smem_per_block_optin)
     return make_error("megakernel: needs ", smem, " B of shared memory per block, the GPU allows ",
                       dev->smem_per_block_optin, "; use the layered backend");
+  // Weight ring: as many pages as fit beside the op buffers (at least 2), when every weight row fits a page.
+  const int max_row_bytes = 2 * std::max({L.n_embd, L.n_ff, G * hd});
+  max_pages_ = max_row_bytes <= device::PAGE_BYTES
+                   ? std::min<int>(device::MAX_PAGES, int((dev->smem_per_block_optin - smem) / device::PAGE_BYTES))
+                   : 0;
+  if (max_pages_ < 2) max_pages_ = 0;
+  n_pages_ = opt.weight_ring ? max_pages_ : 0;
+  if (opt.ring_loader != device::RING_BULK && opt.ring_loader != device::RING_CP_ASYNC)
+    return make_error("megakernel: ring_loader ", opt.ring_loader, ", expected 0 (bulk copies) or 1 (cp.async)");
+  ring_loader_ = opt.ring_loader;
+  if (opt.l2_ahead_pages < 0) return make_error("megakernel: l2_ahead_pages ", opt.l2_ahead_pages, ", expected >= 0");
+  l2_ahead_pages_ = opt.l2_ahead_pages;
   MK_TRY(kv_.init(config_, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
   std::vector<Instr> instrs;
@@ -120,7 +134,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   int clock_khz = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev->index));
   watchdog_cycles_ = (long long)(opt.watchdog_s * double(clock_khz) * 1e3);
-  prefetch_bytes_ = opt.prefetch_bytes;
   return {};
 }
 
@@ -128,7 +141,7 @@ MegakernelBackend::~MegakernelBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   for (void* p : {instrs_, static_cast<void*>(queue_begin_), layers_, static_cast<void*>(inv_freq_),
                   static_cast<void*>(ws_), static_cast<void*>(tokens_), static_cast<void*>(counters_),
-                  static_cast<void*>(error_), static_cast<void*>(out_tokens_)})
+                  static_cast<void*>(error_), static_cast<void*>(out_tokens_), static_cast<void*>(timing_)})
     if (p) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -159,7 +172,13 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.pos0 = pos;
   p.n_steps = n_steps;
   p.watchdog_cycles = watchdog_cycles_;
-  p.prefetch_bytes = prefetch_bytes_;
+  p.n_pages = n_pages_;
+  p.ring_loader = ring_loader_;
+  p.l2_ahead_pages = l2_ahead_pages_;
+  p.unfenced_publish = unfenced_publish_ ? 1 : 0;
+  p.timing = timing_;
+  p.n_instr = uint32_t(schedule_.n_instr());
+  timing_steps_ = n_steps;
   p.smem_x_floats = smem_x_floats_;
   p.smem_aux_floats = smem_aux_floats_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
@@ -221,6 +240,75 @@ Status MegakernelBackend::set_random_context(int n) {
   MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: filling the KV cache"));
   n_cached_ = n;
   return {};
+}
+
+Status MegakernelBackend::set_timing(bool on) {
+  if (!on) {
+    if (timing_) MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: timing"));
+    if (timing_) cudaFree(timing_);
+    timing_ = nullptr;
+    return {};
+  }
+  if (timing_) return {};
+  const size_t n = schedule_.n_instr() * device::TIMING_FIELDS + size_t(n_sm_) * device::BLOCK_FIELDS;
+  MK_TRY(alloc(timing_, n, "megakernel: timing buffer"));
+  CUDA_CHECK(cudaMemset(timing_, 0, n * sizeof(unsigned long long)));
+  return {};
+}
+
+// Per op, per SM and step (the launch's last step): microseconds waiting for dependencies, computing
+// (of which warp 0 waited for ring pages) and publishing; the step's span; the loader's ring-full stalls.
+Expected<std::string> MegakernelBackend::timing_report() {
+  if (!timing_) return make_error("megakernel: timing is off (set_timing(true) before the launch)");
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: timing"));
+  const size_t n_instr = schedule_.n_instr();
+  std::vector<unsigned long long> t(n_instr * device::TIMING_FIELDS + size_t(n_sm_) * device::BLOCK_FIELDS);
+  CUDA_CHECK(cudaMemcpy(t.data(), timing_, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
+  std::vector<Instr> instrs;
+  std::vector<uint32_t> offsets;
+  schedule_.flatten(instrs, offsets);
+  constexpr int N_OP = int(Op::Count);
+  double wait[N_OP] = {}, prep[N_OP] = {}, comp[N_OP] = {}, page[N_OP] = {}, sig[N_OP] = {};
+  int count[N_OP] = {};
+  unsigned long long t_min = ~0ull, t_max = 0;
+  for (size_t i = 0; i < n_instr; ++i) {
+    const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+    const int op = int(instrs[i].op);
+    count[op]++;
+    wait[op] += double(r[device::T_WAIT_END] - r[device::T_WAIT_START]);
+    const unsigned long long mv = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
+    prep[op] += double(mv - r[device::T_WAIT_END]);
+    comp[op] += double(r[device::T_COMPUTE_END] - mv);
+    page[op] += double(r[device::T_PAGE_WAIT]);
+    sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
+    t_min = std::min(t_min, r[device::T_WAIT_START]);
+    t_max = std::max(t_max, r[device::T_SIGNAL_END]);
+  }
+  double stall = 0;
+  for (int b = 0; b < n_sm_; ++b) stall += double(t[n_instr * device::TIMING_FIELDS + size_t(b) * device::BLOCK_FIELDS]);
+  std::string out;
+  char line[256];
+  const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
+  double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
+  std::snprintf(line, sizeof line,
+                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages): step span %.1f us\n",
+                timing_steps_, n_pages_, ring_loader_ ? "cp.async" : "bulk", l2_ahead_pages_, double(t_max - t_min) * 1e-3);
+  out += line;
+  out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
+  for (int op = 0; op < N_OP; ++op) {
+    if (!count[op]) continue;
+    std::snprintf(line, sizeof line, "    %-13s %6d %28.1f %8.1f %8.1f %8.1f %12.1f\n", op_name(Op(op)), count[op],
+                  wait[op] * per, prep[op] * per, comp[op] * per, page[op] * per, sig[op] * per);
+    out += line;
+    tw += wait[op], tq += prep[op], tc += comp[op], tp += page[op], ts += sig[op];
+  }
+  std::snprintf(line, sizeof line, "    %-13s %6zu %28.1f %8.1f %8.1f %8.1f %12.1f\n", "total", n_instr, tw * per, tq * per,
+                tc * per, tp * per, ts * per);
+  out += line;
+  std::snprintf(line, sizeof line, "    loader stalled on a full ring: %.1f us per SM per step\n",
+                stall * per / std::max(1, timing_steps_));
+  out += line;
+  return out;
 }
 
 Expected<std::unique_ptr<Backend>> make_megakernel_backend(const Model& model, int max_context) {

@@ -6,9 +6,11 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "core/status.h"
 #include "cuda/backend/device_weights.h"
@@ -24,7 +26,10 @@ struct MegakernelOptions {
   int attn_chunk_len = 0;  // schedule: positions per attention chunk (0 = choose)
   int slices_per_sm = 1;   // schedule: instructions per SM per matrix stage
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
-  int prefetch_bytes = 0;  // L2 prefetch of the next instruction's weights after publishing (0 = off)
+  bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
+                           // consumer warps load weights themselves (version 2's scheme)
+  int ring_loader = 0;     // device::RingLoader: 0 = 1-D bulk copies (TMA), 1 = 16-byte cp.async
+  int l2_ahead_pages = 8;  // ring: the loader prefetches into L2 this many pages ahead of the ring
 };
 
 class MegakernelBackend final : public Backend {
@@ -54,7 +59,21 @@ class MegakernelBackend final : public Backend {
   const Schedule& schedule() const { return schedule_; }
   cudaStream_t stream() const { return stream_; }
   size_t weight_bytes() const { return weights_.bytes; }
-  void set_prefetch_bytes(int n) { prefetch_bytes_ = n; }
+  // Switches the weight ring on (as many pages as fit) or off for the next launches.
+  void set_weight_ring(bool on) { n_pages_ = on ? max_pages_ : 0; }
+  void set_ring_pages(int n) { n_pages_ = n >= 2 ? std::min(n, max_pages_) : 0; }  // < 2: off
+  int ring_pages() const { return n_pages_; }
+  void set_ring_loader(int mode) { ring_loader_ = mode; }  // device::RingLoader
+  void set_l2_ahead_pages(int n) { l2_ahead_pages_ = std::max(0, n); }
+  int l2_ahead_pages() const { return l2_ahead_pages_; }
+  int ring_loader() const { return ring_loader_; }
+  // MEASUREMENT ONLY, NOT CORRECT (results may be wrong): publish without the release fence, which
+  // bounds what a fence-free publishing scheme could gain. Benchmarks only.
+  void set_unfenced_publish_for_measurement(bool on) { unfenced_publish_ = on; }
+  // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
+  // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
+  Status set_timing(bool on);
+  Expected<std::string> timing_report();
 
  private:
   MegakernelBackend() = default;
@@ -82,7 +101,12 @@ class MegakernelBackend final : public Backend {
   uint32_t* error_ = nullptr;      // [4]
   int32_t* out_tokens_ = nullptr;  // [max_context] generate_greedy output
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
-  int prefetch_bytes_ = 0;
+  int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
+  int ring_loader_ = 0;              // device::RingLoader
+  int l2_ahead_pages_ = 0;
+  bool unfenced_publish_ = false;
+  unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
+  int timing_steps_ = 0;                  // steps of the last launch with timing
 
  public:
   static constexpr int MAX_STEPS = 256;  // steps per launch

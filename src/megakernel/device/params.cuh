@@ -12,8 +12,18 @@ namespace mk::megakernel::device {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int THREADS = 512;  // 16 warps per block, one block per SM
-constexpr int WARPS = THREADS / 32;
+// One block of 512 threads per SM: warps 0..14 are consumers (wait, compute, publish), warp 15 is the
+// weight loader (ring.cuh). Consumers synchronise among themselves with named barrier 1 (csync), never
+// with __syncthreads, so the loader can run ahead independently.
+constexpr int THREADS = 512;
+constexpr int WARPS = 15;           // consumer warps
+constexpr int NCT = WARPS * 32;     // consumer threads
+constexpr int LOADER_WARP = WARPS;  // the weight loader
+constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
+constexpr int MAX_PAGES = 8;
+// How the loader copies pages: 1-D bulk copies (TMA, async proxy) or 16-byte cp.async (LDGSTS). Both
+// are measured (bench/RESULTS.md): a consumer's publishing fence may wait for the SM's bulk copies.
+enum RingLoader : int { RING_BULK = 0, RING_CP_ASYNC = 1 };
 
 // One layer's weights and KV pools (device pointers).
 struct MkLayer {
@@ -30,6 +40,15 @@ struct MkLayer {
   bf16* v_cache;           // same
 };
 
+// Per-instruction timestamps (MkParams::timing, globaltimer ns), the last step of a launch:
+// [flat instruction index][TIMING_FIELDS].
+// T_MATVEC_START: the first matvec page (what comes before is the op's preparation: residual sum, norm,
+// attention); 0 for ops without weights.
+enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, TIMING_FIELDS };
+// After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
+// kernel start, kernel end (ns).
+enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_UNUSED, BLOCK_FIELDS };
+
 struct MkParams {
   const Instr* instrs;          // all queues back to back
   const uint32_t* queue_begin;  // [n_sm + 1] offsets into instrs
@@ -44,25 +63,36 @@ struct MkParams {
   int32_t* tokens;              // [n_steps + 1]: tokens[s] is step s's input
   uint32_t* counters;           // [L.n_counters] monotonic, never reset
   uint32_t* error;              // [4]: code (1 = watchdog), block, instruction, counter
+  unsigned long long* timing;   // null = off; else [n_instr][TIMING_FIELDS] then [n_sm][BLOCK_FIELDS]
+  uint32_t n_instr;             // instructions of all queues (timing index of the block fields)
   Layout L;
   float eps;
   uint32_t epoch0;              // epoch of step 0 of this launch
   int pos0;                     // position of step 0
   int n_steps;
   long long watchdog_cycles;    // a wait longer than this is an error, not a hang
-  int prefetch_bytes;           // after publishing, prefetch this much of the next instruction's weights
-                                // into L2 before waiting (0 = off)
-  int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red
+  int n_pages;                  // weight ring pages (0 = no ring: consumers load weights directly, v2)
+  int ring_loader;              // RingLoader
+  int l2_ahead_pages;           // loader: L2 prefetch this many pages ahead of the ring (0 = off)
+  int unfenced_publish;         // MEASUREMENT ONLY, NOT CORRECT: publish without the release fence, to
+                                // bound what a fence-free scheme (flag-in-data) could gain
+  int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red, then the ring
   int smem_aux_floats;
 };
 
-// What an op needs while it runs on one block.
+// What an op needs while it runs on one block (each consumer thread has its own copy).
 struct Ctx {
   const MkParams& p;
   float* s_x;    // [smem_x_floats]   the op's input vector (normed activations)
   float* s_aux;  // [smem_aux_floats] op scratch
   float* s_red;  // [64] reductions
+  unsigned char* ring;  // [n_pages][PAGE_BYTES]
+  uint64_t* full;       // [n_pages] mbarriers: page landed (tx bytes)
+  uint64_t* empty;      // [n_pages] mbarriers: page released by all consumer warps
   int step, pos;
+  mutable uint32_t page;             // pages consumed so far by this warp (same sequence as the loader)
+  mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
+  mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
 };
 
 }  // namespace mk::megakernel::device

@@ -24,15 +24,15 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
   const float* qkv = c.p.ws + L.qkv + int64_t(l) * L.qkv_dim;
-  for (int i = threadIdx.x; i < (G + 2) * hd; i += blockDim.x) {
+  for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) {
     int src = i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
                                                              : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
     s_h[i] = ld_act(qkv + src);
   }
-  __syncthreads();
+  csync();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (w.q_norm) {  // Qwen3: RMSNorm over each head (q heads 0..G-1, k = head G), one warp per head
-    for (int h = warp; h <= G; h += blockDim.x >> 5) {
+    for (int h = warp; h <= G; h += WARPS) {
       float* x = s_h + h * hd;
       const float* nw = h < G ? w.q_norm : w.k_norm;
       float ss = 0.f;
@@ -42,10 +42,10 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
       __syncwarp();
       for (int e = lane; e < hd; e += 32) x[e] = nw[e] * (x[e] * inv);
     }
-    __syncthreads();
+    csync();
   }
   const int half = hd / 2;
-  for (int i = threadIdx.x; i < (G + 1) * half; i += blockDim.x) {
+  for (int i = threadIdx.x; i < (G + 1) * half; i += NCT) {
     const int h = i / half, e = i % half;
     float sn, cs;
     sincosf(float(c.pos) * c.p.inv_freq[e], &sn, &cs);
@@ -54,14 +54,14 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
     x[e] = x0 * cs - x1 * sn;
     x[e + half] = x1 * cs + x0 * sn;
   }
-  __syncthreads();
+  csync();
   const int64_t at = kv_offset(c.p, c.pos, g);
-  for (int e = threadIdx.x; e < 2 * hd; e += blockDim.x) {
+  for (int e = threadIdx.x; e < 2 * hd; e += NCT) {
     const bf16 b = __float2bfloat16(s_h[G * hd + e]);
     s_h[G * hd + e] = __bfloat162float(b);
     if (append) (e < hd ? w.k_cache : w.v_cache)[at + (e % hd)] = b;
   }
-  __syncthreads();
+  csync();
 }
 
 constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
@@ -88,7 +88,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group;
   const int end = min(p1, c.pos + 1);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warp = WARPS;
   const int LP = hd / 8, PPW = 32 / LP;  // lanes per position, positions per warp
   const int sub = lane % LP, slot = lane / LP, e0 = sub * 8;
   const float scale = rsqrtf(float(hd));
@@ -163,8 +163,8 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
       }
     }
   }
-  __syncthreads();
-  for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+  csync();
+  for (int t = threadIdx.x; t < G * hd; t += NCT) {
     const int j = t / hd, e = t % hd;
     float mm = -INFINITY, ss = 0.f, o = 0.f;
     for (int k = 0; k < n_warp; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (hd + 2) + hd]);
@@ -178,7 +178,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
     s_o[t] = o;
     if (e == 0) s_m[j] = mm, s_s[j] = ss;
   }
-  __syncthreads();
+  csync();
 }
 
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
@@ -194,12 +194,13 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   attn_range(c, in.layer, in.group, int(in.row_begin), int(in.row_end), s_h, s_o, s_m, s_s, s_wp);
   float* rec = c.p.ws + L.att_part +
                ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
-  for (int t = threadIdx.x; t < G * (hd + 2); t += blockDim.x) {
+  for (int t = threadIdx.x; t < G * (hd + 2); t += NCT) {
     const int j = t / (hd + 2), e = t % (hd + 2);
     rec[t] = e < hd ? s_o[j * hd + e] : e == hd ? s_m[j] : s_s[j];
   }
 }
 
+template <bool RING>
 __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
@@ -211,11 +212,11 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   if (L.n_chunks == 1) {
     attn_prepare(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
-    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) c.s_x[t] = s_o[t] / s_s[t / hd];
+    for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
   } else {
     // Merge the chunk partials in chunk order (as the simulator): rescale to the global max.
     const float* rec = c.p.ws + L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
-    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+    for (int t = threadIdx.x; t < G * hd; t += NCT) {
       const int j = t / hd, e = t % hd;
       float m = -INFINITY, sum = 0.f, acc = 0.f;
 #pragma unroll 8
@@ -232,12 +233,10 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
       c.s_x[t] = acc / sum;
     }
   }
-  __syncthreads();
+  csync();
   // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
-  const int q_dim = L.n_head * hd;
   float* out = c.p.ws + L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd;
-  matvec_rows(c.p.layers[in.layer].wo + int64_t(in.group) * G * hd, q_dim, c.s_x, G * hd, int(in.row_begin),
-              int(in.row_end), [&](int r, float v) { out[r] = v; });
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { out[r] = v; });
 }
 
 }  // namespace mk::megakernel::device

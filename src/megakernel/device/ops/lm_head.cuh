@@ -5,6 +5,7 @@
 namespace mk::megakernel::device {
 
 // Final residual; rmsnorm(final_norm); logits[rows]; the slice's argmax -> amax[slice].
+template <bool RING>
 __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   residual_in(c, L.n_layer);
@@ -12,7 +13,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   float* logits = c.p.ws + L.logits;
   float best = -INFINITY;
   int best_i = INT32_MAX;
-  matvec_rows(c.p.lm_head, L.n_embd, c.s_x, L.n_embd, int(in.row_begin), int(in.row_end), [&](int r, float v) {
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) {
     logits[r] = v;
     if (argmax_better(v, r, best, best_i)) best = v, best_i = r;
   });
@@ -21,9 +22,9 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
-  __syncthreads();
+  csync();
   if (threadIdx.x == 0) {
-    for (int k = 1; k < int(blockDim.x >> 5); ++k)
+    for (int k = 1; k < int(WARPS); ++k)
       if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
     float* amax = c.p.ws + L.amax + 2 * int64_t(in.chunk);
     amax[0] = best, amax[1] = float(best_i);

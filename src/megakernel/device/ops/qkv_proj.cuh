@@ -5,19 +5,19 @@
 
 namespace mk::megakernel::device {
 
+template <bool RING>
 __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
   residual_in(c, in.layer);
-  __syncthreads();
+  csync();
   // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
   float* resid = c.p.ws + L.resid + int64_t(in.layer) * L.n_embd;
-  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += blockDim.x) resid[i] = c.s_x[i];
+  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) resid[i] = c.s_x[i];
   rmsnorm_smem(c, w.attn_norm, L.n_embd);
   float* out = c.p.ws + L.qkv + int64_t(in.layer) * L.qkv_dim;
   const float* bias = w.bqkv;
-  matvec_rows(w.wqkv, L.n_embd, c.s_x, L.n_embd, int(in.row_begin), int(in.row_end),
-              [&](int r, float v) { out[r] = bias ? v + bias[r] : v; });
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { out[r] = bias ? v + bias[r] : v; });
 }
 
 }  // namespace mk::megakernel::device

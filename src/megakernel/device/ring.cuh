@@ -1,0 +1,296 @@
+// The weight ring (version 4): warp 15 of every block streams the weight rows of the block's
+// instructions, in queue order and across steps, into a ring of shared-memory pages with 1-D bulk
+// copies (cp.async.bulk, completing on mbarriers); the consumer warps compute matvecs from the pages and
+// release them. Weights never depend on activations, so the loader runs ahead through every dependency
+// wait of the consumers: the wait bubbles are filled with weight traffic, and after a wait the next
+// instruction's first pages are already in shared memory.
+//
+// Protocol (one block): page n (counted from 0 over the whole launch, the same sequence on both sides)
+// lives in slot n % n_pages. full[slot] completes phase n / n_pages when page n has landed: with bulk
+// copies (RING_BULK) it counts 1 arrival (the loader's arrive.expect_tx) plus the copies' bytes; with
+// 16-byte cp.async (RING_CP_ASYNC) 32 arrivals, one per loader lane once its copies have landed; empty[slot] (count WARPS: lane 0 of every consumer
+// warp, also warps without a row in the page) completes phase n / n_pages when every consumer warp is
+// done reading it, and the loader waits for that before refilling the slot with page n + n_pages.
+// Every consumer warp walks every page (so the arrival counts match), computing the row pairs that
+// belong to it: pair q of an instruction goes to warp q % WARPS.
+#pragma once
+#include <cuda_bf16.h>
+
+#include "megakernel/device/params.cuh"
+
+namespace mk::megakernel::device {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Non-blocking probe of an mbarrier phase (try_wait may suspend the thread for a while before failing,
+// which would hide the wait from the timestamps).
+__device__ __forceinline__ bool mbar_test_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// 1-D bulk copy global -> shared, completing `bytes` on `bar`; L2 evict-first (weights are read once).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+// 16-byte asynchronous copy global -> shared (LDGSTS, the generic proxy's cp.async), and an arrive on
+// `bar` once all of this thread's earlier cp.async have landed (noinc: counted in the barrier's init).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ bool error_raised(const MkParams& p) {
+  return *reinterpret_cast<volatile const uint32_t*>(p.error) != 0;
+}
+
+// Waits for an mbarrier phase. Gives up (returns) once another block raised the watchdog error, so a
+// stuck step ends as an error instead of a hang (the caller's results are then discarded).
+__device__ __forceinline__ void mbar_wait(const MkParams& p, uint64_t* bar, uint32_t parity) {
+  for (uint32_t polls = 0; !mbar_try_wait(bar, parity); ++polls)
+    if ((polls & 1023u) == 1023u && error_raised(p)) return;
+}
+
+// The weight rows an instruction multiplies: n rows of `cols` bf16, row i at base + i * stride; its
+// output row i is row0 + i. n = 0: the instruction streams no weights (attention partial, argmax).
+struct WeightRows {
+  const bf16* base = nullptr;
+  int64_t stride = 0;
+  int cols = 0, n = 0, row0 = 0;
+};
+
+__device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr& in) {
+  const Layout& L = p.L;
+  const MkLayer& w = p.layers[in.layer];
+  const int r0 = int(in.row_begin), n = int(in.row_end) - r0;
+  WeightRows r;
+  switch (in.op) {
+    case Op::QkvProj: r = {w.wqkv + int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, n, r0}; break;
+    case Op::AttnOProj: {
+      const int gh = L.group * L.head_dim, q_dim = L.n_head * L.head_dim;
+      r = {w.wo + int64_t(r0) * q_dim + int64_t(in.group) * gh, q_dim, gh, n, r0};
+      break;
+    }
+    case Op::MlpGateUp: r = {w.w_gate_up + 2 * int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, 2 * n, 2 * r0}; break;
+    case Op::MlpDown: r = {w.w_down + int64_t(r0) * L.n_ff, L.n_ff, L.n_ff, n, r0}; break;
+    case Op::LmHead: r = {p.lm_head + int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, n, r0}; break;
+    default: break;
+  }
+  return r;
+}
+
+// Rows per page: whole rows, an even number when two fit (consumers take rows in pairs).
+__device__ __forceinline__ int rows_per_page(int cols) {
+  const int rpp = PAGE_BYTES / (2 * cols);
+  return rpp >= 2 ? rpp & ~1 : 1;
+}
+
+// Walks the pages of the block's weight stream (every instruction with weights, n_steps times) in the
+// loader's order; used for the L2 run-ahead below.
+struct PageCursor {
+  int step = 0;
+  uint32_t i = 0;
+  int r = 0, rpp = 1;
+  WeightRows w;
+  bool done = false;
+
+  __device__ void settle(const MkParams& p, uint32_t begin, uint32_t end) {  // first page at or after (step, i)
+    while (step < p.n_steps) {
+      if (i == end) { i = begin, ++step; continue; }
+      w = weight_rows(p, p.instrs[i]);
+      if (w.n > 0) { rpp = rows_per_page(w.cols); return; }
+      ++i;
+    }
+    done = true;
+  }
+  __device__ void advance(const MkParams& p, uint32_t begin, uint32_t end) {
+    r += rpp;
+    if (r < w.n) return;
+    r = 0, ++i;
+    settle(p, begin, end);
+  }
+};
+
+// Pulls one page of the weight stream into L2 (no shared memory): issued `l2_ahead_pages` pages ahead
+// of the ring, so that DRAM keeps streaming while the ring is full (the consumers waiting for a
+// dependency, preparing an op or publishing). Bounded: at most that many pages per SM sit in L2.
+__device__ __forceinline__ void prefetch_page(const PageCursor& c, int lane) {
+  const int nr = min(c.rpp, c.w.n - c.r);
+  const uint32_t row_bytes = uint32_t(c.w.cols) * 2u;
+  const bf16* src = c.w.base + int64_t(c.r) * c.w.stride;
+  if (c.w.stride == c.w.cols) {
+    const uint32_t bytes = uint32_t(nr) * row_bytes;
+    constexpr uint32_t PIECE = 8192;
+    for (uint32_t off = uint32_t(lane) * PIECE; off < bytes; off += 32u * PIECE)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(reinterpret_cast<const unsigned char*>(src) + off),
+                   "r"(min(PIECE, bytes - off))
+                   : "memory");
+  } else {
+    for (int k = lane; k < nr; k += 32)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src + int64_t(k) * c.w.stride), "r"(row_bytes)
+                   : "memory");
+  }
+}
+
+// The loader warp: every page of every instruction of this block's queue, n_steps times.
+__device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* full, uint64_t* empty) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
+  const uint64_t policy = evict_first_policy();
+  const uint32_t np = uint32_t(p.n_pages);
+  uint32_t page = 0;
+  unsigned long long stall = 0;
+  // L2 run-ahead: the cursor `ahead` stays l2_ahead_pages pages in front of the page being issued.
+  PageCursor ahead;
+  ahead.i = begin;
+  ahead.settle(p, begin, end);
+  for (int k = 0; k < p.l2_ahead_pages && !ahead.done; ++k) ahead.advance(p, begin, end);
+  for (int step = 0; step < p.n_steps; ++step)
+    for (uint32_t i = begin; i < end; ++i) {
+      const WeightRows w = weight_rows(p, p.instrs[i]);
+      if (w.n == 0) continue;
+      const int rpp = rows_per_page(w.cols);
+      const uint32_t row_bytes = uint32_t(w.cols) * 2u;
+      const bool contiguous = w.stride == w.cols;
+      for (int r = 0; r < w.n; r += rpp, ++page) {
+        const uint32_t slot = page % np;
+        if (page >= np) {  // wait until every consumer warp released the slot's previous page
+          const uint32_t parity = ((page / np) - 1u) & 1u;
+          if (!mbar_test_wait(&empty[slot], parity)) {
+            const unsigned long long t0 = p.timing ? global_ns() : 0;
+            mbar_wait(p, &empty[slot], parity);
+            if (p.timing) stall += global_ns() - t0;
+            if (error_raised(p)) return;
+          }
+        }
+        if (p.l2_ahead_pages > 0 && !ahead.done) {
+          prefetch_page(ahead, lane);
+          ahead.advance(p, begin, end);
+        }
+        const int nr = min(rpp, w.n - r);
+        const uint32_t bytes = uint32_t(nr) * row_bytes;
+        unsigned char* dst = ring + size_t(slot) * PAGE_BYTES;
+        const bf16* src = w.base + int64_t(r) * w.stride;
+        if (p.ring_loader == RING_CP_ASYNC) {
+          // 16-byte cp.async over the lanes; every lane arrives (noinc) once its copies have landed.
+          const uint32_t row_chunks = row_bytes / 16u;
+          for (uint32_t k = uint32_t(lane); k < bytes / 16u; k += 32u) {
+            const unsigned char* s =
+                contiguous ? reinterpret_cast<const unsigned char*>(src) + size_t(k) * 16u
+                           : reinterpret_cast<const unsigned char*>(src + int64_t(k / row_chunks) * w.stride) +
+                                 size_t(k % row_chunks) * 16u;
+            cp_async16(dst + size_t(k) * 16u, s);
+          }
+          cp_async_arrive(&full[slot]);
+          continue;
+        }
+        if (lane == 0) mbar_expect_tx(&full[slot], bytes);
+        __syncwarp();
+        if (contiguous) {  // one region: pieces of 8 KB over the lanes
+          constexpr uint32_t PIECE = 8192;
+          for (uint32_t off = uint32_t(lane) * PIECE; off < bytes; off += 32u * PIECE)
+            bulk_load(dst + off, reinterpret_cast<const unsigned char*>(src) + off, min(PIECE, bytes - off), &full[slot],
+                      policy);
+        } else {  // strided rows (a kv group's columns of wo): one copy per row
+          for (int k = lane; k < nr; k += 32)
+            bulk_load(dst + size_t(k) * row_bytes, src + int64_t(k) * w.stride, row_bytes, &full[slot], policy);
+        }
+      }
+    }
+  if (p.timing && lane == 0) p.timing[size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS + B_LOADER_STALL] = stall;
+}
+
+// Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages
+// in the loader's order (called by all consumer warps; lane 0 of the owning warp calls out).
+template <class Out>
+__device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in, Out&& out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t np = uint32_t(c.p.n_pages);
+  const int rpp = rows_per_page(w.cols), chunks = w.cols / 8, row_u4 = w.cols / 8;
+  // Bank-conflict-free x reads: lanes with bit 2 set read the upper 4 floats of their 8 first.
+  const int sw = (lane & 4) ? 4 : 0;
+  int pair_base = 0;
+  for (int r = 0; r < w.n; r += rpp, ++c.page) {
+    const uint32_t slot = c.page % np;
+    const int nr = min(rpp, w.n - r), n_pairs = (nr + 1) / 2;
+    const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
+    if (!mbar_test_wait(&c.full[slot], (c.page / np) & 1u)) {
+      const unsigned long long t0 = (c.p.timing && warp == 0) ? global_ns() : 0;
+      mbar_wait(c.p, &c.full[slot], (c.page / np) & 1u);
+      if (c.p.timing && warp == 0) c.page_wait += global_ns() - t0;
+    }
+    const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
+    for (int q = first; q < n_pairs; q += WARPS) {
+      const int j = 2 * q;
+      const bool two = j + 1 < nr;
+      const uint4* w0 = pg + size_t(j) * row_u4;
+      const uint4* w1 = two ? w0 + row_u4 : w0;
+      float a0 = 0.f, a1 = 0.f;
+#pragma unroll 2
+      for (int ch = lane; ch < chunks; ch += 32) {
+        const uint4 u0 = w0[ch], u1 = w1[ch];
+        const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
+        const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
+        // weights of x0: elements sw..sw+3 (words z, w when sw = 4), of x1 the other half
+        const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
+        const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
+        a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
+              mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
+              mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
+        a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
+              mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
+              mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
+      }
+      a0 = mk::cuda::warp_sum(a0);
+      a1 = mk::cuda::warp_sum(a1);
+      if (lane == 0) {
+        out(w.row0 + r + j, a0);
+        if (two) out(w.row0 + r + j + 1, a1);
+      }
+    }
+    // Release the page: every lane's reads of it are done (syncwarp orders them before lane 0's arrive).
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&c.empty[slot]);
+    pair_base += n_pairs;
+  }
+}
+
+}  // namespace mk::megakernel::device
