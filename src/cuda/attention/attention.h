@@ -54,19 +54,19 @@ struct BlockTableView {
 enum class PrefillKernel : uint8_t {
   AUTO,    // HOPPER when the device is sm_90 and the shape is supported, else SIMPLE
   SIMPLE,  // FA2-style tiled kernel (mma.sync, cp.async double buffer): the correctness baseline
-  HOPPER,  // FA3-style: TMA ring on mbarriers, wgmma, producer warp + 2 consumer warpgroups (ping-pong)
+  HOPPER,  // FA3-style: TMA ring on mbarriers, wgmma, producer warp + 2-3 consumer warpgroups (ping-pong)
 };
 
 struct AttentionOptions {
   PrefillKernel prefill_kernel = PrefillKernel::AUTO;
   // FA-4 (a): fraction of the softmax exponentials computed by a degree-3 polynomial exp2 on the FMA units
-  // (the rest on the MUFU unit). Quantised to 0, 1/8, 1/4, 3/8, 1/2 or 1 of a tile's columns. 0 disables. Off by default: as
-  // built, the compiler if-converts the per-column choice and still issues MUFU.EX2 for every element, so any
-  // fraction > 0 only adds work (measured -12..-19% at 16k, bench/RESULTS.md); see the note there.
+  // (the rest on the MUFU unit). Quantised to 0, 1/8, 1/4, 3/8, 1/2 or 1 of a tile's columns. 0 disables. Off by
+  // default: on the H200 the Hopper kernel is not MUFU-bound, so every fraction > 0 measured slower (1/8: -8% at
+  // head dim 64, -6% at 128; bench/RESULTS.md).
   float poly_exp2_fraction = 0.f;
   // FA-4 (b): rescale the running output only when the running max (log2 units) grows by more than
   // rescale_threshold; the final normalisation uses the max actually applied, so the result stays exact.
-  // lazy_rescale = false rescales on every growth (FA-2/3 behaviour). Measured within +-3% either way.
+  // lazy_rescale = false rescales on every growth (FA-2/3 behaviour). Measured +4..7% non-causal, +0..2% causal.
   bool lazy_rescale = true;
   float rescale_threshold = 8.f;
   // HOPPER kernel: overlap the softmax of tile j with Q K^T of tile j and P V of tile j-1 inside a warpgroup.
