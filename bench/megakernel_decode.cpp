@@ -137,7 +137,7 @@ void bench_shape(const std::string& name, double gbs) {
     // L2 run-ahead (version 4), other run-ahead depths at ctx 32, and no ring (version 2's loads).
     std::vector<std::pair<int, int>> configs = {{pages, ahead0}, {pages, 0}};
     if (ctx == 32)
-      for (int a : {4, 16}) configs.push_back({pages, a});
+      for (int a : {4, 16, 32}) configs.push_back({pages, a});
     if (ctx == 32) configs.push_back({0, 0});
     for (auto [np, ahead] : configs) {
       (*b)->set_ring_pages(np);
@@ -147,6 +147,13 @@ void bench_shape(const std::string& name, double gbs) {
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
         std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, L2 run-ahead %2d pages: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, np, ahead, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+      }
+      if (ctx == 32 && np == pages && ahead == ahead0) {  // bound for fence-free publishing (NOT correct)
+        (*b)->set_unfenced_publish_for_measurement(true);
+        double ms = time_megakernel(**b, ctx, n_new, 128, 5);
+        std::printf("  megakernel ctx %5d, 128 steps/launch, same, publish WITHOUT fence (unsafe, bound only): %.3f ms/token\n",
+                    ctx, ms);
+        (*b)->set_unfenced_publish_for_measurement(false);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them).
       if (!(ahead == ahead0 || (ctx == 32 && ahead == 0))) continue;

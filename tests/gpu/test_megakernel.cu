@@ -117,7 +117,7 @@ TEST(Megakernel, MatchesCpuMultiPageRowsRingAndDirect) {
   const Case k{"llama hd128 gqa4 wide", cfg(Family::Llama, 128, 8, 2, 1032, 2056, false, 3001)};
   compare(k, {.n_sm = 7}, 101);
   compare(k, {.n_sm = 7, .ring_loader = 1}, 105);
-  compare(k, {.n_sm = 7, .l2_ahead_pages = 0}, 107);
+  compare(k, {.n_sm = 7, .l2_ahead_pages = 8}, 107);
   compare(k, {.n_sm = 7, .l2_ahead_pages = 3}, 108);
   compare(k, {.ring_loader = 1}, 106);
   compare(k, {.n_sm = 7, .weight_ring = false}, 102);

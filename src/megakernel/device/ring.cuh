@@ -13,6 +13,10 @@
 // done reading it, and the loader waits for that before refilling the slot with page n + n_pages.
 // Every consumer warp walks every page (so the arrival counts match), computing the row pairs that
 // belong to it: pair q of an instruction goes to warp q % WARPS.
+// Measured alternatives (bench/RESULTS.md): a cp.async loader (one warp of 16-byte LDGSTS) makes the
+// consumers' publishing fence cheap (it does not wait for another warp's LDGSTS) but cannot stream at
+// the SM's share of DRAM bandwidth (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the
+// ring is slower (1.29-1.61 ms/token), as the sync-bubbles study found for L2 prefetch streams.
 #pragma once
 #include <cuda_bf16.h>
 
