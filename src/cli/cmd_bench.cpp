@@ -98,19 +98,17 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     bool prefetch_o;
     bool fused_attention = true;  // ops/attention_decode, else cuda/attention's split + reduce
   };
-  // Default: matvec "auto" (bulk where one launch holds the matrix, else split-K), RoPE fused into the QKV matvec,
-  // O weights prefetched into L2 during attention, ops/attention_decode.
-  std::vector<Variant> variants = {{"graph+pdl", true, true, true, "auto", true}};
+  // Default: split-K matvec, the RoPE kernel, cuda/attention's decode (the fastest measured combination).
+  std::vector<Variant> variants = {{"graph+pdl", true, true, false, "splitk", false, false}};
   const std::vector<Variant> extra = {
-      {"bulk-all", true, true, true, "bulk", true},
-      {"bulk-all-static", true, true, true, "bulk-static", true},
-      {"splitk-all", true, true, true, "splitk", false},
-      {"lib-attention", true, true, true, "auto", true, false},
-      {"no-prefetch-o", true, true, true, "auto", false},
-      {"rope-kernel", true, true, false, "auto", true},
-      {"old-default", true, true, false, "splitk", false, false},  // splitk + RoPE kernel + cuda/attention
-      {"graph", true, false, true, "auto", true},
-      {"eager+pdl", false, true, true, "auto", true}};
+      {"fused-attention", true, true, false, "splitk", false, true},  // ops/attention_decode
+      {"rope-fused", true, true, true, "splitk", false, false},       // RoPE + K/V write in the QKV matvec
+      {"bulk-auto", true, true, false, "bulk-auto", true, false},     // bulk matvec where one launch holds W
+      {"bulk-all", true, true, false, "bulk", true, false},
+      {"bulk-all-static", true, true, false, "bulk-static", true, false},
+      {"all-new", true, true, true, "bulk-auto", true, true},         // round 1's default
+      {"graph", true, false, false, "splitk", false, false},
+      {"eager+pdl", false, true, false, "splitk", false, false}};
   for (const Variant& v : extra)
     if (o.ablation || std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
       variants.push_back(v);
@@ -147,7 +145,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
                    pct);
     }
   }
-  cuda::set_matvec_kernel("auto");
+  cuda::set_matvec_kernel("splitk");
   cuda::set_matvec_bulk_static(false);
   return j;
 }
@@ -237,8 +235,8 @@ Command add_bench_command(CLI::App& parent) {
   sub->add_flag("--ablation", opts->ablation,
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
-                  "Ablation variants to time at the first context (bulk-all, bulk-all-static, splitk-all, "
-                  "lib-attention, no-prefetch-o, rope-kernel, old-default, graph, eager+pdl)")
+                  "Ablation variants to time at the first context (fused-attention, rope-fused, bulk-auto, bulk-all, "
+                  "bulk-all-static, all-new, graph, eager+pdl)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

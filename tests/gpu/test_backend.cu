@@ -9,6 +9,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
 #include "cuda/backend/cuda_backend.h"
+#include "cuda/ops/matvec.h"
 #include "gpu_test_util.h"
 #include "megakernel/model.h"
 
@@ -105,6 +106,15 @@ TEST(Backend, RandomModelsMatchCpu) {
     if (c.f != Family::Qwen3 || c.D == 128) {  // rope-pair rows: fused RoPE (Qwen3: paired rope_qkv kernel)
       SCOPED_TRACE("rope_pair_rows = true");
       compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true);
+    }
+    {  // the opt-in paths: bulk matvec everywhere, O weights prefetched, ops/attention_decode
+      SCOPED_TRACE("bulk matvec + fused decode attention");
+      cuda::CudaBackendOptions opt;
+      opt.fused_attention = true;
+      opt.prefetch_o = true;
+      cuda::set_matvec_kernel("bulk");
+      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, c.f != Family::Qwen3 || c.D == 128);
+      cuda::set_matvec_kernel("splitk");
     }
   }
 }

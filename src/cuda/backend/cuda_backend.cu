@@ -208,9 +208,9 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max
   if (need > dev->free_memory)
     return make_error("the model needs ", need >> 20, " MiB of GPU memory (weights + KV cache for ", max_context,
                       " positions) but GPU '", dev->name, "' has ", dev->free_memory >> 20, " MiB free");
-  // Rope-pair row order: RoPE and the K/V write fused into the QKV matvec (Qwen3: the paired rope_qkv kernel).
-  // Verified end to end against the CPU on the H200 (tests/gpu/test_backend.cu, both row orders).
-  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/true);
+  // HF row order and the separate RoPE kernel. The fused path (rope_pair_rows = true: RoPE and the K/V write in
+  // the QKV matvec) passes the same end-to-end tests but measured no faster on the H200 (bench/RESULTS.md).
+  auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/false);
   if (!w) return w.error();
   auto b = cuda::CudaBackend::create(model.config, std::move(*w), max_context);
   if (!b) return b.error();

@@ -33,8 +33,9 @@ struct CudaBackendOptions {
   bool graph = true;         // replay the decode step as a CUDA graph
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
-  bool prefetch_o = true;    // decode: the QKV matvec asks the L2 to fetch the O projection's weights (bulk matvec)
-  bool fused_attention = true;  // decode: ops/attention_decode (one PDL kernel) where supported, else cuda/attention
+  // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 round 2), so off by default:
+  bool prefetch_o = false;       // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
+  bool fused_attention = false;  // decode: ops/attention_decode (one PDL kernel) instead of cuda/attention
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).

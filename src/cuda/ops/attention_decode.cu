@@ -2,9 +2,10 @@
 // CTA = (split, kv head), 128 threads: D/8 threads per key row (8 dims each), 128 / (D/8) rows side by side,
 // U rows per thread group in flight; the GC (>= group) query heads of the kv head share every K/V load. Online
 // softmax in log2 units per thread group, groups combined in shared memory into a partial (acc, max, sum) per
-// (head, split). Each CTA then counts its arrival; the last CTA of the kv head reads all splits' partials back
-// (fence + atomic, as in CUDA's threadFenceReduction sample) and writes the normalised output, and resets the
-// counter for the next launch. Deterministic: the combine order is fixed (split 0, 1, ...).
+// (head, split). Only the splits that hold keys take part (a short context: one CTA per kv head, which writes
+// the output directly). Each CTA then counts its arrival; the last CTA of the kv head reads all splits'
+// partials back (fence + atomic, as in CUDA's threadFenceReduction sample), writes the normalised output and
+// resets the counter for the next launch. Deterministic: the combine order is fixed (split 0, 1, ...).
 #include "cuda/ops/attention_decode.h"
 
 #include <algorithm>
@@ -39,7 +40,6 @@ __global__ void __launch_bounds__(THREADS) decode_attention_kernel(const Params 
   __shared__ float s_acc[NG][GC][D];
   __shared__ float s_m[NG][GC], s_l[NG][GC];
   __shared__ float s_w[GC][MAX_SPLIT];
-  __shared__ float s_inv[GC];
   __shared__ int s_last;
   const DecodeAttentionArgs& a = p.a;
   const int split = blockIdx.x, hk = blockIdx.y, G = p.group, h0 = hk * G, n_split = a.n_split;
@@ -49,6 +49,9 @@ __global__ void __launch_bounds__(THREADS) decode_attention_kernel(const Params 
 
   const int kv_len = min(*a.seq_len, a.max_positions);
   const int chunk = max((kv_len + n_split - 1) / n_split, MIN_CHUNK);
+  // Splits that hold keys (the same for every CTA); the others leave at once and are not counted.
+  const int n_active = max(1, min(n_split, (kv_len + chunk - 1) / chunk));
+  if (split >= n_active) return;
   const int k_begin = split * chunk, k_end = min(kv_len, k_begin + chunk);
 
   float q[GC][8], acc[GC][8], m[GC], l[GC];
@@ -145,6 +148,10 @@ __global__ void __launch_bounds__(THREADS) decode_attention_kernel(const Params 
         o += s_acc[g][i][d] * w;
       }
     }
+    if (n_active == 1) {  // the only split: this is the output (no partials, no counting)
+      a.out[size_t(h0 + i) * D + d] = __float2bfloat16(lsum > 0.f ? o / lsum : 0.f);
+      continue;
+    }
     const size_t row = size_t(h0 + i) * n_split + split;
     p.part[row * D + d] = o;
     if (d == 0) {
@@ -152,37 +159,43 @@ __global__ void __launch_bounds__(THREADS) decode_attention_kernel(const Params 
       p.part_ml[row * 2 + 1] = lsum;
     }
   }
+  if (n_active == 1) return;
   __threadfence();  // our partial is visible device-wide before we count ourselves in
   __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(&p.arrivals[hk], 1u) == unsigned(n_split - 1);
+  if (threadIdx.x == 0) s_last = atomicAdd(&p.arrivals[hk], 1u) == unsigned(n_active - 1);
   __syncthreads();
   if (!s_last) return;
   __threadfence();  // the other CTAs' partials (they fenced before their arrivals)
 
-  // Last CTA of the kv head: weights 2^(m_s - M) / L per (head, split), then the weighted sum per output.
-  if (threadIdx.x < G) {
-    const int i = threadIdx.x;
+  // Last CTA of the kv head: warp i handles head i's weights 2^(m_s - M) / L (lane = split, all loads in
+  // flight at once), then every output sums its splits with all loads issued before the first use.
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int i = warp; i < G; i += THREADS / 32) {
     const float* ml = p.part_ml + size_t(h0 + i) * n_split * 2;
-    float mx = -INFINITY;
-    for (int sp = 0; sp < n_split; ++sp) mx = fmaxf(mx, __ldcg(ml + 2 * sp));
-    float lsum = 0.f;
-    for (int sp = 0; sp < n_split; ++sp) {
-      const float w = mx == -INFINITY ? 0.f : exp2f(__ldcg(ml + 2 * sp) - mx);
-      s_w[i][sp] = w;
-      lsum += w * __ldcg(ml + 2 * sp + 1);
-    }
-    s_inv[i] = lsum > 0.f ? 1.f / lsum : 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // splits lane and lane + 32
+    if (lane < n_active) m0 = __ldcg(ml + 2 * lane), l0 = __ldcg(ml + 2 * lane + 1);
+    if (lane + 32 < n_active) m1 = __ldcg(ml + 2 * (lane + 32)), l1 = __ldcg(ml + 2 * (lane + 32) + 1);
+    const float mx = warp_max(fmaxf(m0, m1));
+    const float w0 = m0 == -INFINITY ? 0.f : exp2f(m0 - mx), w1 = m1 == -INFINITY ? 0.f : exp2f(m1 - mx);
+    const float lsum = warp_sum(w0 * l0 + w1 * l1);
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    if (lane < n_active) s_w[i][lane] = w0 * inv;
+    if (lane + 32 < n_active) s_w[i][lane + 32] = w1 * inv;
   }
   __syncthreads();
   for (int idx = threadIdx.x; idx < G * D; idx += THREADS) {
     const int i = idx / D, d = idx % D;
     const float* src = p.part + size_t(h0 + i) * n_split * D + d;
+    float v[MAX_SPLIT];
+#pragma unroll
+    for (int sp = 0; sp < MAX_SPLIT; ++sp) v[sp] = sp < n_active ? __ldcg(src + size_t(sp) * D) : 0.f;
     float o = 0.f;
-#pragma unroll 8
-    for (int sp = 0; sp < n_split; ++sp) o = fmaf(s_w[i][sp], __ldcg(src + size_t(sp) * D), o);
-    a.out[size_t(h0 + i) * D + d] = __float2bfloat16(o * s_inv[i]);
+#pragma unroll
+    for (int sp = 0; sp < MAX_SPLIT; ++sp)
+      if (sp < n_active) o = fmaf(s_w[i][sp], v[sp], o);
+    a.out[size_t(h0 + i) * D + d] = __float2bfloat16(o);
   }
-  if (threadIdx.x == 0) p.arrivals[hk] = 0;  // every CTA of this launch has arrived: ready for the next one
+  if (threadIdx.x == 0) p.arrivals[hk] = 0;  // every active CTA of this launch has arrived: ready for the next
 }
 
 size_t part_floats(int n_head, int head_dim, int n_split) { return size_t(n_head) * n_split * (head_dim + 2); }

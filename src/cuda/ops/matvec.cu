@@ -276,10 +276,10 @@ void dispatch_norm(const Stream& s, const MatvecArgs& a) {
   else dispatch_x<MODE, false, false>(s, a);
 }
 
-// 0 auto, 1 bulk, 2 splitk, 3 rowpair.
+// 0 splitk (default), 1 bulk, 2 bulk-auto, 3 rowpair.
 int kernel_from_name(const char* e) {
   if (e && std::strcmp(e, "bulk") == 0) return 1;
-  if (e && std::strcmp(e, "splitk") == 0) return 2;
+  if (e && std::strcmp(e, "bulk-auto") == 0) return 2;
   if (e && std::strcmp(e, "rowpair") == 0) return 3;
   return 0;
 }
@@ -307,7 +307,7 @@ void matvec_splitk(const Stream& s, const MatvecArgs& a) {
 }
 
 const char* matvec_kernel_name() {
-  static const char* names[] = {"auto", "bulk", "splitk", "rowpair"};
+  static const char* names[] = {"splitk", "bulk", "bulk-auto", "rowpair"};
   return names[selected_kernel()];
 }
 
@@ -327,9 +327,9 @@ void matvec(const Stream& s, const MatvecArgs& a) {
   const bool too_wide = a.n_cols > (MAX_THREADS / 32) * SLICE * 8;
   MK_CHECK(!(too_wide && a.mode == MatvecOut::ROPE_QKV));
   const int k = selected_kernel();
-  // auto: the bulk kernel where one launch's rings hold the whole matrix (measured faster there: 3072x2048 in a
-  // PDL graph 3.47 vs 4.93 us), split-K for the large ones (bulk streamed slower: bench/RESULTS.md).
-  if ((k == 1 || (k == 0 && matvec_bulk_one_pass(a))) && matvec_bulk_supported(a)) matvec_bulk(s, a);
+  // bulk-auto: the bulk kernel where one launch's rings hold the whole matrix, split-K for the others. Neither
+  // bulk setting is the default: both made decode slower on the H200 (bench/RESULTS.md, 2026-11-30 round 2).
+  if ((k == 1 || (k == 2 && matvec_bulk_one_pass(a))) && matvec_bulk_supported(a)) matvec_bulk(s, a);
   else if ((k == 3 || too_wide) && a.mode != MatvecOut::ROPE_QKV) matvec_rowpair(s, a);
   else matvec_splitk(s, a);
 }

@@ -5,10 +5,10 @@
 // Fusions (all optional): RMSNorm of x folded into the load of x (norm_w), bias, residual add into out,
 // SwiGLU of interleaved (gate, up) row pairs, argmax over the outputs (LM head), and for the QKV projection RoPE +
 // bf16 q + the K/V cache write (rows in rope-pair order, see device_weights.h).
-// Kernels: matvec_bulk.cu (a producer warp streams each block's rows into a shared-memory ring with
+// Kernels: matvec.cu (default, split-K: a warp owns a row pair x a column slice, its loads issued into registers
+// before the wait), matvec_bulk.cu (a producer warp streams each block's rows into a shared-memory ring with
 // bulk copies, before the PDL wait and without register cost; the next kernel may launch once all copies are
-// issued), matvec.cu (split-K: a warp owns a row pair x a column slice, its loads issued into registers before the
-// wait; MK_MATVEC=splitk) and matvec_rowpair.cu (the first version; MK_MATVEC=rowpair).
+// issued; MK_MATVEC=bulk or bulk-auto) and matvec_rowpair.cu (the first version; MK_MATVEC=rowpair).
 // CPU reference: cpu::matvec (+ cpu::rmsnorm, cpu::swiglu, cpu::add, cpu::argmax). Test: tests/gpu/test_ops.cu.
 #pragma once
 #include <cuda_bf16.h>
@@ -63,12 +63,12 @@ struct MatvecArgs {
 
 void matvec(const Stream& s, const MatvecArgs& a);
 
-// Which kernel matvec() uses: "auto" (default: bulk where one launch's rings hold the whole matrix, else
-// split-K), "bulk", "splitk" or "rowpair"; environment MK_MATVEC (read once) or set_matvec_kernel (benchmarks;
+// Which kernel matvec() uses: "splitk" (default), "bulk", "bulk-auto" (bulk where one launch's rings hold the
+// whole matrix, else split-K) or "rowpair"; environment MK_MATVEC (read once) or set_matvec_kernel (benchmarks;
 // takes effect for launches enqueued afterwards). Shapes a kernel does not support fall back: bulk -> splitk ->
 // rowpair. The bulk kernel assumes its launches on one stream are not interleaved with another thread's.
 const char* matvec_kernel_name();
-void set_matvec_kernel(const char* name);  // "auto", "bulk", "splitk" or "rowpair"; anything else: auto
+void set_matvec_kernel(const char* name);  // a name above; anything else: the default
 // Measurement knob of the bulk kernel: units assigned grid-stride instead of claimed from a counter
 // (environment MK_MATVEC_BULK_STATIC=1).
 void set_matvec_bulk_static(bool on);
