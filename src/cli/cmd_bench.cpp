@@ -96,19 +96,16 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     bool graph, pdl, fuse_rope;
     const char* matvec;  // matvec kernel (ops/matvec.h), "bulk-static": bulk with static unit assignment
     bool prefetch_o;
-    bool fused_attention = true;  // ops/attention_decode, else cuda/attention's split + reduce
   };
   // Default: split-K matvec, the RoPE kernel, cuda/attention's decode (the fastest measured combination).
-  std::vector<Variant> variants = {{"graph+pdl", true, true, false, "splitk", false, false}};
+  std::vector<Variant> variants = {{"graph+pdl", true, true, false, "splitk", false}};
   const std::vector<Variant> extra = {
-      {"fused-attention", true, true, false, "splitk", false, true},  // ops/attention_decode
-      {"rope-fused", true, true, true, "splitk", false, false},       // RoPE + K/V write in the QKV matvec
-      {"bulk-auto", true, true, false, "bulk-auto", true, false},     // bulk matvec where one launch holds W
-      {"bulk-all", true, true, false, "bulk", true, false},
-      {"bulk-all-static", true, true, false, "bulk-static", true, false},
-      {"all-new", true, true, true, "bulk-auto", true, true},         // round 1's default
-      {"graph", true, false, false, "splitk", false, false},
-      {"eager+pdl", false, true, false, "splitk", false, false}};
+      {"rope-fused", true, true, true, "splitk", false},    // RoPE + K/V write in the QKV matvec epilogue
+      {"bulk-auto", true, true, false, "bulk-auto", true},  // bulk matvec where one launch holds W
+      {"bulk-all", true, true, false, "bulk", true},
+      {"bulk-all-static", true, true, false, "bulk-static", true},
+      {"graph", true, false, false, "splitk", false},
+      {"eager+pdl", false, true, false, "splitk", false}};
   for (const Variant& v : extra)
     if (o.ablation || std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
       variants.push_back(v);
@@ -117,7 +114,6 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     opt.graph = v.graph;
     opt.pdl = v.pdl;
     opt.prefetch_o = v.prefetch_o;
-    opt.fused_attention = v.fused_attention;
     const bool bulk_static = std::string(v.matvec) == "bulk-static";
     cuda::set_matvec_kernel(bulk_static ? "bulk" : v.matvec);  // read when the graph is captured (first step)
     cuda::set_matvec_bulk_static(bulk_static);
@@ -235,8 +231,8 @@ Command add_bench_command(CLI::App& parent) {
   sub->add_flag("--ablation", opts->ablation,
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
-                  "Ablation variants to time at the first context (fused-attention, rope-fused, bulk-auto, bulk-all, "
-                  "bulk-all-static, all-new, graph, eager+pdl)")
+                  "Ablation variants to time at the first context (rope-fused, bulk-auto, bulk-all, bulk-all-static, "
+                  "graph, eager+pdl)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

@@ -107,10 +107,9 @@ TEST(Backend, RandomModelsMatchCpu) {
       SCOPED_TRACE("rope_pair_rows = true");
       compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true);
     }
-    {  // the opt-in paths: bulk matvec everywhere, O weights prefetched, ops/attention_decode
-      SCOPED_TRACE("bulk matvec + fused decode attention");
+    {  // the opt-in paths: bulk matvec everywhere, O weights prefetched into L2
+      SCOPED_TRACE("bulk matvec + O prefetch");
       cuda::CudaBackendOptions opt;
-      opt.fused_attention = true;
       opt.prefetch_o = true;
       cuda::set_matvec_kernel("bulk");
       compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, c.f != Family::Qwen3 || c.D == 128);

@@ -9,7 +9,6 @@
 #include "cpu/ops.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/device_info.h"
-#include "cuda/ops/attention_decode.h"
 
 namespace mk {
 namespace cuda {
@@ -27,7 +26,6 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamDestroy(stream_);
   if (arena_) cudaFree(arena_);
   if (attn_ws_) cudaFree(attn_ws_);
-  if (fattn_ws_) cudaFree(fattn_ws_);
 }
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& config, DeviceWeights weights,
@@ -95,14 +93,6 @@ Status CudaBackend::init() {
     MK_TRY(cuda_status(cudaMalloc(&attn_ws_, std::max<size_t>(attn_ws_bytes_, 256)), "allocating attention workspace"));
   } else {
     opt_.attention_lib = false;
-  }
-  if (opt_.fused_attention && decode_attention_supported(c.n_head, c.n_kv_head, c.head_dim)) {
-    fattn_splits_ = decode_attention_splits(c.n_kv_head, kv_.capacity());
-    const size_t bytes = decode_attention_workspace_bytes(c.n_head, c.n_kv_head, c.head_dim, fattn_splits_);
-    MK_TRY(cuda_status(cudaMalloc(&fattn_ws_, bytes), "allocating the decode attention workspace"));
-    MK_TRY(cuda_status(cudaMemset(fattn_ws_, 0, bytes), "clearing the decode attention workspace"));
-  } else {
-    opt_.fused_attention = false;
   }
   return {};
 }

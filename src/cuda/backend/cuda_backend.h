@@ -33,9 +33,8 @@ struct CudaBackendOptions {
   bool graph = true;         // replay the decode step as a CUDA graph
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
-  // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 round 2), so off by default:
-  bool prefetch_o = false;       // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
-  bool fused_attention = false;  // decode: ops/attention_decode (one PDL kernel) instead of cuda/attention
+  // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 2-3), so off by default:
+  bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
@@ -114,8 +113,6 @@ class CudaBackend final : public Backend {
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace
   size_t attn_ws_bytes_ = 0;
-  void* fattn_ws_ = nullptr;       // ops/attention_decode workspace (zeroed once)
-  int fattn_splits_ = 0;
   // Prefill chunk buffers, C = prefill_chunk.
   int32_t* tokens_ = nullptr;      // [C]
   float* px_ = nullptr;            // [C, n_embd]

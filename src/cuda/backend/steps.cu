@@ -8,7 +8,6 @@
 #include "cuda/backend/cuda_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
-#include "cuda/ops/attention_decode.h"
 #include "cuda/ops/attention_simple.h"
 #include "cuda/ops/embed.h"
 #include "cuda/ops/matvec.h"
@@ -41,20 +40,6 @@ bool attention_lib_available() { return false; }
 #endif
 
 void CudaBackend::attend_decode(const Stream& s, int layer) {
-  if (opt_.fused_attention) {
-    DecodeAttentionArgs a;
-    a.out = attn_;
-    a.q = q_;
-    a.kv = kv_.layer(layer);
-    a.block_table = kv_.block_table_data();
-    a.seq_len = &state_->seq_len;
-    a.max_positions = kv_.capacity();
-    a.n_head = config_.n_head;
-    a.n_split = fattn_splits_;
-    a.workspace = fattn_ws_;
-    decode_attention(s, a);
-    return;
-  }
 #ifdef MK_ATTENTION_LIB
   if (opt_.attention_lib) {
     AttentionDecodeArgs a;
