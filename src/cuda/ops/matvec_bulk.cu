@@ -14,6 +14,11 @@
 // staged once per block after the wait; the RMS scale is applied to the finished dot product.
 // Optional l2_prefetch: the producer also asks the L2 to fetch a share of another buffer (the weights of a
 // kernel that will start cold, e.g. the O projection behind the attention kernels).
+// Status (H200, bench/RESULTS.md, layered rounds 3-5): opt-in (MK_MATVEC=bulk or bulk-auto). Alone it wins where one
+// launch's rings hold the whole matrix (2048x2048 in a PDL graph 4.2 vs 5.1 us for split-K) and loses on large ones
+// (2048x8192 16.1 vs 9.8 us); in the decode graph even bulk-auto made a step slower (1B 0.936 vs 0.862 ms). Tests
+// pass (tests/gpu/test_ops_matvec.cu, test_backend.cu); racecheck reports hazards between the bulk writes of a slot
+// and the consumers' reads, which only the mbarriers order (the pattern of CUTLASS's TMA pipelines) - unresolved.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
