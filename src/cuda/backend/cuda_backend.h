@@ -33,7 +33,7 @@ struct CudaBackendOptions {
   bool graph = true;         // replay the decode step as a CUDA graph
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
-  // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 2-3), so off by default:
+  // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 3-5), so off by default:
   bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
 };
 

@@ -328,7 +328,7 @@ void matvec(const Stream& s, const MatvecArgs& a) {
   MK_CHECK(!(too_wide && a.mode == MatvecOut::ROPE_QKV));
   const int k = selected_kernel();
   // bulk-auto: the bulk kernel where one launch's rings hold the whole matrix, split-K for the others. Neither
-  // bulk setting is the default: both made decode slower on the H200 (bench/RESULTS.md, 2026-11-30 round 2).
+  // bulk setting is the default: both made decode slower on the H200 (bench/RESULTS.md, layered rounds 3-5).
   if ((k == 1 || (k == 2 && matvec_bulk_one_pass(a))) && matvec_bulk_supported(a)) matvec_bulk(s, a);
   else if ((k == 3 || too_wide) && a.mode != MatvecOut::ROPE_QKV) matvec_rowpair(s, a);
   else matvec_splitk(s, a);
