@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/mbarrier.cuh"
+
 namespace mk::cuda::attn {
 
 constexpr float LOG2E = 1.4426950408889634f;
@@ -17,9 +19,7 @@ __device__ __forceinline__ int swz(int row, int col) {  // element offset of (ro
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using mk::cuda::smem_u32;
 
 // 16-byte async copy; src_bytes = 0 zero-fills the destination (rows past the sequence end).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {

@@ -78,7 +78,7 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
   fence_proxy_async();  // plain stores above -> visible to wgmma (async proxy) after the barrier
   __syncwarp();
   if (lane == 0) {
-    mbar_expect_tx(full, bytes);
+    mbar_arrive_expect_tx(full, bytes);
 #pragma unroll
     for (int c = 0; c < HOP_BN / 64; ++c) {
       const int pos0 = n0 + c * 64;
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     const int lane = threadIdx.x;
     if (lane < 32) {
       if (lane == 0) {
-        mbar_expect_tx(q_full, L::Q_BYTES);
+        mbar_arrive_expect_tx(q_full, L::Q_BYTES);
         for (int c = 0; c < BM / 64; ++c)
           for (int a = 0; a < ATOMS; ++a)
             tma_load_3d(reinterpret_cast<char*>(s_q) + a * BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,

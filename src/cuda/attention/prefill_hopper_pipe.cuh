@@ -1,5 +1,5 @@
-// Synchronisation and copy primitives of the FA3-style Hopper prefill kernel (inline PTX, sm_90a): mbarriers,
-// 3-D TMA tile loads, the async-proxy fence, named barriers for the consumer warpgroups' ping-pong, register
+// Synchronisation primitives of the FA3-style Hopper prefill kernel (sm_90a; mbarriers and TMA come from
+// cuda/common/mbarrier.cuh): named barriers for the consumer warpgroups' ping-pong, register
 // reconfiguration (setmaxnreg) and an operand pin for async wgmma. Used by prefill_hopper.cuh only.
 #pragma once
 #include <cuda.h>
@@ -10,31 +10,12 @@
 
 namespace mk::cuda::attn {
 
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1, int c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
-      : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+using mk::cuda::fence_proxy_async;
+using mk::cuda::mbar_arrive;
+using mk::cuda::mbar_arrive_expect_tx;
+using mk::cuda::mbar_init;
+using mk::cuda::mbar_wait;
+using mk::cuda::tma_load_3d;
 
 // Named barriers 1..15 (0 is __syncthreads). bar.sync waits until `n` threads (whole warps) have arrived or
 // synced on `id`; bar.arrive counts this warp in without waiting.

@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 
+#include "cuda/common/mbarrier.cuh"
 #include "cuda/ops/matvec_internal.h"
 
 namespace mk::cuda {
@@ -49,36 +50,6 @@ struct BulkParams {
   int slot_bytes;  // >= rpu * n_cols * 2, multiple of 128
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// bytes: multiple of 16; src and dst 16-byte aligned. Weights are read once per step: evict them first from L2.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void consumer_sync(int n_threads) {
   asm volatile("bar.sync %0, %1;" ::"n"(CONSUMER_BAR), "r"(n_threads) : "memory");
 }
@@ -134,8 +105,7 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
 
   if (warp == NW) {  // ---- producer: never waits on the previous kernel (weights do not depend on it)
     if (lane == 0) {
-      uint64_t policy;
-      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      const uint64_t policy = l2_evict_first_policy();
       const unsigned char* w = reinterpret_cast<const unsigned char*>(a.w);
       // Units are claimed from a grid-wide counter (so an SM that got two of our blocks, or started late, just
       // claims less; and all SMs stream neighbouring parts of W): a first batch of S, then one at a time, the
