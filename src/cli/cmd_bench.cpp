@@ -1,7 +1,9 @@
-// `megakernel bench`: speed of the layered CUDA backend on a model folder or on random weights of named shapes,
-// against ceilings measured in the same run (read bandwidth, bf16 matmul rate, the decode matvec on two shapes).
+// `megakernel bench`: speed of the GPU backends (layered CUDA graph; with --backend megakernel|all also the
+// persistent megakernel) on a model folder or on random weights of named shapes, against ceilings measured in the
+// same run (read bandwidth, bf16 matmul rate, the decode matvec on two shapes).
 // Prints a table for people, or JSON with --json (bench/compare_torch.py reads it).
 //   megakernel bench --shape llama-3.2-1b --shape llama-3.1-8b [--json]
+//   megakernel bench --shape llama-3.2-1b --backend all --context 32 --context 4096 --context 16384
 //   megakernel bench --model /models/Llama-3.2-1B
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "cli/commands.h"
 #include "megakernel/model.h"
 #ifdef MK_HAVE_CUDA
+#include "cli/bench_megakernel.h"
 #include "cuda/backend/backend_bench.h"
 #include "cuda/backend/bench_probe.h"
 #include "cuda/backend/cuda_backend.h"
@@ -28,7 +31,7 @@ struct BenchOptions {
   std::string model_dir;
   std::vector<std::string> shapes;
   std::string device = "cuda";
-  std::string backend = "layered";
+  std::string backend = "layered";  // layered, megakernel or all
   bool json_out = false;
   bool no_ceilings = false;
   bool ablation = false;
@@ -109,7 +112,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   for (const Variant& v : extra)
     if (o.ablation || std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
       variants.push_back(v);
-  for (const Variant& v : variants) {
+  for (const Variant& v : o.backend == "megakernel" ? std::vector<Variant>{} : variants) {
     cuda::CudaBackendOptions opt;
     opt.graph = v.graph;
     opt.pdl = v.pdl;
@@ -143,6 +146,11 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   }
   cuda::set_matvec_kernel("splitk");
   cuda::set_matvec_bulk_static(false);
+  if (o.backend != "layered") {
+    MegakernelBenchArgs a{o.contexts, o.n_tokens, o.repeats, wbytes, read_tbps, human(o)};
+    if (m) std::fprintf(human(o), "  (the megakernel is timed on random weights of the same shapes)\n");
+    MK_TRY(bench_megakernel(c, a, j["decode"]));
+  }
   return j;
 }
 
@@ -152,8 +160,9 @@ int run_bench(const BenchOptions& o) {
                  o.device.c_str());
     return 2;
   }
-  if (o.backend != "layered") {
-    std::fprintf(stderr, "megakernel bench: --backend %s is not available here (known: layered)\n", o.backend.c_str());
+  if (o.backend != "layered" && o.backend != "megakernel" && o.backend != "all") {
+    std::fprintf(stderr, "megakernel bench: --backend %s is not known (expected layered, megakernel or all)\n",
+                 o.backend.c_str());
     return 2;
   }
   if (o.model_dir.empty() && o.shapes.empty()) {
@@ -221,7 +230,7 @@ Command add_bench_command(CLI::App& parent) {
   sub->add_option("--model", opts->model_dir, "Model folder (config.json + safetensors)");
   sub->add_option("--shape", opts->shapes, "Named shape with random weights (repeatable), e.g. llama-3.2-1b");
   sub->add_option("--device", opts->device, "cuda (the harness times GPU backends)");
-  sub->add_option("--backend", opts->backend, "layered");
+  sub->add_option("--backend", opts->backend, "layered (default), megakernel, or all (both in the same run)");
   sub->add_flag("--json", opts->json_out, "JSON on stdout (the table goes to stderr)");
   sub->add_option("--tokens", opts->n_tokens, "Decode tokens per repeat")->check(CLI::Range(1, 4096));
   sub->add_option("--repeats", opts->repeats, "Repeats of every measurement")->check(CLI::Range(1, 1000));
