@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One verification round on the GPU machine from carried binaries (default .carry/lead): all GPU tests, the
-# golden models end to end on each backend (greedy ids must equal the CPU reference's), then the decode
-# benchmarks of the layered path and the megakernel on Llama-3.2-1B shapes. Logs under $OUT; summary last.
+# golden models end to end on each backend (greedy ids must equal the CPU reference's), then `megakernel bench`
+# with both backends in one process (Llama-3.2-1B at contexts 32/4096/16384, Llama-3.1-8B at 32), the
+# megakernel's own benchmark (timestamps), and, when .carry/attn exists, the attention round
+# (bench/attention_run.sh prefill ablation quick peers). Logs under $OUT; summary last.
 set -u
 export MK_REQUIRE_GPU=1  # a missing GPU here is a failure, not a skip
 B=${1:-.carry/lead}
@@ -20,10 +22,19 @@ for m in tests/golden/*/; do
     echo "e2e $(basename $m) $be: $r" >> "$OUT/summary.txt"
   done
 done
-timeout 120 "$B/megakernel" bench --shape llama-3.2-1b --json > "$OUT/bench.json" 2> "$OUT/bench.txt"
-echo "bench exit $?" >> "$OUT/summary.txt"
+timeout 150 "$B/megakernel" bench --shape llama-3.2-1b --backend all --context 32 --context 4096 --context 16384 \
+  --json > "$OUT/bench.json" 2> "$OUT/bench.txt"
+echo "bench 1b exit $?" >> "$OUT/summary.txt"
+timeout 90 "$B/megakernel" bench --shape llama-3.1-8b --backend all --no-ceilings --prefill 32 --context 32 --repeats 3 \
+  --json > "$OUT/bench8b.json" 2> "$OUT/bench8b.txt"
+echo "bench 8b exit $?" >> "$OUT/summary.txt"
 timeout 90 "$B/megakernel_decode" llama-3.2-1b > "$OUT/mk_decode.txt" 2>&1
 echo "megakernel_decode exit $?" >> "$OUT/summary.txt"
-cat "$OUT/bench.txt" "$OUT/mk_decode.txt"
+if [ -x .carry/attn/attn_bench ]; then
+  OUT="$OUT/attn" ATTN_DEADLINE=100 bash bench/attention_run.sh prefill ablation quick peers > "$OUT/attn.txt" 2>&1
+  echo "attention round exit $?" >> "$OUT/summary.txt"
+fi
+cat "$OUT/bench.txt" "$OUT/bench8b.txt" "$OUT/mk_decode.txt"
+[ -f "$OUT/attn.txt" ] && grep -E "rc=|TFLOP|ratio|vs" "$OUT/attn.txt" | tail -40
 echo "================ summary ================"
 cat "$OUT/summary.txt"
