@@ -1,6 +1,7 @@
 // Megakernel decode benchmark: ms/token of the megakernel (one step per launch and K steps per launch) for named
 // model shapes with random bf16 weights generated on the device, against the read-bandwidth floor measured in the
-// same run (a 2 GiB device-to-device copy: bytes read + written over time), and the layered CUDA-graph path.
+// same run (mk::cuda::measure_read_ceiling: a read-only kernel over 4 GiB, the 4.5 TB/s ceiling), and the
+// layered CUDA-graph path.
 // Prompt of 32 tokens (one megakernel launch each), then 128 decoded tokens; long contexts use a random KV cache.
 // Usage: megakernel_decode [shape ...]   (default llama-3.2-1b). Prints one line per measurement; record in RESULTS.md.
 #include <cuda_runtime.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend/bench_probe.h"
 #include "cuda/backend/cuda_backend.h"
 #include "megakernel/device/megakernel_backend.h"
 #include "megakernel/model.h"
@@ -28,32 +30,6 @@ namespace {
       std::exit(1);                                                                         \
     }                                                                                       \
   } while (0)
-
-// Read ceiling (GB/s): median of 10 copies of 2 GiB, counting bytes read + written.
-double measure_bandwidth() {
-  const size_t n = size_t(2) << 30;
-  void *a, *b;
-  CK(cudaMalloc(&a, n));
-  CK(cudaMalloc(&b, n));
-  CK(cudaMemset(a, 1, n));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 12; ++i) {
-    CK(cudaEventRecord(e0));
-    CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 2) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  CK(cudaFree(a));
-  CK(cudaFree(b));
-  return 2.0 * double(n) / (ms[ms.size() / 2] * 1e-3) / 1e9;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -131,40 +107,41 @@ void bench_shape(const std::string& name, double gbs) {
     } else if (!(*b)->set_random_context(ctx).ok()) {
       return;
     }
-    const int pages = (*b)->ring_pages();
-    const int ahead0 = (*b)->l2_ahead_pages();
-    // Configurations (ring pages, L2 run-ahead pages): the default first, then the ring without the
-    // L2 run-ahead (version 4), other run-ahead depths at ctx 32, and no ring (version 2's loads).
-    std::vector<std::pair<int, int>> configs = {{pages, ahead0}, {pages, 0}};
+    // Configurations: the default (prefetch before the wait on, publish mode as set), then the version-5
+    // switches one at a time: prefetch off, publish modes (device::PublishMode), at ctx 32 also the
+    // unfenced-publish bound (NOT correct). The ring is on (version 4 measured it against no ring and L2 run-ahead).
+    struct Variant { const char* name; bool prefetch; int publish; bool unfenced; };
+    const bool pf0 = (*b)->prefetch();
+    const int pm0 = (*b)->publish_mode();
+    std::vector<Variant> vars = {{"default", pf0, pm0, false}, {"prefetch off", !pf0, pm0, false}};
     if (ctx == 32)
-      for (int a : {4, 16, 32}) configs.push_back({pages, a});
-    if (ctx == 32) configs.push_back({0, 0});
-    for (auto [np, ahead] : configs) {
-      (*b)->set_ring_pages(np);
-      (*b)->set_l2_ahead_pages(ahead);
+      for (int m = 0; m < 3; ++m)
+        if (m != pm0) vars.push_back({m == 0 ? "publish fence.sc" : m == 1 ? "publish red.release" : "publish red.release, no wait fence", pf0, m, false});
+    if (ctx == 32) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true});
+    for (const Variant& v : vars) {
+      (*b)->set_prefetch(v.prefetch);
+      (*b)->set_publish_mode(v.publish);
+      (*b)->set_unfenced_publish_for_measurement(v.unfenced);
       for (int spl : {1, 128}) {
-        if (spl == 1 && (ctx != 32 || np != pages || ahead != ahead0)) continue;
+        if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, L2 run-ahead %2d pages: %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                    ctx, spl, np, ahead, ms, bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
-      }
-      if (ctx == 32 && np == pages && ahead == ahead0) {  // bound for fence-free publishing (NOT correct)
-        (*b)->set_unfenced_publish_for_measurement(true);
-        double ms = time_megakernel(**b, ctx, n_new, 128, 5);
-        std::printf("  megakernel ctx %5d, 128 steps/launch, same, publish WITHOUT fence (unsafe, bound only): %.3f ms/token\n",
-                    ctx, ms);
-        (*b)->set_unfenced_publish_for_measurement(false);
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, (*b)->ring_pages(), v.name, int(v.prefetch), v.publish, ms, bytes / (ms * 1e-3) / 1e9,
+                    100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them).
-      if (!(ahead == ahead0 || (ctx == 32 && ahead == 0))) continue;
+      if (v.unfenced || !(&v == &vars[0] || ctx == 32)) continue;
       if (!(*b)->set_timing(true).ok()) continue;
       std::vector<int32_t> out(16);
       (*b)->truncate(ctx);
       auto st = (*b)->generate_greedy(1, ctx, out, 16);
       auto rep = (*b)->timing_report();
-      if (st.ok() && rep) std::printf("  %s", rep->c_str());
+      if (st.ok() && rep) std::printf("  [%s] %s", v.name, rep->c_str());
       (void)(*b)->set_timing(false);
     }
+    (*b)->set_prefetch(pf0);
+    (*b)->set_publish_mode(pm0);
+    (*b)->set_unfenced_publish_for_measurement(false);
     }
     auto wl = cuda::random_device_weights(*c, 1234);
     if (!wl) continue;
@@ -187,9 +164,14 @@ int main(int argc, char** argv) {
   if (shapes.empty()) shapes.push_back("llama-3.2-1b");
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  const double gbs = measure_bandwidth();
-  std::printf("GPU %s, %d SMs; read ceiling (2 GiB D2D copy, read+write): %.0f GB/s\n", prop.name,
-              prop.multiProcessorCount, gbs);
+  auto ceil = cuda::measure_read_ceiling();
+  if (!ceil) {
+    std::fprintf(stderr, "%s\n", ceil.message().c_str());
+    return 1;
+  }
+  const double gbs = ceil->tbps * 1e3;
+  std::printf("GPU %s, %d SMs; read ceiling (cuda::measure_read_ceiling, %s): %.0f GB/s\n", prop.name,
+              prop.multiProcessorCount, ceil->best_shape.c_str(), gbs);
   for (const auto& s : shapes) bench_shape(s, gbs);
   return 0;
 }

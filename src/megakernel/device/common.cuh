@@ -65,7 +65,10 @@ __device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, ui
     }
     // Why the fence: the acquire load orders thread 0's later reads; the fence (cumulative) plus the
     // barrier below extend that to the consumer warps, as cooperative groups' grid sync does.
-    __threadfence();
+    // PUBLISH_RELEASE_NOFENCE_WAIT leaves it out: in the PTX model the acquire is ordered before the
+    // CTA barrier by program order and bar.sync orders it before the other warps' later loads (which
+    // read other SMs' data with ld.cg, at L2), so causality order already holds; measured as a switch.
+    if (p.publish_mode != PUBLISH_RELEASE_NOFENCE_WAIT) __threadfence();
     s_ok = ok;
   }
   csync();
@@ -75,12 +78,43 @@ __device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, ui
 // Publishes the instruction's writes: every consumer thread's stores precede the barrier; thread 0's
 // fence is cumulative over what the barrier made visible to it, then the relaxed increment releases
 // them. (The loader warp writes nothing to global memory, so it need not take part.)
+// PUBLISH_RELEASE uses red.release.gpu: a release operation (fence.acq_rel strength) instead of
+// fence.sc; both are cumulative over the writes the barrier ordered before thread 0. Whether the
+// lighter fence waits less for the loader's in-flight bulk copies is measured (bench/RESULTS.md).
 __device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
   csync();
   if (threadIdx.x == 0) {
-    if (!p.unfenced_publish) __threadfence();
-    atomicAdd(p.counters + counter, 1u);
+    if (p.unfenced_publish) {
+      atomicAdd(p.counters + counter, 1u);
+    } else if (p.publish_mode == PUBLISH_FENCE_SC) {
+      __threadfence();
+      atomicAdd(p.counters + counter, 1u);
+    } else {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.counters + counter) : "memory");
+    }
   }
+}
+
+// 16-byte cp.async (LDGSTS) global -> shared and the wait for all of this thread's cp.async: used to
+// issue loads before a dependency wait without holding registers across it.
+__device__ __forceinline__ void cp_async16_ca(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Where the prefetched norm weights go: s_x[n_embd, 2 n_embd) when s_x is that large (it is when
+// n_ff >= 2 n_embd, as in every supported family), else nowhere (rmsnorm reads global memory).
+__device__ __forceinline__ float* norm_stage(const Ctx& c) {
+  const int n = c.p.L.n_embd;
+  return c.p.prefetch && c.p.smem_x_floats >= 2 * n && n % 4 == 0 ? c.s_x + n : nullptr;
+}
+
+// Before the dependency wait: the norm weights w[0, n_embd) -> norm_stage (cp.async; they never depend on
+// this step's producers). s_x is free here: the previous instruction's readers passed its signal barrier.
+__device__ __forceinline__ void prefetch_norm(const Ctx& c, const float* w) {
+  float* st = norm_stage(c);
+  if (!st) return;
+  for (int i = 4 * threadIdx.x; i < c.p.L.n_embd; i += 4 * NCT) cp_async16_ca(st + i, w + i);
 }
 
 __device__ __forceinline__ float4 ld_act4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
@@ -88,7 +122,9 @@ __device__ __forceinline__ void add4(float4& a, const float4& b) { a.x += b.x, a
 
 // s_x[0, n_embd) = resid + sum_g o_part[g] (+ down when not null), summed in this fixed order (the
 // simulator's), so every reader computes the same bits. 16-byte loads, up to 8 partials in flight per
-// thread (the reduction is latency-bound: issue all loads before the first add).
+// thread (the reduction is latency-bound: issue all loads before the first add). (Tried in version 5:
+// two float4 slots per thread with all their loads in flight, so that warp 0 does not take a second
+// serial round trip when n_embd / 4 > NCT -- ptxas then spilled ~450 B per thread; not kept.)
 __device__ void sum_residual(const Ctx& c, const float* resid, const float* o_part, const float* down) {
   const Layout& L = c.p.L;
   for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * NCT) {
@@ -122,7 +158,12 @@ __device__ void residual_in(const Ctx& c, int l) {
 }
 
 // s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.
-__device__ void rmsnorm_smem(const Ctx& c, const float* w, int n) {
+// With `staged` (prefetch_norm issued before the wait) w is read from norm_stage instead.
+__device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = false) {
+  if (staged) {
+    if (const float* st = norm_stage(c)) w = st;
+    cp_async_wait_all();  // this thread's copies; the barrier below publishes them to the others
+  }
   csync();
   float ss = 0.f;
   for (int i = threadIdx.x; i < n; i += NCT) ss += c.s_x[i] * c.s_x[i];

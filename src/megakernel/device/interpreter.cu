@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       mbar_init(&full[s], p.ring_loader == RING_CP_ASYNC ? 32 : 1), mbar_init(&empty[s], WARPS);
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mk::cuda::fence_proxy_async();
   }
   __syncthreads();  // the only block-wide barrier: from here on the loader and consumers run apart
   unsigned long long* blk = p.timing ? p.timing + size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS : nullptr;
@@ -58,15 +58,32 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, 0};
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, false, false, -1, 0, 0, 0};
   for (int step = 0; step < p.n_steps; ++step) {
-    c.step = step, c.pos = p.pos0 + step;
+    c.step = step, c.pos = p.pos0 + step, c.synced = false;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
     for (uint32_t i = begin; i < end; ++i) {
       const Instr in = p.instrs[i];
       unsigned long long* t = (p.timing && threadIdx.x == 0) ? p.timing + size_t(i) * TIMING_FIELDS : nullptr;
       if (t) t[T_WAIT_START] = global_ns(), c.page_wait = 0, c.matvec_start = 0;
+      // Loads that do not depend on this step's producers go out before the wait (MkParams::prefetch):
+      // the norm weights, and for attention the block table and the cached K/V (attn_preload says why
+      // that is safe). They land while thread 0 polls, so after the wait one L2 round trip remains.
+      c.staged = false, c.at_pos = -1;
+      if (p.prefetch) {
+        switch (in.op) {
+          case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;
+          case Op::MlpGateUp: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
+          case Op::LmHead: prefetch_norm(c, p.final_norm); break;
+          case Op::AttnPartial: attn_preload(c, in); break;
+          case Op::AttnOProj:
+            if (p.L.n_chunks == 1) attn_preload(c, in);
+            break;
+          default: break;
+        }
+      }
       if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
+      c.synced = true;
       if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING>(c, in); break;

@@ -79,7 +79,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
         return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
     }
   const int G = L.group, hd = L.head_dim;
-  smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd}) + 3) / 4 * 4;
+  // s_x also holds, before a dependency wait, the prefetched norm weights (at [n_embd, 2 n_embd)) and the
+  // attention K/V stage (4 x 16 B per consumer thread); both fit the n_ff floats of the supported models.
+  smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2)}) + 3) / 4 * 4;
   const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_) + 64;  // + static
@@ -176,6 +178,8 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.ring_loader = ring_loader_;
   p.l2_ahead_pages = l2_ahead_pages_;
   p.unfenced_publish = unfenced_publish_ ? 1 : 0;
+  p.publish_mode = publish_mode_;
+  p.prefetch = prefetch_ ? 1 : 0;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;

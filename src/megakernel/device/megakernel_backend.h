@@ -71,6 +71,12 @@ class MegakernelBackend final : public Backend {
   // MEASUREMENT ONLY, NOT CORRECT (results may be wrong): publish without the release fence, which
   // bounds what a fence-free publishing scheme could gain. Benchmarks only.
   void set_unfenced_publish_for_measurement(bool on) { unfenced_publish_ = on; }
+  // device::PublishMode of the next launches (all correct; measured in bench/RESULTS.md).
+  void set_publish_mode(int mode) { publish_mode_ = mode >= 0 && mode <= 2 ? mode : 0; }
+  int publish_mode() const { return publish_mode_; }
+  // Loads that do not depend on this step's producers issued before the dependency wait (on by default).
+  void set_prefetch(bool on) { prefetch_ = on; }
+  bool prefetch() const { return prefetch_; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
@@ -106,6 +112,8 @@ class MegakernelBackend final : public Backend {
   int ring_loader_ = 0;              // device::RingLoader
   int l2_ahead_pages_ = 0;
   bool unfenced_publish_ = false;
+  int publish_mode_ = 0;
+  bool prefetch_ = true;
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing
 

@@ -25,6 +25,14 @@ constexpr int MAX_PAGES = 8;
 // are measured (bench/RESULTS.md): a consumer's publishing fence may wait for the SM's bulk copies.
 enum RingLoader : int { RING_BULK = 0, RING_CP_ASYNC = 1 };
 
+// How an instruction publishes its writes (signal) and how a wait orders the reads after it (wait_deps).
+// PUBLISH_FENCE_SC: fence.sc.gpu (__threadfence) + relaxed atomicAdd; the waiter's thread 0 fences again
+// after its acquire poll (version 1-4). PUBLISH_RELEASE: red.release.gpu (a release with fence.acq_rel
+// strength, which PTX defines as enough for the release pattern); the waiter the same as before.
+// PUBLISH_RELEASE_NOFENCE_WAIT: PUBLISH_RELEASE, and the waiter relies on ld.acquire + bar.sync alone
+// (causality order: acquire -> program order -> CTA barrier -> the other warps' loads).
+enum PublishMode : int { PUBLISH_FENCE_SC = 0, PUBLISH_RELEASE = 1, PUBLISH_RELEASE_NOFENCE_WAIT = 2 };
+
 // One layer's weights and KV pools (device pointers).
 struct MkLayer {
   const float* attn_norm;  // [n_embd]
@@ -76,6 +84,9 @@ struct MkParams {
   int l2_ahead_pages;           // loader: L2 prefetch this many pages ahead of the ring (0 = off)
   int unfenced_publish;         // MEASUREMENT ONLY, NOT CORRECT: publish without the release fence, to
                                 // bound what a fence-free scheme (flag-in-data) could gain
+  int publish_mode;             // PublishMode (common.cuh signal / wait_deps)
+  int prefetch;                 // 1: issue the loads that do not depend on this step's producers (norm
+                                // weights, K/V cache positions < pos, block table) before the dependency wait
   int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red, then the ring
   int smem_aux_floats;
 };
@@ -90,6 +101,9 @@ struct Ctx {
   uint64_t* full;       // [n_pages] mbarriers: page landed (tx bytes)
   uint64_t* empty;      // [n_pages] mbarriers: page released by all consumer warps
   int step, pos;
+  mutable bool synced;               // a dependency wait of this step has passed (see attn_preload)
+  mutable bool staged;               // attn_preload put this thread's first K/V loads into the stage
+  mutable int64_t at_pos;            // attn_preload: cache offset of (pos, group), -1 = not computed
   mutable uint32_t page;             // pages consumed so far by this warp (same sequence as the loader)
   mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)

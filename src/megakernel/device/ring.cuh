@@ -20,50 +20,20 @@
 #pragma once
 #include <cuda_bf16.h>
 
+#include "cuda/common/mbarrier.cuh"
 #include "megakernel/device/params.cuh"
 
 namespace mk::megakernel::device {
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-// Non-blocking probe of an mbarrier phase (try_wait may suspend the thread for a while before failing,
-// which would hide the wait from the timestamps).
-__device__ __forceinline__ bool mbar_test_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-// 1-D bulk copy global -> shared, completing `bytes` on `bar`; L2 evict-first (weights are read once).
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
-      : "memory");
-}
+// mbarrier / bulk-copy wrappers: the shared set (cuda/common/mbarrier.cuh).
+using mk::cuda::bulk_load;
+using mk::cuda::mbar_arrive;
+using mk::cuda::mbar_arrive_expect_tx;
+using mk::cuda::mbar_init;
+using mk::cuda::mbar_test_wait;
+using mk::cuda::mbar_try_wait;
+using mk::cuda::smem_u32;
+
 // 16-byte asynchronous copy global -> shared (LDGSTS, the generic proxy's cp.async), and an arrive on
 // `bar` once all of this thread's earlier cp.async have landed (noinc: counted in the barrier's init).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
@@ -71,11 +41,6 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
 }
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
@@ -88,7 +53,7 @@ __device__ __forceinline__ bool error_raised(const MkParams& p) {
 
 // Waits for an mbarrier phase. Gives up (returns) once another block raised the watchdog error, so a
 // stuck step ends as an error instead of a hang (the caller's results are then discarded).
-__device__ __forceinline__ void mbar_wait(const MkParams& p, uint64_t* bar, uint32_t parity) {
+__device__ __forceinline__ void mbar_wait_or_error(const MkParams& p, uint64_t* bar, uint32_t parity) {
   for (uint32_t polls = 0; !mbar_try_wait(bar, parity); ++polls)
     if ((polls & 1023u) == 1023u && error_raised(p)) return;
 }
@@ -164,13 +129,10 @@ __device__ __forceinline__ void prefetch_page(const PageCursor& c, int lane) {
     const uint32_t bytes = uint32_t(nr) * row_bytes;
     constexpr uint32_t PIECE = 8192;
     for (uint32_t off = uint32_t(lane) * PIECE; off < bytes; off += 32u * PIECE)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(reinterpret_cast<const unsigned char*>(src) + off),
-                   "r"(min(PIECE, bytes - off))
-                   : "memory");
+      mk::cuda::bulk_prefetch_l2(reinterpret_cast<const unsigned char*>(src) + off, min(PIECE, bytes - off));
   } else {
     for (int k = lane; k < nr; k += 32)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src + int64_t(k) * c.w.stride), "r"(row_bytes)
-                   : "memory");
+      mk::cuda::bulk_prefetch_l2(src + int64_t(k) * c.w.stride, row_bytes);
   }
 }
 
@@ -178,7 +140,7 @@ __device__ __forceinline__ void prefetch_page(const PageCursor& c, int lane) {
 __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* full, uint64_t* empty) {
   const int lane = threadIdx.x & 31;
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  const uint64_t policy = evict_first_policy();
+  const uint64_t policy = mk::cuda::l2_evict_first_policy();
   const uint32_t np = uint32_t(p.n_pages);
   uint32_t page = 0;
   unsigned long long stall = 0;
@@ -200,7 +162,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
           const uint32_t parity = ((page / np) - 1u) & 1u;
           if (!mbar_test_wait(&empty[slot], parity)) {
             const unsigned long long t0 = p.timing ? global_ns() : 0;
-            mbar_wait(p, &empty[slot], parity);
+            mbar_wait_or_error(p, &empty[slot], parity);
             if (p.timing) stall += global_ns() - t0;
             if (error_raised(p)) return;
           }
@@ -226,7 +188,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
           cp_async_arrive(&full[slot]);
           continue;
         }
-        if (lane == 0) mbar_expect_tx(&full[slot], bytes);
+        if (lane == 0) mbar_arrive_expect_tx(&full[slot], bytes);
         __syncwarp();
         if (contiguous) {  // one region: pieces of 8 KB over the lanes
           constexpr uint32_t PIECE = 8192;
@@ -258,7 +220,7 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
     const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
     if (!mbar_test_wait(&c.full[slot], (c.page / np) & 1u)) {
       const unsigned long long t0 = (c.p.timing && warp == 0) ? global_ns() : 0;
-      mbar_wait(c.p, &c.full[slot], (c.page / np) & 1u);
+      mbar_wait_or_error(c.p, &c.full[slot], (c.page / np) & 1u);
       if (c.p.timing && warp == 0) c.page_wait += global_ns() - t0;
     }
     const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);

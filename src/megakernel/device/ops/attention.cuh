@@ -55,7 +55,7 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
     x[e + half] = x1 * cs + x0 * sn;
   }
   csync();
-  const int64_t at = kv_offset(c.p, c.pos, g);
+  const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset(c.p, c.pos, g);
   for (int e = threadIdx.x; e < 2 * hd; e += NCT) {
     const bf16 b = __float2bfloat16(s_h[G * hd + e]);
     s_h[G * hd + e] = __bfloat162float(b);
@@ -64,8 +64,17 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
   csync();
 }
 
+// 8 floats that are bf16 values (exactly representable) -> 8 packed bf16 (the inverse of unpack8).
+__device__ __forceinline__ uint4 pack8_bf16(const float* f) {
+  uint32_t u[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) u[i] = (__float_as_uint(f[2 * i]) >> 16) | (__float_as_uint(f[2 * i + 1]) & 0xffff0000u);
+  return make_uint4(u[0], u[1], u[2], u[3]);
+}
+
 constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
-constexpr int HB = 2;     // q heads per pass over K/V (bounds the accumulator registers)
+constexpr int HB = 4;     // q heads per pass over K/V (bounds the accumulator registers; v4 had 2, which
+                          // read the cache twice for Llama's 4 q heads per kv head)
 
 // Online-softmax update of one lane's accumulators with a score d and its 8 values v.
 __device__ __forceinline__ void softmax_update(float d, const float* v, float& m, float& s, float* acc) {
@@ -95,6 +104,9 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   const float* k_new = s_h + G * hd;
   const float* v_new = s_h + (G + 1) * hd;
   const int stride = n_warp * PPW;
+  // attn_preload's loads of the first iteration (this thread's, positions base + u * stride + slot).
+  const uint4* stage = reinterpret_cast<const uint4*>(c.s_x);
+  if (c.staged) cp_async_wait_all();
   for (int hb0 = 0; hb0 < G; hb0 += HB) {
     float m[HB], s[HB], acc[HB][8];
 #pragma unroll
@@ -105,19 +117,28 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
     }
     // Uniform trip count per warp (shuffles need all lanes): positions past `end` are masked.
     for (int base = p0 + warp * PPW; base < end; base += 2 * stride) {
-      float kf[2][8], vf[2][8];
+      // K/V stay packed bf16 in registers (16 instead of 32) and are unpacked where used: this keeps
+      // HB = 4 q heads' accumulators without spills. This step's k/v (already bf16-rounded in s_h)
+      // are packed back exactly; invalid slots are zeros.
+      uint4 kr[2], vr[2];
       bool valid[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int p = base + u * stride + slot;
         valid[u] = p < end;
         if (valid[u] && p != c.pos) {
-          const int64_t at = kv_offset(c.p, p, g) + e0;
-          unpack8(__ldcg(reinterpret_cast<const uint4*>(w.k_cache + at)), kf[u]);
-          unpack8(__ldcg(reinterpret_cast<const uint4*>(w.v_cache + at)), vf[u]);
+          if (c.staged && base == p0 + warp * PPW) {
+            kr[u] = stage[(2 * u) * NCT + threadIdx.x];
+            vr[u] = stage[(2 * u + 1) * NCT + threadIdx.x];
+          } else {
+            const int64_t at = kv_offset(c.p, p, g) + e0;
+            kr[u] = __ldcg(reinterpret_cast<const uint4*>(w.k_cache + at));
+            vr[u] = __ldcg(reinterpret_cast<const uint4*>(w.v_cache + at));
+          }
+        } else if (valid[u]) {
+          kr[u] = pack8_bf16(k_new + e0), vr[u] = pack8_bf16(v_new + e0);
         } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) kf[u][e] = valid[u] ? k_new[e0 + e] : 0.f, vf[u][e] = valid[u] ? v_new[e0 + e] : 0.f;
+          kr[u] = make_uint4(0u, 0u, 0u, 0u), vr[u] = kr[u];
         }
       }
 #pragma unroll
@@ -126,11 +147,17 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
         for (int j = 0; j < HB; ++j) {
           if (hb0 + j >= G) break;
           const float* q = s_h + (hb0 + j) * hd + e0;
+          float kf[8];
+          unpack8(kr[u], kf);
           float d = 0.f;
 #pragma unroll
-          for (int e = 0; e < 8; ++e) d += q[e] * kf[u][e];
+          for (int e = 0; e < 8; ++e) d += q[e] * kf[e];
           for (int o = LP / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-          if (valid[u]) softmax_update(d * scale, vf[u], m[j], s[j], acc[j]);
+          if (valid[u]) {
+            float vf[8];
+            unpack8(vr[u], vf);
+            softmax_update(d * scale, vf, m[j], s[j], acc[j]);
+          }
         }
       }
     }
@@ -179,6 +206,44 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
     if (e == 0) s_m[j] = mm, s_s[j] = ss;
   }
   csync();
+}
+
+// Issued BEFORE the instruction's dependency wait (MkParams::prefetch): the cache offset of (pos, group)
+// for the append, and this thread's K/V loads of attn_range's first iteration (positions < pos only),
+// cp.async into a stage in s_x (2 positions x K, V x 16 B per thread, [u][K|V][thread] so that a warp's
+// reads are conflict-free; s_x is free until the attention result is written there, after attn_range).
+// Why this is safe: the block table is written by the host before the launch, and a cached position
+// p < pos was appended at an earlier step. Appends of the previous step s - 1 precede (through the
+// counters) that step's Argmax, which layer 0's QkvProj of step s waits for, and every instruction of
+// step s waits, directly or through its producers, on that QkvProj. So once this SM has passed any wait
+// of step s (Ctx::synced; thread 0's acquire + the barrier order this thread's later loads), or at the
+// first step of a launch (earlier launches are complete), every position < pos is in memory. Only this
+// step's k/v (position pos) and qkv depend on the instruction's own wait; they are loaded after it.
+__device__ void attn_preload(const Ctx& c, const Instr& in) {
+  c.staged = false, c.at_pos = -1;
+  if (!c.p.prefetch || !(c.synced || c.step == 0)) return;
+  const Layout& L = c.p.L;
+  const int g = in.group;
+  c.at_pos = kv_offset(c.p, c.pos, g);
+  if (size_t(c.p.smem_x_floats) * sizeof(float) < size_t(4 * NCT) * sizeof(uint4)) return;
+  const bool split = in.op == Op::AttnPartial;
+  const int p0 = split ? int(in.row_begin) : 0, p1 = split ? int(in.row_end) : L.max_context;
+  const int end = min(p1, c.pos + 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
+  const MkLayer& w = c.p.layers[in.layer];
+  uint4* stage = reinterpret_cast<uint4*>(c.s_x);
+  const int base = p0 + warp * PPW;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int p = base + u * stride + slot;
+    if (p < end && p != c.pos) {
+      const int64_t at = kv_offset(c.p, p, g) + e0;
+      cp_async16_ca(stage + (2 * u) * NCT + threadIdx.x, w.k_cache + at);
+      cp_async16_ca(stage + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
+    }
+  }
+  c.staged = true;
 }
 
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {

@@ -9,7 +9,7 @@ template <bool RING>
 __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   residual_in(c, L.n_layer);
-  rmsnorm_smem(c, c.p.final_norm, L.n_embd);
+  rmsnorm_smem(c, c.p.final_norm, L.n_embd, true);
   float* logits = c.p.ws + L.logits;
   float best = -INFINITY;
   int best_i = INT32_MAX;

@@ -11,7 +11,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const MkLayer& w = c.p.layers[in.layer];
   sum_residual(c, c.p.ws + L.resid + int64_t(in.layer) * L.n_embd,
                c.p.ws + L.o_part + int64_t(in.layer) * L.n_kv_head * L.n_embd, nullptr);
-  rmsnorm_smem(c, w.mlp_norm, L.n_embd);
+  rmsnorm_smem(c, w.mlp_norm, L.n_embd, true);
   // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
   const int r0 = int(in.row_begin), r1 = int(in.row_end);
   float* s_gu = c.s_aux;  // [2 (r1 - r0)]

@@ -14,7 +14,7 @@ __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
   float* resid = c.p.ws + L.resid + int64_t(in.layer) * L.n_embd;
   for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) resid[i] = c.s_x[i];
-  rmsnorm_smem(c, w.attn_norm, L.n_embd);
+  rmsnorm_smem(c, w.attn_norm, L.n_embd, true);
   float* out = c.p.ws + L.qkv + int64_t(in.layer) * L.qkv_dim;
   const float* bias = w.bqkv;
   matvec<RING>(c, in, c.s_x, [&](int r, float v) { out[r] = bias ? v + bias[r] : v; });
