@@ -110,23 +110,29 @@ void bench_shape(const std::string& name, double gbs) {
     // Configurations: the default (prefetch before the wait on, publish mode as set), then the version-5
     // switches one at a time: prefetch off, publish modes (device::PublishMode), at ctx 32 also the
     // unfenced-publish bound (NOT correct). The ring is on (version 4 measured it against no ring and L2 run-ahead).
-    struct Variant { const char* name; bool prefetch; int publish; bool unfenced; };
+    struct Variant { const char* name; bool prefetch; int publish; bool unfenced; int kv_ahead; };
     const bool pf0 = (*b)->prefetch();
-    const int pm0 = (*b)->publish_mode();
-    std::vector<Variant> vars = {{"default", pf0, pm0, false}, {"prefetch off", !pf0, pm0, false}};
+    const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead();
+    std::vector<Variant> vars = {{"default", pf0, pm0, false, ka0}, {"prefetch off", !pf0, pm0, false, ka0}};
     if (ctx == 32)
       for (int m = 0; m < 3; ++m)
-        if (m != pm0) vars.push_back({m == 0 ? "publish fence.sc" : m == 1 ? "publish red.release" : "publish red.release, no wait fence", pf0, m, false});
-    if (ctx == 32) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true});
+        if (m != pm0)
+          vars.push_back({m == 0 ? "publish fence.sc" : m == 1 ? "publish red.release" : "publish red.release, no wait fence", pf0, m,
+                          false, ka0});
+    if (ctx == 32) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true, ka0});
+    if (ctx > 32)
+      for (int a : {0, 1, 4})
+        if (a != ka0) vars.push_back({a == 0 ? "K/V L2 prefetch off" : a == 1 ? "K/V L2 prefetch 1 ahead" : "K/V L2 prefetch 4 ahead", pf0, pm0, false, a});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_publish_mode(v.publish);
+      (*b)->set_kv_l2_ahead(v.kv_ahead);
       (*b)->set_unfenced_publish_for_measurement(v.unfenced);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                    ctx, spl, (*b)->ring_pages(), v.name, int(v.prefetch), v.publish, ms, bytes / (ms * 1e-3) / 1e9,
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d, kv ahead %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, (*b)->ring_pages(), v.name, int(v.prefetch), v.publish, v.kv_ahead, ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them).
@@ -141,6 +147,7 @@ void bench_shape(const std::string& name, double gbs) {
     }
     (*b)->set_prefetch(pf0);
     (*b)->set_publish_mode(pm0);
+    (*b)->set_kv_l2_ahead(ka0);
     (*b)->set_unfenced_publish_for_measurement(false);
     }
     auto wl = cuda::random_device_weights(*c, 1234);

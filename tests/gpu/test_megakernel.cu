@@ -157,7 +157,7 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
 
 // Version 5's switches change only when loads are issued and how counters are published, never the
 // arithmetic: the prefetch before the wait (norm weights, block table, the first K/V positions, staged in
-// shared memory) on/off and every publish mode give bit-identical logits, and match the CPU. 140
+// shared memory) on/off, the K/V L2 prefetch on/off and every publish mode give bit-identical logits, and match the CPU. 140
 // positions with attention inline (more than one pass of a warp's first positions: staged and direct
 // loads both in use) and with split chunks, on all SMs and on 7.
 TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
@@ -170,12 +170,14 @@ TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
   ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
   for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}}) {
     std::vector<float> first;
-    for (int mode = 0; mode < 4; ++mode) {
+    for (int mode = 0; mode < 6; ++mode) {
       SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
       auto b = make_mk(m, 160, opt);
       ASSERT_TRUE(b);
+      // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch
       b->set_prefetch(mode != 1);
-      b->set_publish_mode(mode == 1 ? 0 : mode - 1);  // 0: prefetch + fence.sc; 1: no prefetch; 2, 3: release modes
+      if (mode >= 2 && mode <= 4) b->set_publish_mode(mode - 2);
+      if (mode == 5) b->set_kv_l2_ahead(0);
       std::vector<float> a(ref.size());
       ASSERT_TRUE(b->forward(prompt, 0, a).ok());
       EXPECT_LT(rel_err(a, ref), LOGITS_TOL);

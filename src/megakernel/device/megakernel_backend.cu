@@ -180,6 +180,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.unfenced_publish = unfenced_publish_ ? 1 : 0;
   p.publish_mode = publish_mode_;
   p.prefetch = prefetch_ ? 1 : 0;
+  p.kv_l2_ahead = kv_l2_ahead_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;

@@ -77,6 +77,9 @@ class MegakernelBackend final : public Backend {
   // Loads that do not depend on this step's producers issued before the dependency wait (on by default).
   void set_prefetch(bool on) { prefetch_ = on; }
   bool prefetch() const { return prefetch_; }
+  // Attention: L2 prefetch of the K/V cache this many loop iterations ahead (0 = off; >= 0).
+  void set_kv_l2_ahead(int n) { kv_l2_ahead_ = std::max(0, std::min(n, 8)); }
+  int kv_l2_ahead() const { return kv_l2_ahead_; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
@@ -112,8 +115,9 @@ class MegakernelBackend final : public Backend {
   int ring_loader_ = 0;              // device::RingLoader
   int l2_ahead_pages_ = 0;
   bool unfenced_publish_ = false;
-  int publish_mode_ = 0;
+  int publish_mode_ = 2;  // device::PUBLISH_RELEASE_NOFENCE_WAIT: measured fastest (v5, bench/RESULTS.md)
   bool prefetch_ = true;
+  int kv_l2_ahead_ = 2;
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing
 

@@ -29,8 +29,16 @@ enum RingLoader : int { RING_BULK = 0, RING_CP_ASYNC = 1 };
 // PUBLISH_FENCE_SC: fence.sc.gpu (__threadfence) + relaxed atomicAdd; the waiter's thread 0 fences again
 // after its acquire poll (version 1-4). PUBLISH_RELEASE: red.release.gpu (a release with fence.acq_rel
 // strength, which PTX defines as enough for the release pattern); the waiter the same as before.
-// PUBLISH_RELEASE_NOFENCE_WAIT: PUBLISH_RELEASE, and the waiter relies on ld.acquire + bar.sync alone
-// (causality order: acquire -> program order -> CTA barrier -> the other warps' loads).
+// PUBLISH_RELEASE_NOFENCE_WAIT (the default, measured fastest): PUBLISH_RELEASE, and the waiter relies on
+// ld.acquire + bar.sync alone. Why that is enough (PTX memory model): a producer's stores precede its
+// bar.sync, which synchronizes with thread 0's, whose red.release is then cumulative over them; the
+// waiter's ld.acquire.gpu reads that value (synchronizes-with), precedes its bar.sync in program order,
+// and bar.sync synchronizes with the other consumer warps' bar.sync, which precede their loads. Base
+// causality order is transitive over program order and synchronizes-with, so every store precedes every
+// later load in causality order and the load cannot return an older value. The loads of activations are
+// ld.global.cg (L2, the point of coherence), and the K/V cache positions < pos read before a wait are
+// covered by an earlier wait of the same step (ops/attention.cuh attn_preload). The K/V append of step s
+// is read by other SMs only at step s + 1, after the counter chain through step s's Argmax.
 enum PublishMode : int { PUBLISH_FENCE_SC = 0, PUBLISH_RELEASE = 1, PUBLISH_RELEASE_NOFENCE_WAIT = 2 };
 
 // One layer's weights and KV pools (device pointers).
@@ -87,6 +95,7 @@ struct MkParams {
   int publish_mode;             // PublishMode (common.cuh signal / wait_deps)
   int prefetch;                 // 1: issue the loads that do not depend on this step's producers (norm
                                 // weights, K/V cache positions < pos, block table) before the dependency wait
+  int kv_l2_ahead;              // attention: L2 prefetch of the K/V cache this many iterations ahead (0 = off)
   int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red, then the ring
   int smem_aux_floats;
 };

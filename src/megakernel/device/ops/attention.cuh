@@ -72,6 +72,9 @@ __device__ __forceinline__ uint4 pack8_bf16(const float* f) {
   return make_uint4(u[0], u[1], u[2], u[3]);
 }
 
+constexpr int KU = 2;     // positions per lane in registers in attn_range (4 measured in ptxas: 250 B of spills);
+                          // further positions are prefetched into L2 (MkParams::kv_l2_ahead)
+
 constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
 constexpr int HB = 4;     // q heads per pass over K/V (bounds the accumulator registers; v4 had 2, which
                           // read the cache twice for Llama's 4 q heads per kv head)
@@ -89,7 +92,7 @@ __device__ __forceinline__ void softmax_update(float d, const float* v, float& m
 // Attention of the group's q heads over positions [p0, p1) ∩ [0, pos]: s_o = sum_p e^(s_p - m) v_p
 // (unnormalised), s_m = max score, s_s = sum e^(s_p - m), per q head. One pass over K and V per HB q
 // heads: LP = head_dim / 8 lanes share a position (one 16-byte load of K and of V each), a warp holds
-// 32 / LP positions at a time, two per lane in flight; online softmax in registers; partials merged
+// 32 / LP positions at a time, KU per lane in flight (and kv_l2_ahead iterations prefetched into L2); online softmax in registers; partials merged
 // across a warp's position slots by shuffles and across warps in warp order (deterministic) via s_wp.
 __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o, float* s_m,
                            float* s_s, float* s_wp) {
@@ -116,18 +119,32 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
       for (int e = 0; e < 8; ++e) acc[j][e] = 0.f;
     }
     // Uniform trip count per warp (shuffles need all lanes): positions past `end` are masked.
-    for (int base = p0 + warp * PPW; base < end; base += 2 * stride) {
+    for (int base = p0 + warp * PPW; base < end; base += KU * stride) {
+      // L2 prefetch of this lane's K/V chunks kv_l2_ahead iterations ahead (no registers held; the
+      // cache is read-mostly, not evict-first weights, and the window is small: KU * ahead positions
+      // per lane). Iterations 1 .. ahead - 1 of a range are not prefetched.
+      if (c.p.kv_l2_ahead > 0) {
+#pragma unroll
+        for (int u = 0; u < KU; ++u) {
+          const int p = base + (c.p.kv_l2_ahead * KU + u) * stride + slot;
+          if (p < end) {
+            const int64_t at = kv_offset(c.p, p, g) + e0;
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(w.k_cache + at));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(w.v_cache + at));
+          }
+        }
+      }
       // K/V stay packed bf16 in registers (16 instead of 32) and are unpacked where used: this keeps
       // HB = 4 q heads' accumulators without spills. This step's k/v (already bf16-rounded in s_h)
       // are packed back exactly; invalid slots are zeros.
-      uint4 kr[2], vr[2];
-      bool valid[2];
+      uint4 kr[KU], vr[KU];
+      bool valid[KU];
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < KU; ++u) {
         const int p = base + u * stride + slot;
         valid[u] = p < end;
         if (valid[u] && p != c.pos) {
-          if (c.staged && base == p0 + warp * PPW) {
+          if (u < 2 && c.staged && base == p0 + warp * PPW) {  // attn_preload stages u = 0, 1
             kr[u] = stage[(2 * u) * NCT + threadIdx.x];
             vr[u] = stage[(2 * u + 1) * NCT + threadIdx.x];
           } else {
@@ -142,7 +159,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
         }
       }
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < KU; ++u) {
 #pragma unroll
         for (int j = 0; j < HB; ++j) {
           if (hb0 + j >= G) break;
