@@ -115,6 +115,8 @@ Simulator::~Simulator() = default;
 uint32_t Simulator::epoch() const { return st_->epoch; }
 const Schedule& Simulator::schedule() const { return st_->schedule; }
 
+void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true; }
+
 void Simulator::drop_wait_for_test(Op op, int index) {
   for (auto& q : st_->schedule.queues)
     for (Instr& in : q)
@@ -161,15 +163,24 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
   };
   for (int sm = 0; sm < n_sm; ++sm)
     if (s.schedule.queues[size_t(sm)].empty()) step[size_t(sm)] = n_steps;
+  std::vector<int> synced_step(size_t(n_sm), -1);  // the step in which the SM last passed a wait
   // Tries to run SM sm's next instruction; false when a wait is unsatisfied.
   auto try_run = [&](int sm) -> bool {
     const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
     const uint64_t epoch = s.epoch + uint64_t(step[size_t(sm)]);
+    // The device's attention preload: cached K/V read before the wait (at a launch's first step, or once
+    // the SM passed a wait of this step). Checked with the clock before this instruction's waits.
+    const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
+    if (attn && (step[size_t(sm)] == 0 || synced_step[size_t(sm)] == step[size_t(sm)])) {
+      s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+      if (!s.check_prewait_kv(in)) return true;  // s.error ends the run
+    }
     for (int w = 0; w < in.n_waits; ++w) {
       const Wait& wt = in.waits[w];
       uint64_t target = (epoch + 1 - wt.lag) * wt.count;
       if (s.counter[wt.counter] < target) return false;
     }
+    if (in.n_waits > 0) synced_step[size_t(sm)] = step[size_t(sm)];
     // Acquire: the waits saw the counters, so their producers' clocks join ours.
     for (int w = 0; w < in.n_waits; ++w) join(s.clock[size_t(sm)], s.counter_clock[in.waits[w].counter]);
     s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;

@@ -47,6 +47,9 @@ class Simulator {
 
   // Test hook: drop wait `index` of every instruction of `op` (to prove the race checker fires).
   void drop_wait_for_test(Op op, int index);
+  // Test hook: the pre-wait K/V check (State::check_prewait_kv) also covers position pos, which this
+  // step's attention appends -- an unsafe preload, to prove that check fires.
+  void preload_current_pos_for_test();
 
   struct State;  // internal (sim_state.h)
 

@@ -261,4 +261,25 @@ bool Simulator::State::execute() {
   return false;
 }
 
+bool Simulator::State::check_prewait_kv(const Instr& in) {
+  const Layout& L = schedule.layout;
+  const bool split = in.op == Op::AttnPartial;
+  const int p0 = split ? int(in.row_begin) : 0, p1 = split ? int(in.row_end) : L.max_context;
+  // positions < pos only: pos itself (appended this step) is loaded after the wait
+  const int end = std::min(p1, prewait_through_pos ? cur_pos + 1 : cur_pos);
+  for (int p = p0; p < end; ++p)
+    for (int64_t base : {k_cache, v_cache}) {
+      const int64_t at = base + ((int64_t(in.layer) * L.max_context + p) * L.n_kv_head + in.group) * L.head_dim;
+      for (int64_t i = at; i < at + L.head_dim; ++i) {
+        const Access& w = writer[size_t(i)];
+        if (w.sm == -1 || !hb(w)) {
+          error = cat(where(), " loads ", region(i), " before its dependency wait (as the device's attention preload ",
+                      "does) but its writer (SM ", w.sm, " instruction #", w.seq, ") has not happened before");
+          return false;
+        }
+      }
+    }
+  return true;
+}
+
 }  // namespace mk::megakernel

@@ -53,6 +53,12 @@ struct Simulator::State {
   bool hb(const Access& a) const;        // a happened before the current instruction
   // Executes the current instruction (sim_ops.cpp).
   bool execute();
+  // The device issues an attention instruction's loads of cached K/V (positions < pos) BEFORE its
+  // dependency wait, once its SM passed a wait of the same step (device/ops/attention.cuh attn_preload).
+  // Called with the SM's clock before the instruction's waits: every such position's writer must already
+  // have happened before (sim_ops.cpp). False (and error) otherwise.
+  bool check_prewait_kv(const Instr& in);
+  bool prewait_through_pos = false;  // test hook: check position pos too (must fail)
 };
 
 }  // namespace mk::megakernel

@@ -160,6 +160,25 @@ TEST(Sim, MissingWaitIsCaughtAsARace) {
   ASSERT_FALSE(r.ok());
 }
 
+// The device loads cached K/V (positions < pos) before an attention instruction's wait; the simulator
+// checks each such load against happens-before in every test above. Here the check must fire: a
+// preload that also took position pos (appended by this very step) reads before its writer.
+TEST(Sim, PreloadOfThisStepsKvIsCaughtAsARace) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.config, DType::BF16, 9);
+  for (int chunk : {0, 3}) {
+    auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = chunk});
+    ASSERT_TRUE(s.ok()) << s.message();
+    Simulator sim(m.config, m.weights, std::move(*s));
+    auto ok = sim.launch(1, 0, 2, 5);  // the real check passes
+    ASSERT_TRUE(ok.ok()) << ok.message();
+    sim.preload_current_pos_for_test();
+    auto r = sim.launch(1, 2, 2, 6);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.message().find("before its dependency wait"), std::string::npos) << r.message();
+  }
+}
+
 TEST(Sim, ImpossibleWaitIsReportedAsDeadlock) {
   const Case k = cases()[0];
   Model m = make_random_model(k.config, DType::BF16, 9);

@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         }
       }
       if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
-      c.synced = true;
+      c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
       if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING>(c, in); break;
