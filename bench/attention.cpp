@@ -18,7 +18,7 @@ int main() {
 #include <string>
 
 #include "../tests/gpu/test_attention_fixture.h"
-#include "cuda/attention/read_ceiling.h"
+#include "cuda/common/read_ceiling.h"
 #include "cuda/attention/testing.h"
 
 using namespace mk;
@@ -268,34 +268,35 @@ void decode_time(DecodeSetup& st, bool cold, const cuda::AttentionOptions& opt, 
 }
 
 void decode_table(bool quick) {
-  const auto ceiling = cuda::measure_read_tbps();
-  MK_CHECK(ceiling.ok());
-  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, median)\n", *ceiling);
-  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", *ceiling);
+  const auto rc = cuda::measure_read_ceiling(4.0, 15);
+  MK_CHECK(rc.ok());
+  const double ceiling = rc->tbps;
+  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
+  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
   for (int d : {64, 128})
     for (int len : {4096, 32768, 131072})
       for (int batch : {1, 8, 64}) {
         if (quick && batch == 64 && len == 131072) continue;  // 17-34 GB of cache, 4-8 ms per call
         DecodeSetup st(d, len, batch);
         const cuda::AttentionOptions def;
-        decode_time(st, true, def, "default", *ceiling);
+        decode_time(st, true, def, "default", ceiling);
         if (quick) continue;  // quick: the default cold row of each shape only
         if (batch == 1) {
-          decode_time(st, false, def, "default", *ceiling);
+          decode_time(st, false, def, "default", ceiling);
           cuda::AttentionOptions nopdl;
           nopdl.decode_pdl = false;
-          decode_time(st, true, nopdl, "nopdl", *ceiling);
+          decode_time(st, true, nopdl, "nopdl", ceiling);
         }
         if (batch == 1) {
           cuda::AttentionOptions w8;
           w8.decode_warps = 8;
-          decode_time(st, true, w8, "w8", *ceiling);
+          decode_time(st, true, w8, "w8", ceiling);
         }
         if (batch == 1 && len <= 32768) {  // is the chosen split count the best one?
           for (int n : {4, 8, 32, 64}) {
             cuda::AttentionOptions o;
             o.decode_splits = n;
-            decode_time(st, true, o, ("splits" + std::to_string(n)).c_str(), *ceiling);
+            decode_time(st, true, o, ("splits" + std::to_string(n)).c_str(), ceiling);
           }
         }
       }

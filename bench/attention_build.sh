@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the attention test and benchmark binaries into .carry/attn/ (small, self-contained: only the attention
-# objects, mk_core's dtype and the CPU reference), so they can travel to the GPU machine without the whole tree.
+# objects, the read-ceiling probe, mk_core's dtype and the CPU reference), so they can travel to the GPU machine
+# without the whole tree. Used by bench/attention_run.sh (prefill) and bench/attention_decode_run.sh (decode).
 # Usage: bench/attention_build.sh [build-dir]   (default build-attn; configured with cmake -G Ninja)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-attn}
 export PATH=$PATH:/usr/local/cuda/bin
 objs=(CMakeFiles/mk_cpu.dir/src/cpu/attention_ref.cpp.o CMakeFiles/mk_core.dir/src/core/dtype.cpp.o)
-for f in src/cuda/attention/*.cu; do objs+=("CMakeFiles/mk_cuda.dir/$f.o"); done
+for f in src/cuda/attention/*.cu src/cuda/common/read_ceiling.cu; do objs+=("CMakeFiles/mk_cuda.dir/$f.o"); done
 ninja -C "$B" -j2 "${objs[@]}"
 mkdir -p .carry/attn
 grep -qxF '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
@@ -18,4 +19,5 @@ $NV -o .carry/attn/attn_test tests/gpu/test_attention.cu tests/gpu/test_attentio
 $NV -DMK_HAVE_CUDA=1 -x cu -c -o .carry/attn/attn_bench.o bench/attention.cpp
 $NV -o .carry/attn/attn_bench .carry/attn/attn_bench.o "${full[@]}"
 rm .carry/attn/attn_bench.o
+strip .carry/attn/attn_test .carry/attn/attn_bench
 ls -la .carry/attn

@@ -14,26 +14,6 @@
 namespace mk::cuda {
 namespace {
 
-// Grid-stride read, LOADS independent 16-byte loads in flight per thread.
-template <int LOADS>
-__global__ void read_kernel(const uint4* __restrict__ p, size_t n, unsigned* out) {
-  size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  unsigned acc = 0;
-  for (; i + (LOADS - 1) * stride < n; i += LOADS * stride) {
-    uint4 v[LOADS];
-#pragma unroll
-    for (int j = 0; j < LOADS; ++j) v[j] = __ldg(p + i + j * stride);
-#pragma unroll
-    for (int j = 0; j < LOADS; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  }
-  for (; i < n; i += stride) {
-    uint4 a = __ldg(p + i);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w;
-  }
-  if (acc == 0x9e3779b9u) out[0] = acc;  // practically never: keeps the loads alive
-}
-
 __global__ void fill_kernel(uint32_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint32_t x = uint32_t(i) * 2654435761u ^ seed;
@@ -87,39 +67,6 @@ struct DevBuf {
 };
 
 }  // namespace
-
-Expected<ReadCeiling> measure_read_ceiling(double gib, int repeats) {
-  size_t bytes = size_t(gib * double(size_t(1) << 30)) / 16 * 16;
-  DevBuf buf, out;
-  MK_TRY(cuda_status(cudaMalloc(&buf.p, bytes), "allocating the read-bandwidth buffer"));
-  MK_TRY(cuda_status(cudaMalloc(&out.p, 16), "allocating the read-bandwidth buffer"));
-  fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(buf.p), bytes / 4, 1u);
-  CUDA_CHECK_LAUNCH();
-  size_t n16 = bytes / 16;
-  int sms = sm_count();
-  ReadCeiling best;
-  best.bytes = double(bytes);
-  struct Shape {
-    const char* name;
-    void (*k)(const uint4*, size_t, unsigned*);
-    int threads, per_sm;
-  };
-  const Shape shapes[] = {{"gridstride4", read_kernel<4>, 1024, 2}, {"gridstride8", read_kernel<8>, 512, 4},
-                          {"gridstride8", read_kernel<8>, 256, 8}, {"gridstride4", read_kernel<4>, 512, 4}};
-  for (const Shape& sh : shapes) {
-    double ms = time_ms(nullptr, [&] {
-      sh.k<<<sms * sh.per_sm, sh.threads>>>(static_cast<const uint4*>(buf.p), n16, static_cast<unsigned*>(out.p));
-    }, repeats);
-    CUDA_CHECK_LAUNCH();
-    double tbps = double(bytes) / (ms * 1e-3) / 1e12;
-    if (tbps > best.tbps) {
-      best.tbps = tbps;
-      best.best_shape = cat(sh.name, " ", sh.threads, "x", sh.per_sm, "/SM");
-    }
-  }
-  MK_TRY(cuda_status(cudaDeviceSynchronize(), "measuring read bandwidth"));
-  return best;
-}
 
 Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
   auto g = Gemm::create();

@@ -7,15 +7,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "cuda/common/read_ceiling.h"  // measure_read_ceiling
 
 namespace mk::cuda {
-
-struct ReadCeiling {
-  double tbps = 0;          // best launch shape, median
-  std::string best_shape;   // e.g. "gridstride8 512x4/SM"
-  double bytes = 0;
-};
-Expected<ReadCeiling> measure_read_ceiling(double gib = 4.0, int repeats = 20);
 
 struct MatmulRate {
   double tflops = 0;  // median over repeats
