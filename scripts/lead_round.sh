@@ -33,7 +33,8 @@ if [ -z "${SKIP_MK_DECODE:-}" ]; then  # the megakernel's own benchmark (timesta
   echo "megakernel_decode exit $?" >> "$OUT/summary.txt"
 fi
 if [ -x .carry/attn/attn_bench ]; then
-  OUT="$OUT/attn" ATTN_DEADLINE=100 bash bench/attention_run.sh prefill ablation quick peers > "$OUT/attn.txt" 2>&1
+  OUT="$OUT/attn" ATTN_DEADLINE=100 ATTN_TESTS='AttentionPrefill*:AttentionSanitize.PrefillSmall' \
+    ATTN_SANITIZE='AttentionSanitize.PrefillSmall' bash bench/attention_run.sh prefill ablation quick peers > "$OUT/attn.txt" 2>&1
   echo "attention round exit $?" >> "$OUT/summary.txt"
 fi
 cat "$OUT/bench.txt" "$OUT/bench8b.txt" "$OUT"/mk_decode.txt 2>/dev/null

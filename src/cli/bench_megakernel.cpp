@@ -42,7 +42,7 @@ Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, i
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  b.truncate(0);
+  b.truncate(ctx);  // the next configuration decodes from the same cached context
   if (!st.ok()) return st.error();
   return median(per);
 }
