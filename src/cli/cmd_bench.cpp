@@ -112,7 +112,8 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   for (const Variant& v : extra)
     if (o.ablation || std::find(o.variants.begin(), o.variants.end(), v.name) != o.variants.end())
       variants.push_back(v);
-  for (const Variant& v : o.backend == "megakernel" ? std::vector<Variant>{} : variants) {
+  if (o.backend == "megakernel") variants.clear();
+  for (const Variant& v : variants) {
     cuda::CudaBackendOptions opt;
     opt.graph = v.graph;
     opt.pdl = v.pdl;
