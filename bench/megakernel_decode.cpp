@@ -91,12 +91,14 @@ void bench_shape(const std::string& name, double gbs) {
   const int n_new = 128;
   for (int ctx : {32, 4096, 16384}) {
     const int max_ctx = ctx + n_new;
-    // Builds: the default, and at long contexts one with v6's K/V stages (attn_stages 3: s_x takes 2 ring pages).
-    for (int build = 0; build < (ctx > 32 ? 2 : 1); ++build) {  // buffers freed before the next allocation
+    // Builds: the default; at long contexts v6's K/V stages (attn_stages 3: s_x takes 2 ring pages), and
+    // those with chunk ranges that follow pos (attn_chunks_dynamic: 16 even chunks per kv head on 132 SMs).
+    for (int build = 0; build < (ctx > 32 ? 3 : 1); ++build) {  // buffers freed before the next allocation
     auto w = cuda::random_device_weights(*c, 1234);
     if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
     megakernel::MegakernelOptions mo;
-    if (build == 1) mo.attn_stages = 3;
+    if (build >= 1) mo.attn_stages = 3;
+    if (build == 2) mo.attn_chunks_dynamic = true;
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {
@@ -116,7 +118,8 @@ void bench_shape(const std::string& name, double gbs) {
     struct Variant { const char* name; bool prefetch; int publish; bool unfenced; int kv_ahead; int stages = -1; };
     const bool pf0 = (*b)->prefetch();
     const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead(), st0 = (*b)->attn_stages();
-    std::vector<Variant> vars = {{build ? "K/V stages 3 (v6 build)" : "default", pf0, pm0, false, ka0, st0}};
+    std::vector<Variant> vars = {{build == 2 ? "K/V stages 3 + dynamic chunks (v6 build)" : build ? "K/V stages 3 (v6 build)" : "default",
+                                  pf0, pm0, false, ka0, st0}};
     if (build == 0) vars.push_back({"prefetch off", !pf0, pm0, false, ka0, st0});
     if (ctx == 32)
       for (int m = 0; m < 3; ++m)
@@ -125,7 +128,7 @@ void bench_shape(const std::string& name, double gbs) {
                           false, ka0});
     if (ctx == 32) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true, ka0});
     // v6: K/V cp.async stages (the default when attention is split) against v5's loop and 2 stages.
-    if (ctx > 32 && st0 >= 2) {
+    if (ctx > 32 && st0 >= 2 && build == 1) {
       vars.push_back({"K/V stages 0 (v5 loop, v6 build's ring)", pf0, pm0, false, ka0, 0});
       vars.push_back({"K/V stages 2", pf0, pm0, false, ka0, 2});
     }

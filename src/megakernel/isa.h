@@ -105,6 +105,7 @@ struct Layout {
   int qkv_dim = 0;       // q_dim + 2 * kv_dim
   int n_chunks = 0;      // KV chunks per kv head; 1 = attention inline in AttnOProj (no AttnPartial)
   int chunk_len = 0;     // positions per KV chunk (n_chunks * chunk_len >= max_context)
+  int chunk_dynamic = 0; // 1: a chunk's positions follow the step's pos (attn_chunk_range), not its rows
   int max_context = 0;
   int n_lm_slices = 0;   // LmHead instructions (= entries of amax)
   int n_down_parts = 1;  // partial vectors per layer in `down`: 1, or one per MlpGateUpDown
@@ -122,6 +123,28 @@ struct Layout {
   // counters:
   int n_counters = 0;
 };
+
+#if defined(__CUDACC__)
+#define MK_ISA_HD __host__ __device__
+#else
+#define MK_ISA_HD
+#endif
+
+// Positions [p0, p1) that AttnPartial's chunk attends to at step position pos (both the device and the
+// simulator clip them to [0, pos]; the chunk whose range holds pos appends this step's k/v). Static
+// chunks: the instruction's rows. Dynamic (Layout::chunk_dynamic): the pos + 1 cached positions split
+// evenly over the n_chunks -- every chunk's SM gets a like share whatever max_context
+// is (static chunks of max_context / n_chunks leave the SMs of chunks past pos idle). Exactly one chunk
+// holds pos, since n_chunks * len >= pos + 1.
+MK_ISA_HD inline void attn_chunk_range(const Layout& L, int row_begin, int row_end, int chunk, int pos, int& p0,
+                                       int& p1) {
+  if (!L.chunk_dynamic) {
+    p0 = row_begin, p1 = row_end;
+    return;
+  }
+  const int len = (pos + L.n_chunks) / L.n_chunks;  // ceil((pos + 1) / n_chunks)
+  p0 = chunk * len, p1 = p0 + len;
+}
 
 // Per-step parameters of one launch step.
 struct StepParams {

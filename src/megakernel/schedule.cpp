@@ -158,10 +158,13 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
     // enough chunks that (kv heads x chunks) covers the SMs, each a multiple of 64 positions.
     int want = std::max(1, o.n_sm / c.n_kv_head);
     chunk = o.max_context <= 1024 ? o.max_context : ((o.max_context + want - 1) / want + 63) / 64 * 64;
+    // Dynamic chunks: exactly `want` of them (the ranges follow pos; chunk_len only sizes the estimate).
+    if (o.attn_chunks_dynamic && o.max_context > 1024) chunk = (o.max_context + want - 1) / want;
   }
   chunk = std::min(chunk, o.max_context);
   L.chunk_len = chunk;
   L.n_chunks = (o.max_context + chunk - 1) / chunk;
+  L.chunk_dynamic = o.attn_chunks_dynamic && L.n_chunks > 1 ? 1 : 0;
   L.n_lm_slices = n_lm_slices;
   L.n_down_parts = n_down_parts;
   L.att_part_stride = L.group * (c.head_dim + 2);

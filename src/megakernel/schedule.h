@@ -19,6 +19,8 @@ struct ScheduleOptions {
   int attn_chunk_len = 0;    // positions per attention chunk; 0 = choose (inline attention for short
                              // contexts, else enough chunks to give every SM attention work);
                              // >= max_context = inline (no AttnPartial instructions)
+  bool attn_chunks_dynamic = false;  // split attention: chunk ranges follow the step's position
+                                     // (isa.h attn_chunk_range), n_chunks = n_sm / n_kv_head exactly
   int row_granularity = 8;   // slices of matrix rows are multiples of this (the device's row tile)
   int slices_per_sm = 1;     // instructions per SM per matrix stage (more = finer balance, more overhead)
   int weight_bytes = 2;      // bytes per weight element (bf16), for the cost estimate

@@ -121,7 +121,9 @@ bool attend(Simulator::State& s, int layer, int g, int p0, int p1, bool append, 
 bool attn_partial(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Partial p;
-  if (!attend(s, in.layer, in.group, int(in.row_begin), int(in.row_end), /*append=*/true, p)) return false;
+  int p0, p1;
+  attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, s.cur_pos, p0, p1);
+  if (!attend(s, in.layer, in.group, p0, p1, /*append=*/true, p)) return false;
   Vec rec(static_cast<size_t>(L.att_part_stride));  // per head: o[head_dim], m, sum
   for (int j = 0; j < L.group; ++j) {
     float* r = rec.data() + j * (L.head_dim + 2);
@@ -264,7 +266,8 @@ bool Simulator::State::execute() {
 bool Simulator::State::check_prewait_kv(const Instr& in) {
   const Layout& L = schedule.layout;
   const bool split = in.op == Op::AttnPartial;
-  const int p0 = split ? int(in.row_begin) : 0, p1 = split ? int(in.row_end) : L.max_context;
+  int p0 = 0, p1 = L.max_context;
+  if (split) attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, cur_pos, p0, p1);
   // positions < pos only: pos itself (appended this step) is loaded after the wait
   const int end = std::min(p1, prewait_through_pos ? cur_pos + 1 : cur_pos);
   for (int p = p0; p < end; ++p)

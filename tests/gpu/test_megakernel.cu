@@ -81,7 +81,7 @@ std::vector<Case> cases() {
 
 // Teacher-forced: 20 positions through the megakernel and the CPU; every step's logits and argmax compared.
 void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
-  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", stages ", opt.attn_stages));
+  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", stages ", opt.attn_stages, ", dynamic ", opt.attn_chunks_dynamic));
   Model m = make_random_model(k.c, DType::BF16, seed);
   auto mk_b = make_mk(m, 64, opt);
   ASSERT_TRUE(mk_b);
@@ -111,6 +111,8 @@ TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {
     compare(k, {.n_sm = 7, .attn_chunk_len = 5, .attn_stages = -1}, seed++);  // v6 K/V stages (auto: 3)
     compare(k, {.attn_chunk_len = 8, .attn_stages = 4}, seed++);
     compare(k, {.attn_stages = 2}, seed++);  // stages, inline attention
+    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = true}, seed++);  // ranges follow pos
+    compare(k, {.attn_chunk_len = 8, .attn_chunks_dynamic = true, .attn_stages = 3}, seed++);
   }
 }
 
@@ -145,6 +147,17 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
       outs.push_back(out);
     }
     EXPECT_EQ(outs[0], outs[2]);  // same schedule: bit-identical
+    // v6 switches (K/V stages, chunk ranges that follow pos) on 7 SMs: 1 and 8 steps per launch bit-identical.
+    std::vector<std::vector<int32_t>> v6;
+    for (int spl : {1, 8}) {
+      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = 12, .attn_chunks_dynamic = true, .attn_stages = 3});
+      ASSERT_TRUE(b);
+      ASSERT_TRUE(b->forward(prompt, 0, logits).ok());
+      std::vector<int32_t> out(32);
+      ASSERT_TRUE(b->generate_greedy(argmax(logits), int(prompt.size()), out, spl).ok());
+      v6.push_back(out);
+    }
+    EXPECT_EQ(v6[0], v6[1]);
     // CPU greedy: equal up to the first near-tie.
     CpuBackend cpu(m, 64);
     ASSERT_TRUE(cpu.forward(prompt, 0, logits).ok());

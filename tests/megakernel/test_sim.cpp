@@ -31,6 +31,7 @@ struct Case {
   ModelConfig config;
   int chunk_len;  // 0: inline attention
   bool fuse_down = false;
+  bool dynamic = false;  // chunk ranges follow the step's position (isa.h attn_chunk_range)
 };
 
 std::vector<Case> cases() {
@@ -42,6 +43,9 @@ std::vector<Case> cases() {
       {"qwen3 gqa4 hd128 split", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5},
       {"llama gqa4 fused mlp", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, true},
       {"qwen2 gqa6 split fused mlp", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, true},
+      {"llama gqa1 hd64 split dynamic", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 301, true), 3, false, true},
+      {"qwen3 gqa4 hd128 split dynamic", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5, false, true},
+      {"qwen2 gqa6 split fused mlp dynamic", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 2, true, true},
   };
 }
 
@@ -52,7 +56,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps) {
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .fuse_down = k.fuse_down});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down});
   ASSERT_TRUE(s.ok()) << s.message();
   Simulator sim(m.config, m.weights, std::move(*s));
   std::vector<float> ref(size_t(k.config.n_vocab));
@@ -100,7 +104,7 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     for (int n_sm : {2, 7, 66}) {
-      auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .fuse_down = k.fuse_down});
+      auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down});
       ASSERT_TRUE(s.ok()) << s.message();
       Simulator sim(m.config, m.weights, std::move(*s));
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.
@@ -166,8 +170,8 @@ TEST(Sim, MissingWaitIsCaughtAsARace) {
 TEST(Sim, PreloadOfThisStepsKvIsCaughtAsARace) {
   const Case k = cases()[0];
   Model m = make_random_model(k.config, DType::BF16, 9);
-  for (int chunk : {0, 3}) {
-    auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = chunk});
+  for (int chunk : {0, 3, -3}) {  // -3: chunks of 3 with dynamic ranges
+    auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = std::abs(chunk), .attn_chunks_dynamic = chunk < 0});
     ASSERT_TRUE(s.ok()) << s.message();
     Simulator sim(m.config, m.weights, std::move(*s));
     auto ok = sim.launch(1, 0, 2, 5);  // the real check passes

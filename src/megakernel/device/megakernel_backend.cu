@@ -65,6 +65,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.n_sm = n_sm_;
   so.max_context = max_context_;
   so.attn_chunk_len = opt.attn_chunk_len;
+  so.attn_chunks_dynamic = opt.attn_chunks_dynamic;
   so.slices_per_sm = opt.slices_per_sm;
   auto s = build_schedule(config_, so);
   if (!s) return s.error();

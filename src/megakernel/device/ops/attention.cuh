@@ -330,7 +330,8 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.at_pos = kv_offset(c.p, c.pos, g);
   if (size_t(c.p.smem_x_floats) * sizeof(float) < size_t(4 * NCT) * sizeof(uint4)) return;
   const bool split = in.op == Op::AttnPartial;
-  const int p0 = split ? int(in.row_begin) : 0, p1 = split ? int(in.row_end) : L.max_context;
+  int p0 = 0, p1 = L.max_context;
+  if (split) attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
   const int end = min(p1, c.pos + 1);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
@@ -363,9 +364,11 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   float* s_m = s_o + G * hd;
   float* s_s = s_m + G;
   float* s_wp = s_s + G;
-  const bool append = int(in.row_begin) <= c.pos && c.pos < int(in.row_end);
+  int p0, p1;  // static rows or, with Layout::chunk_dynamic, this step's share of [0, pos]
+  attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
+  const bool append = p0 <= c.pos && c.pos < p1;
   attn_prepare(c, in.layer, in.group, append, s_h);
-  attn_range(c, in.layer, in.group, int(in.row_begin), int(in.row_end), s_h, s_o, s_m, s_s, s_wp);
+  attn_range(c, in.layer, in.group, p0, p1, s_h, s_o, s_m, s_s, s_wp);
   float* rec = c.p.ws + L.att_part +
                ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
   for (int t = threadIdx.x; t < G * (hd + 2); t += NCT) {
