@@ -20,6 +20,9 @@
 // table, the first cached K/V positions: MkParams::prefetch), attention in one pass for 4 q heads per kv
 // head, and the waiter's post-acquire fence left out (PUBLISH_RELEASE_NOFENCE_WAIT, params.cuh says why it
 // is correct): 1.042 / 1.275 / 1.674 ms/token at ctx 32 / 4096 / 16384 (v4 1.146 / 1.410 / 1.882).
+// Version 6 (switches, off by default until measured): split attention's K/V through per-thread cp.async
+// stages in s_x (MegakernelOptions::attn_stages, ops/attention.cuh) and chunk ranges that follow the step's
+// position (attn_chunks_dynamic, isa.h attn_chunk_range).
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
