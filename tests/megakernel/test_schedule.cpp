@@ -3,6 +3,7 @@
 // counts, bytes are balanced on real shapes, and what cannot be placed is refused with a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -162,6 +163,44 @@ TEST(Schedule, SplitsAttentionForLongContexts) {
   auto short_ctx = build_schedule(*c, {.n_sm = 132, .max_context = 256});
   ASSERT_TRUE(short_ctx.ok());
   EXPECT_EQ(short_ctx->layout.n_chunks, 1);
+}
+
+// Dynamic chunk ranges (isa.h attn_chunk_range): at every position the chunks tile [0, pos] without
+// overlap, exactly one holds pos (it appends), and the longest is an even share (ceil((pos + 1) / n)),
+// whatever max_context is; n_chunks = n_sm / n_kv_head.
+TEST(Schedule, DynamicChunksShareEveryContextEvenly) {
+  auto c = shape_config("llama-3.2-1b");
+  ASSERT_TRUE(c.ok());
+  for (int max_ctx : {4096 + 128, 16384 + 128, 131072}) {
+    auto s = build_schedule(*c, {.n_sm = 132, .max_context = max_ctx, .attn_chunks_dynamic = true});
+    ASSERT_TRUE(s.ok()) << s.message();
+    const Layout& L = s->layout;
+    ASSERT_EQ(L.chunk_dynamic, 1);
+    EXPECT_EQ(L.n_chunks, 132 / c->n_kv_head);
+    for (int pos : {0, 1, 15, 16, 17, 100, 4095, 4096 + 127, 16383, max_ctx - 1}) {
+      if (pos >= max_ctx) continue;
+      std::vector<int> seen(size_t(pos) + 1, 0);
+      int holders = 0, longest = 0;
+      for (int ch = 0; ch < L.n_chunks; ++ch) {
+        int p0, p1;
+        attn_chunk_range(L, 0, 0, ch, pos, p0, p1);
+        const int end = std::min(p1, pos + 1);
+        for (int p = p0; p < end; ++p) ++seen[size_t(p)];
+        holders += p0 <= pos && pos < p1;
+        longest = std::max(longest, std::max(0, end - p0));
+      }
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), pos + 1) << "max_ctx " << max_ctx << " pos " << pos;
+      EXPECT_EQ(holders, 1) << "pos " << pos;
+      EXPECT_EQ(longest, (pos + L.n_chunks) / L.n_chunks) << "pos " << pos;
+    }
+  }
+  // Static chunks (the default) keep the instruction's rows.
+  auto st = build_schedule(*c, {.n_sm = 132, .max_context = 16384});
+  ASSERT_TRUE(st.ok());
+  int p0, p1;
+  attn_chunk_range(st->layout, 64, 128, 1, 5000, p0, p1);
+  EXPECT_EQ(p0, 64);
+  EXPECT_EQ(p1, 128);
 }
 
 TEST(Schedule, RefusesWhatItCannotPlace) {
