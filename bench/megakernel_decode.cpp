@@ -91,14 +91,13 @@ void bench_shape(const std::string& name, double gbs) {
   const int n_new = 128;
   for (int ctx : {32, 4096, 16384}) {
     const int max_ctx = ctx + n_new;
-    // Builds: the default; at long contexts v6's K/V stages (attn_stages 3: s_x takes 2 ring pages), and
-    // those with chunk ranges that follow pos (attn_chunks_dynamic: 16 even chunks per kv head on 132 SMs).
-    for (int build = 0; build < (ctx > 32 ? 3 : 1); ++build) {  // buffers freed before the next allocation
+    // Builds: the default, and at long contexts one whose split-attention chunk ranges follow pos
+    // (attn_chunks_dynamic: an even share of [0, pos] per chunk, n_sm / n_kv_head chunks per kv head).
+    for (int build = 0; build < (ctx > 32 ? 2 : 1); ++build) {  // buffers freed before the next allocation
     auto w = cuda::random_device_weights(*c, 1234);
     if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
     megakernel::MegakernelOptions mo;
-    if (build >= 1) mo.attn_stages = 3;
-    if (build == 2) mo.attn_chunks_dynamic = true;
+    mo.attn_chunks_dynamic = build == 1;
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {
@@ -115,38 +114,34 @@ void bench_shape(const std::string& name, double gbs) {
     // Configurations: the default (prefetch before the wait on, publish mode as set), then the version-5
     // switches one at a time: prefetch off, publish modes (device::PublishMode), at ctx 32 also the
     // unfenced-publish bound (NOT correct). The ring is on (version 4 measured it against no ring and L2 run-ahead).
-    struct Variant { const char* name; bool prefetch; int publish; bool unfenced; int kv_ahead; int stages = -1; };
+    struct Variant { const char* name; bool prefetch; int publish; bool unfenced; int kv_ahead; };
     const bool pf0 = (*b)->prefetch();
-    const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead(), st0 = (*b)->attn_stages();
-    std::vector<Variant> vars = {{build == 2 ? "K/V stages 3 + dynamic chunks (v6 build)" : build ? "K/V stages 3 (v6 build)" : "default",
-                                  pf0, pm0, false, ka0, st0}};
-    if (build == 0) vars.push_back({"prefetch off", !pf0, pm0, false, ka0, st0});
+    const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead();
+    std::vector<Variant> vars = {{build == 1 ? "dynamic chunks" : "default", pf0, pm0, false, ka0}};
+    if (build == 0) vars.push_back({"prefetch off", !pf0, pm0, false, ka0});
     if (ctx == 32)
       for (int m = 0; m < 3; ++m)
         if (m != pm0)
           vars.push_back({m == 0 ? "publish fence.sc" : m == 1 ? "publish red.release" : "publish red.release, no wait fence", pf0, m,
                           false, ka0});
     if (ctx == 32) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true, ka0});
-    // v6: K/V cp.async stages (the default when attention is split) against v5's loop and 2 stages.
-    if (ctx > 32 && st0 >= 2 && build == 1) {
-      vars.push_back({"K/V stages 0 (v5 loop, v6 build's ring)", pf0, pm0, false, ka0, 0});
-      vars.push_back({"K/V stages 2", pf0, pm0, false, ka0, 2});
-    }
+    if (ctx > 32 && build == 0)
+      for (int a : {0, 1, 4})
+        if (a != ka0) vars.push_back({a == 0 ? "K/V L2 prefetch off" : a == 1 ? "K/V L2 prefetch 1 ahead" : "K/V L2 prefetch 4 ahead", pf0, pm0, false, a});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_publish_mode(v.publish);
       (*b)->set_kv_l2_ahead(v.kv_ahead);
-      (*b)->set_attn_stages(v.stages < 0 ? st0 : v.stages);
       (*b)->set_unfenced_publish_for_measurement(v.unfenced);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d, kv ahead %d, stages %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                    ctx, spl, (*b)->ring_pages(), v.name, int(v.prefetch), v.publish, v.kv_ahead, (*b)->attn_stages(), ms, bytes / (ms * 1e-3) / 1e9,
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d, kv ahead %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, (*b)->ring_pages(), v.name, int(v.prefetch), v.publish, v.kv_ahead, ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them).
-      if (v.unfenced || !(&v == &vars[0] || ctx == 32 || v.stages == 0)) continue;
+      if (v.unfenced || !(&v == &vars[0] || ctx == 32)) continue;
       if (!(*b)->set_timing(true).ok()) continue;
       std::vector<int32_t> out(16);
       (*b)->truncate(ctx);
@@ -158,7 +153,6 @@ void bench_shape(const std::string& name, double gbs) {
     (*b)->set_prefetch(pf0);
     (*b)->set_publish_mode(pm0);
     (*b)->set_kv_l2_ahead(ka0);
-    (*b)->set_attn_stages(st0);
     (*b)->set_unfenced_publish_for_measurement(false);
     }
     auto wl = cuda::random_device_weights(*c, 1234);

@@ -81,7 +81,7 @@ std::vector<Case> cases() {
 
 // Teacher-forced: 20 positions through the megakernel and the CPU; every step's logits and argmax compared.
 void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
-  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", stages ", opt.attn_stages, ", dynamic ", opt.attn_chunks_dynamic));
+  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", dynamic ", opt.attn_chunks_dynamic));
   Model m = make_random_model(k.c, DType::BF16, seed);
   auto mk_b = make_mk(m, 64, opt);
   ASSERT_TRUE(mk_b);
@@ -108,11 +108,8 @@ TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {
   for (const Case& k : cases()) {
     compare(k, {.n_sm = 7, .attn_chunk_len = 5}, seed++);
     compare(k, {.attn_chunk_len = 8}, seed++);
-    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .attn_stages = -1}, seed++);  // v6 K/V stages (auto: 3)
-    compare(k, {.attn_chunk_len = 8, .attn_stages = 4}, seed++);
-    compare(k, {.attn_stages = 2}, seed++);  // stages, inline attention
     compare(k, {.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = true}, seed++);  // ranges follow pos
-    compare(k, {.attn_chunk_len = 8, .attn_chunks_dynamic = true, .attn_stages = 3}, seed++);
+    compare(k, {.attn_chunk_len = 8, .attn_chunks_dynamic = true}, seed++);
   }
 }
 
@@ -147,10 +144,10 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
       outs.push_back(out);
     }
     EXPECT_EQ(outs[0], outs[2]);  // same schedule: bit-identical
-    // v6 switches (K/V stages, chunk ranges that follow pos) on 7 SMs: 1 and 8 steps per launch bit-identical.
+    // Chunk ranges that follow pos, on 7 SMs: 1 and 8 steps per launch bit-identical.
     std::vector<std::vector<int32_t>> v6;
     for (int spl : {1, 8}) {
-      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = 12, .attn_chunks_dynamic = true, .attn_stages = 3});
+      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = 12, .attn_chunks_dynamic = true});
       ASSERT_TRUE(b);
       ASSERT_TRUE(b->forward(prompt, 0, logits).ok());
       std::vector<int32_t> out(32);
@@ -184,21 +181,16 @@ TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
   CpuBackend cpu(m, 160);
   std::vector<float> ref(static_cast<size_t>(k.c.n_vocab));
   ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
-  // Stages (v6): the split case with 3 (modes 6, 7: v5's loop, 2 stages), the third and fourth options
-  // size s_x for 5 and 6 stages (6 leaves no room for a ring: version 2's direct weight loads).
-  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24, .attn_stages = 3},
-                                MegakernelOptions{.attn_stages = 5}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24, .attn_stages = 6}}) {
+  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}}) {
     std::vector<float> first;
-    for (int mode = 0; mode < 8; ++mode) {
-      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " stages ", opt.attn_stages, " mode ", mode));
+    for (int mode = 0; mode < 6; ++mode) {
+      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
       auto b = make_mk(m, 160, opt);
       ASSERT_TRUE(b);
-      // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch; 6, 7: K/V stages 0, 2
+      // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch
       b->set_prefetch(mode != 1);
       if (mode >= 2 && mode <= 4) b->set_publish_mode(mode - 2);
       if (mode == 5) b->set_kv_l2_ahead(0);
-      if (mode == 6) b->set_attn_stages(0);
-      if (mode == 7) b->set_attn_stages(2);
       std::vector<float> a(ref.size());
       ASSERT_TRUE(b->forward(prompt, 0, a).ok());
       EXPECT_LT(rel_err(a, ref), LOGITS_TOL);

@@ -20,9 +20,10 @@
 // table, the first cached K/V positions: MkParams::prefetch), attention in one pass for 4 q heads per kv
 // head, and the waiter's post-acquire fence left out (PUBLISH_RELEASE_NOFENCE_WAIT, params.cuh says why it
 // is correct): 1.042 / 1.275 / 1.674 ms/token at ctx 32 / 4096 / 16384 (v4 1.146 / 1.410 / 1.882).
-// Version 6 (switches, off by default until measured): split attention's K/V through per-thread cp.async
-// stages in s_x (MegakernelOptions::attn_stages, ops/attention.cuh) and chunk ranges that follow the step's
-// position (attn_chunks_dynamic, isa.h attn_chunk_range).
+// Version 6 (measured, bench/RESULTS.md): split attention's K/V through per-thread cp.async stages gained
+// nothing (1.341 vs 1.340 ms at ctx 4096) and its extra code raised the ring kernel's spills (20 -> 52 B), so it
+// was removed again; chunk ranges that follow the step's position (attn_chunks_dynamic, isa.h
+// attn_chunk_range) gained 1-2% at long contexts and stay a switch (off) until measured on their own.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"

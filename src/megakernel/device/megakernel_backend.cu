@@ -83,13 +83,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // s_x also holds, before a dependency wait, the prefetched norm weights (at [n_embd, 2 n_embd)) and the
   // attention K/V stage (4 x 16 B per consumer thread); both fit the n_ff floats of the supported models.
   smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
-  // Attention K/V stages (ops/attention.cuh): s_x grows to hold them; the ring gets what remains (the
-  // 1B shapes: 3 stages = 90 KB in s_x, 3 ring pages instead of 5).
-  if (opt.attn_stages < -1 || opt.attn_stages > 8)
-    return make_error("megakernel: attn_stages ", opt.attn_stages, ", expected -1 (auto) or 0 .. 8");
-  max_attn_stages_ = opt.attn_stages == -1 ? (L.n_chunks > 1 ? 3 : 0) : opt.attn_stages < 2 ? 0 : opt.attn_stages;
-  attn_stages_ = max_attn_stages_;
-  smem_x_floats_ = std::max(smem_x_floats_, max_attn_stages_ * device::ATTN_STAGE_FLOATS);
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2)}) + 3) / 4 * 4;
   const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_) + 64;  // + static
@@ -189,7 +182,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.publish_mode = publish_mode_;
   p.prefetch = prefetch_ ? 1 : 0;
   p.kv_l2_ahead = kv_l2_ahead_;
-  p.attn_stages = attn_stages_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;

@@ -33,9 +33,6 @@ struct MegakernelOptions {
   int ring_loader = 0;     // device::RingLoader: 0 = 1-D bulk copies (TMA), 1 = 16-byte cp.async
   int l2_ahead_pages = 0;  // ring: the loader prefetches into L2 this many pages ahead of the ring
                            // (measured slower: 8 pages 1.31 vs 1.15 ms/token, 16 pages 1.60)
-  int attn_stages = 0;     // attention K/V cp.async stages in s_x (v6; 30 KB each, they take ring pages):
-                           // 0 = v5's loop (default until measured on the GPU), 2 .. 8, or -1 = 3 when the
-                           // schedule splits attention (long contexts), else 0
 };
 
 class MegakernelBackend final : public Backend {
@@ -85,10 +82,6 @@ class MegakernelBackend final : public Backend {
   // Attention: L2 prefetch of the K/V cache this many loop iterations ahead (0 = off; >= 0).
   void set_kv_l2_ahead(int n) { kv_l2_ahead_ = std::max(0, std::min(n, 8)); }
   int kv_l2_ahead() const { return kv_l2_ahead_; }
-  // Attention K/V cp.async stages of the next launches: 0 = v5's loop, else 2 .. the stages s_x was sized
-  // for at create (MegakernelOptions::attn_stages); results are bit-identical either way.
-  void set_attn_stages(int n) { attn_stages_ = n < 2 ? 0 : std::min(n, max_attn_stages_); }
-  int attn_stages() const { return attn_stages_; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
@@ -126,7 +119,6 @@ class MegakernelBackend final : public Backend {
   bool unfenced_publish_ = false;
   int publish_mode_ = 2;  // device::PUBLISH_RELEASE_NOFENCE_WAIT: measured fastest (v5, bench/RESULTS.md)
   bool prefetch_ = true;
-  int attn_stages_ = 0, max_attn_stages_ = 0;
   int kv_l2_ahead_ = 0;  // measured (v5 R2): 0 / 1 / 2 / 4 iterations 1.649 / 1.671 / 1.674 / 1.679 ms at 16k
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing

@@ -21,8 +21,6 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
-// One attention K/V stage (ops/attention.cuh): 2 positions x (K, V) x 16 B per consumer thread, in floats.
-constexpr int ATTN_STAGE_FLOATS = 4 * NCT * 4;
 // How the loader copies pages: 1-D bulk copies (TMA, async proxy) or 16-byte cp.async (LDGSTS). Both
 // are measured (bench/RESULTS.md): a consumer's publishing fence may wait for the SM's bulk copies.
 enum RingLoader : int { RING_BULK = 0, RING_CP_ASYNC = 1 };
@@ -98,8 +96,6 @@ struct MkParams {
   int prefetch;                 // 1: issue the loads that do not depend on this step's producers (norm
                                 // weights, K/V cache positions < pos, block table) before the dependency wait
   int kv_l2_ahead;              // attention: L2 prefetch of the K/V cache this many iterations ahead (0 = off)
-  int attn_stages;              // attention: per-thread cp.async stages of K/V in s_x (ops/attention.cuh,
-                                // ATTN_STAGE_FLOATS each); < 2 = v5's loop (registers + one preload stage)
   int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red, then the ring
   int smem_aux_floats;
 };

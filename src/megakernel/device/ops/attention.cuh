@@ -89,54 +89,14 @@ __device__ __forceinline__ void softmax_update(float d, const float* v, float& m
   m = m_new;
 }
 
-// cp.async groups of one thread (LDGSTS): commit, and wait until at most n of its groups are pending.
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_pending(int n) {
-  switch (n) {  // wait_group takes an immediate
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
-  }
-}
-
-// Version 6 K/V stages (MkParams::attn_stages = ns >= 2): s_x holds ns stages of ATTN_STAGE_FLOATS, each
-// one loop iteration of attn_range for this thread ([u][K|V][thread] uint4: a warp's reads are
-// conflict-free). Each thread only ever reads the slots it wrote itself, so its own cp.async.wait_group
-// is all the synchronisation needed (no barrier). Issues iteration `base`'s loads (positions base + u *
-// stride + slot, u < KU, below `end` and not pos -- this step's k/v come from s_h) as one commit group;
-// an iteration past the range commits an empty group, which keeps the group count uniform.
-__device__ __forceinline__ void kv_stage_issue(const Ctx& c, const MkLayer& w, int g, int base, int end, int stride,
-                                               int slot, int e0, uint4* st) {
-#pragma unroll
-  for (int u = 0; u < KU; ++u) {
-    const int p = base + u * stride + slot;
-    if (p < end && p != c.pos) {
-      const int64_t at = kv_offset(c.p, p, g) + e0;
-      cp_async16_ca(st + (2 * u) * NCT + threadIdx.x, w.k_cache + at);
-      cp_async16_ca(st + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
-    }
-  }
-  cp_async_commit();
-}
-__device__ __forceinline__ uint4* kv_stage(const Ctx& c, int i) {
-  return reinterpret_cast<uint4*>(c.s_x) + size_t(i) * (ATTN_STAGE_FLOATS / 4);
-}
-
 // Attention of the group's q heads over positions [p0, p1) ∩ [0, pos]: s_o = sum_p e^(s_p - m) v_p
 // (unnormalised), s_m = max score, s_s = sum e^(s_p - m), per q head. One pass over K and V per HB q
 // heads: LP = head_dim / 8 lanes share a position (one 16-byte load of K and of V each), a warp holds
 // 32 / LP positions at a time, KU per lane in flight (optionally kv_l2_ahead iterations prefetched into
 // L2: measured no faster, off by default); online softmax in registers; partials merged
 // across a warp's position slots by shuffles and across warps in warp order (deterministic) via s_wp.
-// PIPED: the v6 stages (a separate instance, so that v5's loop keeps its registers).
-template <bool PIPED>
-__device__ void attn_range_t(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o, float* s_m,
-                             float* s_s, float* s_wp) {
+__device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o, float* s_m,
+                           float* s_s, float* s_wp) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group;
@@ -150,17 +110,8 @@ __device__ void attn_range_t(const Ctx& c, int l, int g, int p0, int p1, const f
   const int stride = n_warp * PPW;
   // attn_preload's loads of the first iteration (this thread's, positions base + u * stride + slot).
   const uint4* stage = reinterpret_cast<const uint4*>(c.s_x);
-  // v6: ns stages in flight per thread (the stage just read is refilled, ns iterations ahead, once its
-  // registers were consumed); v5: the preload stage only.
-  const int ns = c.p.attn_stages;
-  constexpr bool piped = PIPED;
-  const int base0 = p0 + warp * PPW, it_stride = KU * stride;
-  if (c.staged && !piped) cp_async_wait_all();
+  if (c.staged) cp_async_wait_all();
   for (int hb0 = 0; hb0 < G; hb0 += HB) {
-    // Prologue: iterations 0 .. ns - 1 into stages 0 .. ns - 1 (attn_preload issued them for the first pass).
-    if (piped && !(c.staged && hb0 == 0))
-      for (int i = 0; i < ns; ++i) kv_stage_issue(c, w, g, base0 + i * it_stride, end, stride, slot, e0, kv_stage(c, i));
-    int it = 0;
     float m[HB], s[HB], acc[HB][8];
 #pragma unroll
     for (int j = 0; j < HB; ++j) {
@@ -169,49 +120,7 @@ __device__ void attn_range_t(const Ctx& c, int l, int g, int p0, int p1, const f
       for (int e = 0; e < 8; ++e) acc[j][e] = 0.f;
     }
     // Uniform trip count per warp (shuffles need all lanes): positions past `end` are masked.
-    for (int base = base0; base < end; base += it_stride, ++it) {
-      // One position of this lane (its K/V packed bf16, `valid` = below end) for the pass's q heads.
-      auto attend = [&](const uint4& kr, const uint4& vr, bool valid) {
-#pragma unroll
-        for (int j = 0; j < HB; ++j) {
-          if (hb0 + j >= G) break;
-          const float* q = s_h + (hb0 + j) * hd + e0;
-          float kf[8];
-          unpack8(kr, kf);
-          float d = 0.f;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) d += q[e] * kf[e];
-          for (int o = LP / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-          if (valid) {
-            float vf[8];
-            unpack8(vr, vf);
-            softmax_update(d * scale, vf, m[j], s[j], acc[j]);
-          }
-        }
-      };
-      if constexpr (PIPED) {
-        // v6: this iteration's K/V are in stage it % ns (this thread's own cp.async group); read one
-        // position at a time (8 registers instead of v5's 16), then refill the stage ns iterations ahead.
-        cp_async_wait_pending(ns - 1);
-        const uint4* st = kv_stage(c, it % ns);
-#pragma unroll
-        for (int u = 0; u < KU; ++u) {
-          const int p = base + u * stride + slot;
-          const bool valid = p < end;
-          uint4 kr = make_uint4(0u, 0u, 0u, 0u), vr = kr;
-          if (valid && p != c.pos) {
-            kr = st[(2 * u) * NCT + threadIdx.x];
-            vr = st[(2 * u + 1) * NCT + threadIdx.x];
-          } else if (valid) {
-            kr = pack8_bf16(k_new + e0), vr = pack8_bf16(v_new + e0);
-          }
-          attend(kr, vr, valid);
-        }
-        // The stage's values were consumed by the math above (register dependencies), so the refill
-        // cannot overwrite them before they were read.
-        kv_stage_issue(c, w, g, base + ns * it_stride, end, stride, slot, e0, kv_stage(c, it % ns));
-        continue;
-      }
+    for (int base = p0 + warp * PPW; base < end; base += KU * stride) {
       // L2 prefetch of this lane's K/V chunks kv_l2_ahead iterations ahead (no registers held; the
       // cache is read-mostly, not evict-first weights, and the window is small: KU * ahead positions
       // per lane). Iterations 1 .. ahead - 1 of a range are not prefetched. Measured (v5 R2, 16k): 1, 2, 4
@@ -237,7 +146,7 @@ __device__ void attn_range_t(const Ctx& c, int l, int g, int p0, int p1, const f
         const int p = base + u * stride + slot;
         valid[u] = p < end;
         if (valid[u] && p != c.pos) {
-          if (u < 2 && c.staged && base == base0) {  // attn_preload stages u = 0, 1
+          if (u < 2 && c.staged && base == p0 + warp * PPW) {  // attn_preload stages u = 0, 1
             kr[u] = stage[(2 * u) * NCT + threadIdx.x];
             vr[u] = stage[(2 * u + 1) * NCT + threadIdx.x];
           } else {
@@ -252,9 +161,25 @@ __device__ void attn_range_t(const Ctx& c, int l, int g, int p0, int p1, const f
         }
       }
 #pragma unroll
-      for (int u = 0; u < KU; ++u) attend(kr[u], vr[u], valid[u]);
+      for (int u = 0; u < KU; ++u) {
+#pragma unroll
+        for (int j = 0; j < HB; ++j) {
+          if (hb0 + j >= G) break;
+          const float* q = s_h + (hb0 + j) * hd + e0;
+          float kf[8];
+          unpack8(kr[u], kf);
+          float d = 0.f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) d += q[e] * kf[e];
+          for (int o = LP / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+          if (valid[u]) {
+            float vf[8];
+            unpack8(vr[u], vf);
+            softmax_update(d * scale, vf, m[j], s[j], acc[j]);
+          }
+        }
+      }
     }
-    if (piped) cp_async_wait_all();  // drain: the groups past the range are empty
     // Merge the warp's PPW position slots (lanes sub, sub + LP, ...) by shuffles, in slot order.
     for (int o = LP; o < 32; o <<= 1) {
 #pragma unroll
@@ -302,15 +227,6 @@ __device__ void attn_range_t(const Ctx& c, int l, int g, int p0, int p1, const f
   csync();
 }
 
-__device__ __forceinline__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o,
-                                           float* s_m, float* s_s, float* s_wp) {
-  const int ns = c.p.attn_stages;
-  if (ns >= 2 && c.p.smem_x_floats >= ns * ATTN_STAGE_FLOATS)
-    attn_range_t<true>(c, l, g, p0, p1, s_h, s_o, s_m, s_s, s_wp);
-  else
-    attn_range_t<false>(c, l, g, p0, p1, s_h, s_o, s_m, s_s, s_wp);
-}
-
 // Issued BEFORE the instruction's dependency wait (MkParams::prefetch): the cache offset of (pos, group)
 // for the append, and this thread's K/V loads of attn_range's first iteration (positions < pos only),
 // cp.async into a stage in s_x (2 positions x K, V x 16 B per thread, [u][K|V][thread] so that a warp's
@@ -336,15 +252,8 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
   const MkLayer& w = c.p.layers[in.layer];
-  const int base = p0 + warp * PPW;
-  c.staged = true;
-  if (c.p.attn_stages >= 2) {  // v6: the first attn_stages iterations, one group each (attn_range)
-    if (c.p.smem_x_floats < c.p.attn_stages * ATTN_STAGE_FLOATS) return (void)(c.staged = false);
-    for (int i = 0; i < c.p.attn_stages; ++i)
-      kv_stage_issue(c, w, g, base + i * KU * stride, end, stride, slot, e0, kv_stage(c, i));
-    return;
-  }
   uint4* stage = reinterpret_cast<uint4*>(c.s_x);
+  const int base = p0 + warp * PPW;
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int p = base + u * stride + slot;
@@ -354,6 +263,7 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
       cp_async16_ca(stage + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
     }
   }
+  c.staged = true;
 }
 
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
