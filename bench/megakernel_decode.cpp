@@ -91,13 +91,13 @@ void bench_shape(const std::string& name, double gbs) {
   const int n_new = 128;
   for (int ctx : {32, 4096, 16384}) {
     const int max_ctx = ctx + n_new;
-    // Builds: the default, and at long contexts one whose split-attention chunk ranges follow pos
-    // (attn_chunks_dynamic: an even share of [0, pos] per chunk, n_sm / n_kv_head chunks per kv head).
+    // Builds: the default (split-attention chunk ranges that follow pos: attn_chunks_dynamic, an even share of
+    // [0, pos] per chunk), and at long contexts one with fixed chunks cut from max_context.
     for (int build = 0; build < (ctx > 32 ? 2 : 1); ++build) {  // buffers freed before the next allocation
     auto w = cuda::random_device_weights(*c, 1234);
     if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
     megakernel::MegakernelOptions mo;
-    mo.attn_chunks_dynamic = build == 1;
+    if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {
@@ -117,7 +117,7 @@ void bench_shape(const std::string& name, double gbs) {
     struct Variant { const char* name; bool prefetch; int publish; bool unfenced; int kv_ahead; };
     const bool pf0 = (*b)->prefetch();
     const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead();
-    std::vector<Variant> vars = {{build == 1 ? "dynamic chunks" : "default", pf0, pm0, false, ka0}};
+    std::vector<Variant> vars = {{build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, pm0, false, ka0}};
     if (build == 0) vars.push_back({"prefetch off", !pf0, pm0, false, ka0});
     if (ctx == 32)
       for (int m = 0; m < 3; ++m)
