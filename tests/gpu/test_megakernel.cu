@@ -106,8 +106,8 @@ TEST(Megakernel, MatchesCpuAllSmsInlineAttention) {
 TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {
   uint64_t seed = 11;
   for (const Case& k : cases()) {
-    compare(k, {.n_sm = 7, .attn_chunk_len = 5}, seed++);
-    compare(k, {.attn_chunk_len = 8}, seed++);
+    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false}, seed++);  // fixed chunks
+    compare(k, {.attn_chunk_len = 8, .attn_chunks_dynamic = false}, seed++);
     compare(k, {.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = true}, seed++);  // ranges follow pos
     compare(k, {.attn_chunk_len = 8, .attn_chunks_dynamic = true}, seed++);
   }
