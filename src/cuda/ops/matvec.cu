@@ -170,27 +170,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
     if (valid && si == 0 && lane == 0) {
       const int r = 2 * pair;
-      const bool has1 = r + 1 < a.n_rows;
-      float y0 = acc0 * inv, y1 = acc1 * inv;
-      if (a.bias) {
-        y0 += a.bias[r];
-        if (has1) y1 += a.bias[r + 1];
-      }
-      if constexpr (MODE == MatvecOut::STORE) {
-        a.out[r] = y0;
-        if (has1) a.out[r + 1] = y1;
-        if constexpr (ARGMAX) {
-          best = max(best, argmax_pack(y0, r));
-          if (has1) best = max(best, argmax_pack(y1, r + 1));
-        }
-      } else if constexpr (MODE == MatvecOut::ADD) {
-        a.out[r] += y0;
-        if (has1) a.out[r + 1] += y1;
-      } else if constexpr (MODE == MatvecOut::SWIGLU) {
-        a.out[pair] = y0 / (1.f + __expf(-y0)) * y1;
-      } else {
-        rope_store(a.rope, r, y0, y1);
-      }
+      store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best);
     }
   }
   if constexpr (ARGMAX) {

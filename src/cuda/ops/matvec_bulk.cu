@@ -233,27 +233,7 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
       acc0 = warp_sum(acc0);
       acc1 = warp_sum(acc1);
       if (lane == 0) {
-        const int r = r0 + pr;
-        float y0 = acc0 * inv, y1 = acc1 * inv;
-        if (a.bias) {
-          y0 += a.bias[r];
-          if (has1) y1 += a.bias[r + 1];
-        }
-        if constexpr (MODE == MatvecOut::STORE) {
-          a.out[r] = y0;
-          if (has1) a.out[r + 1] = y1;
-          if constexpr (ARGMAX) {
-            best = max(best, argmax_pack(y0, r));
-            if (has1) best = max(best, argmax_pack(y1, r + 1));
-          }
-        } else if constexpr (MODE == MatvecOut::ADD) {
-          a.out[r] += y0;
-          if (has1) a.out[r + 1] += y1;
-        } else if constexpr (MODE == MatvecOut::SWIGLU) {
-          a.out[r >> 1] = y0 / (1.f + __expf(-y0)) * y1;
-        } else {
-          rope_store(a.rope, r, y0, y1);
-        }
+        store_row_pair<MODE, ARGMAX>(a, r0 + pr, has1, acc0 * inv, acc1 * inv, best);
       }
     }
     __syncwarp();  // every lane's reads of the slot are done before it is handed back

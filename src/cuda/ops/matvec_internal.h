@@ -1,4 +1,5 @@
-// Shared by the two matvec kernels (matvec.cu: split-K, the default; matvec_rowpair.cu: the first version).
+// Shared by the matvec kernels (matvec.cu: split-K, the default; matvec_rowpair.cu: the first version;
+// matvec_bulk.cu: the opt-in bulk-copy ring).
 #pragma once
 #include "cuda/common/device.cuh"
 #include "cuda/ops/matvec.h"
@@ -40,6 +41,32 @@ __device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y
   }
   dst[j] = __float2bfloat16(y0);
   dst[j + half] = __float2bfloat16(y1);
+}
+
+// Epilogue of one finished row pair, the same in every kernel: rows r and (when has1) r + 1 get the bias, then go
+// out in the kernel's mode; STORE with ARGMAX also folds them into the thread's running argmax `best`.
+template <MatvecOut MODE, bool ARGMAX>
+__device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool has1, float y0, float y1,
+                                               unsigned long long& best) {
+  if (a.bias) {
+    y0 += a.bias[r];
+    if (has1) y1 += a.bias[r + 1];
+  }
+  if constexpr (MODE == MatvecOut::STORE) {
+    a.out[r] = y0;
+    if (has1) a.out[r + 1] = y1;
+    if constexpr (ARGMAX) {
+      best = max(best, argmax_pack(y0, r));
+      if (has1) best = max(best, argmax_pack(y1, r + 1));
+    }
+  } else if constexpr (MODE == MatvecOut::ADD) {
+    a.out[r] += y0;
+    if (has1) a.out[r + 1] += y1;
+  } else if constexpr (MODE == MatvecOut::SWIGLU) {
+    a.out[r >> 1] = y0 / (1.f + __expf(-y0)) * y1;
+  } else {
+    rope_store(a.rope, r, y0, y1);
+  }
 }
 
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);

@@ -101,25 +101,8 @@ __global__ void __launch_bounds__(THREADS) matvec_kernel(Params p) {
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
     if (lane == 0) {
-      int r = 2 * g;
-      const bool has1 = r + 1 < a.n_rows;
-      if (a.bias) {
-        acc0 += a.bias[r];
-        if (has1) acc1 += a.bias[r + 1];
-      }
-      if constexpr (MODE == MatvecOut::STORE) {
-        a.out[r] = acc0;
-        if (has1) a.out[r + 1] = acc1;
-        if constexpr (ARGMAX) {
-          best = max(best, argmax_pack(acc0, r));
-          if (has1) best = max(best, argmax_pack(acc1, r + 1));
-        }
-      } else if constexpr (MODE == MatvecOut::ADD) {
-        a.out[r] += acc0;
-        if (has1) a.out[r + 1] += acc1;
-      } else {
-        a.out[g] = acc0 / (1.f + __expf(-acc0)) * acc1;
-      }
+      const int r = 2 * g;
+      store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0, acc1, best);
     }
   }
   if constexpr (ARGMAX) {
