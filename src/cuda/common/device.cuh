@@ -33,6 +33,18 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
   f[6] = bf16_lo(v.w); f[7] = bf16_hi(v.w);
 }
 
+// acc0 += w0 . x[0, 8) and acc1 += w1 . x[0, 8): 8 packed bf16 weights of two rows against 8 floats of x (16-byte
+// aligned, usually shared memory). Every matvec (cuda/ops, the megakernel) sums in this order, so they agree.
+__device__ __forceinline__ void dot8_pair(const float* x, const uint4& w0, const uint4& w1, float& acc0, float& acc1) {
+  const float4 xa = *reinterpret_cast<const float4*>(x);
+  const float4 xb = *reinterpret_cast<const float4*>(x + 4);
+  float f[8];
+  unpack8(w0, f);
+  acc0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+  unpack8(w1, f);
+  acc1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z + f[7] * xb.w;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -134,15 +134,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
       for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
         const int c = si * SLICE + u * 32 + lane;
         if (c < n_chunks) {
-          const float4 xa = *reinterpret_cast<const float4*>(s_x + c * 8);
-          const float4 xb = *reinterpret_cast<const float4*>(s_x + c * 8 + 4);
-          float f[8];
-          unpack8(wb[0][u], f);
-          acc0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
-                  f[7] * xb.w;
-          unpack8(wb[1][u], f);
-          acc1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
-                  f[7] * xb.w;
+          dot8_pair(s_x + c * 8, wb[0][u], wb[1][u], acc0, acc1);
         }
       }
     };

@@ -220,15 +220,7 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
       float acc0 = 0.f, acc1 = 0.f;
 #pragma unroll 4
       for (int c = lane; c < cpr; c += 32) {
-        const float4 xa = *reinterpret_cast<const float4*>(s_x + c * 8);
-        const float4 xb = *reinterpret_cast<const float4*>(s_x + c * 8 + 4);
-        float f[8];
-        unpack8(w0[c], f);
-        acc0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
-                f[7] * xb.w;
-        unpack8(w1[c], f);
-        acc1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
-                f[7] * xb.w;
+        dot8_pair(s_x + c * 8, w0[c], w1[c], acc0, acc1);
       }
       acc0 = warp_sum(acc0);
       acc1 = warp_sum(acc1);

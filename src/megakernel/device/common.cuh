@@ -13,6 +13,7 @@
 namespace mk::megakernel::device {
 
 using mk::cuda::ld_stream;
+using mk::cuda::dot8_pair;
 using mk::cuda::unpack8;
 using mk::cuda::warp_max;
 using mk::cuda::warp_sum;
@@ -197,15 +198,7 @@ __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const flo
       for (int j = 0; j < U; ++j) {
         const int k = k0 + j * 256;
         if (k < cols) {
-          const float4 xa = *reinterpret_cast<const float4*>(s_in + k);
-          const float4 xb = *reinterpret_cast<const float4*>(s_in + k + 4);
-          float f[8];
-          unpack8(u0[j], f);
-          a0 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
-                f[7] * xb.w;
-          unpack8(u1[j], f);
-          a1 += f[0] * xa.x + f[1] * xa.y + f[2] * xa.z + f[3] * xa.w + f[4] * xb.x + f[5] * xb.y + f[6] * xb.z +
-                f[7] * xb.w;
+          dot8_pair(s_in + k, u0[j], u1[j], a0, a1);
         }
       }
     }
