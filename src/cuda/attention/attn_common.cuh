@@ -48,6 +48,44 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// One warp's S = Q K^T on mma.sync: s [16 x 8 NT] f32 (zeroed here) from the A fragments of Q (16 rows x 16 KSTEPS
+// head dims) and a K tile of 8 NT keys x D head dims, swizzled (swz) in shared memory.
+template <int D, int NT, int KSTEPS>
+__device__ __forceinline__ void warp_qk(float (&s)[NT][4], const uint32_t (&q)[KSTEPS][4],
+                                        const __nv_bfloat16* k_tile, int lane) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+#pragma unroll
+    for (int jp = 0; jp < NT / 2; ++jp) {
+      uint32_t b0, b1, b2, b3;
+      const int r = jp * 16 + (lane % 8) + 8 * (lane / 16), c = kk * 16 + 8 * ((lane / 8) % 2);
+      ldmatrix_x4(b0, b1, b2, b3, k_tile + swz<D>(r, c));
+      mma_bf16(s[2 * jp], q[kk], b0, b1);
+      mma_bf16(s[2 * jp + 1], q[kk], b2, b3);
+    }
+  }
+}
+
+// One warp's O += P V on mma.sync: o [16 x 8 DT] f32, P as A fragments (16 rows x 16 KT keys, bf16), a V tile of
+// 16 KT keys x D head dims swizzled in shared memory.
+template <int D, int DT, int KT>
+__device__ __forceinline__ void warp_pv(float (&o)[DT][4], const uint32_t (&p)[KT][4],
+                                        const __nv_bfloat16* v_tile, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < KT; ++kk) {
+#pragma unroll
+    for (int dp = 0; dp < DT / 2; ++dp) {
+      uint32_t b0, b1, b2, b3;
+      const int r = kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2), c = dp * 16 + 8 * (lane / 16);
+      ldmatrix_x4_trans(b0, b1, b2, b3, v_tile + swz<D>(r, c));
+      mma_bf16(o[2 * dp], p[kk], b0, b1);
+      mma_bf16(o[2 * dp + 1], p[kk], b2, b3);
+    }
+  }
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);

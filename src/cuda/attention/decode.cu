@@ -160,19 +160,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     const bf16* sk = ring + (i % NS) * STAGE;
     const bf16* sv = sk + TK * D;
     float s[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-#pragma unroll
-      for (int jp = 0; jp < NT / 2; ++jp) {
-        uint32_t b0, b1, b2, b3;
-        const int r = jp * 16 + (lane % 8) + 8 * (lane / 16), c = kk * 16 + 8 * ((lane / 8) % 2);
-        ldmatrix_x4(b0, b1, b2, b3, sk + swz<D>(r, c));
-        mma_bf16(s[2 * jp], qf[kk], b0, b1);
-        mma_bf16(s[2 * jp + 1], qf[kk], b2, b3);
-      }
-    }
+    warp_qk<D>(s, qf, sk, lane);
     const int key0 = k_begin + (warp + i * W) * TK;
     if (key0 + TK > k_end) {
 #pragma unroll
@@ -212,17 +200,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
         pf[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
       }
     }
-#pragma unroll
-    for (int kk = 0; kk < TK / 16; ++kk) {
-#pragma unroll
-      for (int dp = 0; dp < DT / 2; ++dp) {
-        uint32_t b0, b1, b2, b3;
-        const int r = kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2), c = dp * 16 + 8 * (lane / 16);
-        ldmatrix_x4_trans(b0, b1, b2, b3, sv + swz<D>(r, c));
-        mma_bf16(o[2 * dp], pf[kk], b0, b1);
-        mma_bf16(o[2 * dp + 1], pf[kk], b2, b3);
-      }
-    }
+    warp_pv<D>(o, pf, sv, lane);
     __syncwarp();  // every lane done with stage i % NS before iteration i + 1 refills it
   }
   cp_async_wait<0>();

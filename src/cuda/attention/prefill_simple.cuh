@@ -95,19 +95,7 @@ __global__ void __launch_bounds__(SIMPLE_THREADS) prefill_simple_kernel(const Pr
     const bf16* k_t = s_k + buf * SIMPLE_BN * D;
     const bf16* v_t = s_v + buf * SIMPLE_BN * D;
     float s[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-#pragma unroll
-      for (int jp = 0; jp < NT / 2; ++jp) {
-        uint32_t b0, b1, b2, b3;
-        const int r = jp * 16 + (lane % 8) + 8 * (lane / 16), c = kk * 16 + 8 * ((lane / 8) % 2);
-        ldmatrix_x4(b0, b1, b2, b3, k_t + swz<D>(r, c));
-        mma_bf16(s[2 * jp], q_frag[kk], b0, b1);
-        mma_bf16(s[2 * jp + 1], q_frag[kk], b2, b3);
-      }
-    }
+    warp_qk<D>(s, q_frag, k_t, lane);
     // Mask keys past the end and, when causal, past each row's diagonal.
     const int n0 = tile * SIMPLE_BN;
     const bool need_mask = n0 + SIMPLE_BN > kv_len || (p.causal && n0 + SIMPLE_BN - 1 > m0 + diag);
@@ -123,17 +111,7 @@ __global__ void __launch_bounds__(SIMPLE_THREADS) prefill_simple_kernel(const Pr
     }
     uint32_t p_frag[SIMPLE_BN / 16][4];
     softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, p.n_poly);
-#pragma unroll
-    for (int kk = 0; kk < SIMPLE_BN / 16; ++kk) {
-#pragma unroll
-      for (int dp = 0; dp < DT / 2; ++dp) {
-        uint32_t b0, b1, b2, b3;
-        const int r = kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2), c = dp * 16 + 8 * (lane / 16);
-        ldmatrix_x4_trans(b0, b1, b2, b3, v_t + swz<D>(r, c));
-        mma_bf16(o[2 * dp], p_frag[kk], b0, b1);
-        mma_bf16(o[2 * dp + 1], p_frag[kk], b2, b3);
-      }
-    }
+    warp_pv<D>(o, p_frag, v_t, lane);
     __syncthreads();  // all warps done with buf before the next iteration's prefetch overwrites it
   }
   cp_async_wait<0>();
