@@ -9,32 +9,11 @@ Usage: python3 bench/attention_decode_peers.py OUR_LOG [--backends CUDNN,FLASH] 
 """
 import json
 import math
-import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-HQ, HKV = 32, 8
-ALL = {"CUDNN": SDPBackend.CUDNN_ATTENTION, "FLASH": SDPBackend.FLASH_ATTENTION,
-       "EFFICIENT": SDPBackend.EFFICIENT_ATTENTION}
-
-
-def call(backend, q, k, v, gqa):
-    with sdpa_kernel([backend]):
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
-
-
-def median_ms(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+from attention_peers import ALL, HKV, HQ, accepted, call, median_ms
 
 
 def decode_peer(backend, d, length, batch):
@@ -44,19 +23,10 @@ def decode_peer(backend, d, length, batch):
     q = torch.randn(batch, HQ, 1, d, device="cuda", dtype=torch.bfloat16)
     ks = [torch.randn(batch, HKV, length, d, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
     vs = [torch.randn(batch, HKV, length, d, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-    gqa = None
-    for g in (True, False):
-        try:
-            kk = ks[0] if g else ks[0].repeat_interleave(HQ // HKV, dim=1)
-            vv = vs[0] if g else vs[0].repeat_interleave(HQ // HKV, dim=1)
-            call(backend, q, kk, vv, g)
-            torch.cuda.synchronize()
-            gqa = g
-            break
-        except Exception:
-            continue
-    if gqa is None:
+    acc = accepted(backend, q, ks[0], vs[0], False)
+    if acc is None:
         return None
+    gqa = acc[2]
     if not gqa:
         ks = [k.repeat_interleave(HQ // HKV, dim=1) for k in ks]
         vs = [v.repeat_interleave(HQ // HKV, dim=1) for v in vs]
@@ -66,12 +36,12 @@ def decode_peer(backend, d, length, batch):
     st.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(st):
         for i in range(3):
-            call(backend, q, ks[i % nbuf], vs[i % nbuf], gqa)
+            call(backend, q, ks[i % nbuf], vs[i % nbuf], False, gqa)
     torch.cuda.current_stream().wait_stream(st)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for i in range(calls):
-            call(backend, q, ks[i % nbuf], vs[i % nbuf], gqa)
+            call(backend, q, ks[i % nbuf], vs[i % nbuf], False, gqa)
     us = median_ms(graph.replay, 7 if est_us * calls > 1500 else 15) / calls * 1e3
     del graph, ks, vs
     return us, kv_bytes / (us * 1e-6) / 1e12

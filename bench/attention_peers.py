@@ -2,12 +2,11 @@
 
 Reads the RESULT lines of our benchmark's log (argv[1]), runs torch's scaled_dot_product_attention with the
 CUDNN and FLASH backends on each prefill shape (bf16, 32 q / 8 kv heads; K/V repeated to 32 heads where a
-backend refuses GQA) and on the decode shapes (batch 1, one query token, CUDA-graph replays over > L2 of
-buffers, as ../shared/peers/attn_bench.py), then prints the ratio table ours / best peer.
+backend refuses GQA), then prints the ratio table ours / best peer. The decode rows have their own peers script,
+bench/attention_decode_peers.py, which shares the helpers below.
 Usage: python3 bench/attention_peers.py OUR_LOG [--backends CUDNN,FLASH]
 """
 import json
-import math
 import statistics
 import sys
 
@@ -64,33 +63,6 @@ def prefill_peer(backend, d, s, b, causal):
     return flops / (ms * 1e-3) / 1e12
 
 
-def decode_peer(backend, d, length, calls=64, replays=10):
-    kv_bytes = 2 * HKV * length * d * 2
-    nbuf = max(1, min(64, math.ceil(512e6 / kv_bytes)))
-    qs = [torch.randn(1, HQ, 1, d, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-    ks = [torch.randn(1, HKV, length, d, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-    vs = [torch.randn(1, HKV, length, d, device="cuda", dtype=torch.bfloat16) for _ in range(nbuf)]
-    acc = accepted(backend, qs[0], ks[0], vs[0], False)
-    if acc is None:
-        return None
-    gqa = acc[2]
-    if not gqa:
-        ks = [k.repeat_interleave(HQ // HKV, dim=1) for k in ks]
-        vs = [v.repeat_interleave(HQ // HKV, dim=1) for v in vs]
-    st = torch.cuda.Stream()
-    st.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(st):
-        for i in range(3):
-            call(backend, qs[i % nbuf], ks[i % nbuf], vs[i % nbuf], False, gqa)
-    torch.cuda.current_stream().wait_stream(st)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            call(backend, qs[i % nbuf], ks[i % nbuf], vs[i % nbuf], False, gqa)
-    us = median_ms(graph.replay, replays) / calls * 1e3
-    return us, kv_bytes / (us * 1e-6) / 1e12
-
-
 def main():
     ours = [json.loads(l[7:]) for l in open(sys.argv[1]) if l.startswith("RESULT ")]
     backends = ["CUDNN", "FLASH"]
@@ -114,20 +86,6 @@ def main():
                                                **peers)), flush=True)
             rows.append((f"prefill D={r['head_dim']:3d} S={r['seq']:5d} B={r['batch']} c={int(r['causal'])}",
                          r["tflops"], peers, best, "TFLOP/s"))
-            torch.cuda.empty_cache()
-        elif r["kind"] == "decode_attn" and r["temp"] == "cold":
-            peers, best = {}, 0.0
-            for name in backends:
-                try:
-                    res = decode_peer(ALL[name], r["head_dim"], r["kv_len"])
-                except Exception as e:
-                    print(f"[peer] {name} decode failed: {str(e)[:120]}")
-                    res = None
-                peers[name] = res[1] if res else None
-                if res:
-                    best = max(best, res[1])
-                    print(f"[peer] decode {name} D={r['head_dim']} L={r['kv_len']}: {res[0]:.2f} us {res[1]:.2f} TB/s")
-            rows.append((f"decode  D={r['head_dim']:3d} L={r['kv_len']:5d} B=1", r["tbps"], peers, best, "TB/s"))
             torch.cuda.empty_cache()
     print(f"\n{'shape':34s} {'ours':>8s} " + " ".join(f"{b:>9s}" for b in backends) + "  ours/best")
     for name, mine, peers, best, unit in rows:
