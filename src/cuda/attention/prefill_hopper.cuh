@@ -237,6 +237,19 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       else wgmma_m64n128k16_rs(o, pf[kk], dv);
     }
   };
+  // A P V on its own (the loop without intra-warpgroup overlap, and the overlapped loop's last tile): wait for V,
+  // take a turn, wait for the GEMM and hand the stage back.
+  auto pv_alone = [&](const uint32_t (&pf)[NT / 2][4], int st, uint32_t ph) {
+    mbar_wait(&v_full[st], ph);
+    turn_begin();
+    wgmma_fence();
+    issue_pv(pf, st);
+    wgmma_commit();
+    turn_end();
+    wgmma_wait<0>();
+    fence_operands(o);
+    release(&v_empty[st]);
+  };
   auto mask = [&](float (&sc)[NT][4], int it) {
     const int n0 = it * HOP_BN;
     if (n0 + HOP_BN > kv_len || (p.causal && n0 + HOP_BN - 1 > m0_wg + diag)) {
@@ -312,16 +325,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       pack_p(s, p_frag);  // the previous P's registers are free now
     }
     if (n_need > 0) {
-      const int st = (n_need - 1) % STAGES;
-      mbar_wait(&v_full[st], ((n_need - 1) / STAGES) & 1);
-      turn_begin();
-      wgmma_fence();
-      issue_pv(p_frag, st);
-      wgmma_commit();
-      turn_end();
-      wgmma_wait<0>();
-      fence_operands(o);
-      release(&v_empty[st]);
+      pv_alone(p_frag, (n_need - 1) % STAGES, ((n_need - 1) / STAGES) & 1);
     }
 #pragma unroll 1
     for (int it = n_need; it < n_tiles; ++it) {  // idle rounds: n_tiles + 1 turns in all, as the others take
@@ -352,15 +356,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       mask(s, it);
       uint32_t p_frag[NT / 2][4];
       softmax_tile(s, o, m_run, l_run, p_frag, p.scale_log2, p.rescale_threshold, n_poly);
-      mbar_wait(&v_full[st], ph);
-      turn_begin();
-      wgmma_fence();
-      issue_pv(p_frag, st);
-      wgmma_commit();
-      turn_end();
-      wgmma_wait<0>();
-      fence_operands(o);
-      release(&v_empty[st]);
+      pv_alone(p_frag, st, ph);
     }
   }
   if (pp && c == 0) named_bar_sync(1, 256);  // the last warpgroup's final arrive (see turn_begin)
