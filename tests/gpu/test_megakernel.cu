@@ -11,8 +11,10 @@
 
 #include "cpu/cpu_backend.h"
 #include "cuda/backend/cuda_backend.h"
+#include "gpu_test_util.h"
 #include "megakernel/device/megakernel_backend.h"
 #include "megakernel/model.h"
+#include "../megakernel/mk_test_util.h"
 
 namespace mk::megakernel {
 namespace {
@@ -20,36 +22,12 @@ namespace {
 constexpr double LOGITS_TOL = 3e-2;  // bf16 K/V cache vs the CPU's fp32 cache; fp32 elsewhere
 constexpr double TIE = 2e-2;
 
+// 3 layers of tests/megakernel's tiny_config (sizes not powers of two, every family's quirks).
 ModelConfig cfg(Family f, int hd, int n_head, int n_kv, int n_embd, int n_ff, bool tied, int vocab = 509) {
-  ModelConfig c;
-  c.family = f;
-  c.architecture = f == Family::Llama ? "LlamaForCausalLM" : f == Family::Qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
-  c.n_vocab = vocab;
-  c.n_embd = n_embd;
-  c.n_ff = n_ff;
-  c.n_layer = 3;
-  c.n_head = n_head;
-  c.n_kv_head = n_kv;
-  c.head_dim = hd;
-  c.rms_norm_eps = 1e-5f;
-  c.rope.theta = f == Family::Llama ? 500000.f : 1000000.f;
-  if (f == Family::Llama) c.rope.type = "llama3", c.rope.factor = 32.f, c.rope.original_max_position = 64;
-  c.max_position = 4096;
-  c.tie_word_embeddings = tied;
-  c.qkv_bias = f == Family::Qwen2;
-  c.qk_norm = f == Family::Qwen3;
-  return c;
+  return test::tiny_config(f, n_head, n_kv, hd, n_embd, n_ff, /*n_layer=*/3, vocab, tied);
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += double(a[i] - b[i]) * double(a[i] - b[i]);
-    den += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(num / den);
-}
+using gpu_test::rel_err;
 
 int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 
