@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -146,6 +146,15 @@ void prefill_table(bool quick) {
         if (g_no_hopper) o.prefill_kernel = cuda::PrefillKernel::SIMPLE;
         for (bool causal : {false, true}) prefill_point(st, batch, seq, d, causal, o, "table");
       }
+}
+
+// 'settle': only the defaults at 16k, batch 2 (head dims 64 / 128, non-causal / causal), so that two builds can
+// be timed back to back, alternating, in one device call (bench/attention_settle.sh).
+void settle() {
+  for (int d : {64, 128}) {
+    PrefillSetup st(2, 16384, d);
+    for (bool causal : {false, true}) prefill_point(st, 2, 16384, d, causal, cuda::AttentionOptions{}, "settle");
+  }
 }
 
 void ablation() {
@@ -302,24 +311,66 @@ void decode_table(bool quick) {
       }
 }
 
+// 'decfocus': batch 1 (and 8) at 4k / 32k, the decode launch variants against the default in one process:
+// 2 CTAs per SM (96 KB ring), the early K/V contract, both, and split counts around the chosen one; the
+// default is timed again at the end of each shape (drift check).
+void decode_focus() {
+  const auto rc = cuda::measure_read_ceiling(4.0, 15);
+  MK_CHECK(rc.ok());
+  const double ceiling = rc->tbps;
+  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
+  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
+  auto opts = [](int cps, bool early, int splits) {
+    cuda::AttentionOptions o;
+    o.decode_ctas_per_sm = cps;
+    o.decode_early_kv = early;
+    o.decode_splits = splits;
+    return o;
+  };
+  for (int d : {64, 128})
+    for (int len : {4096, 32768})
+      for (int batch : {1, 8}) {
+        if (batch == 8 && len != 32768) continue;
+        DecodeSetup st(d, len, batch);
+        decode_time(st, true, opts(0, false, 0), "default", ceiling);
+        decode_time(st, true, opts(2, false, 0), "cps2", ceiling);
+        decode_time(st, true, opts(0, true, 0), "early", ceiling);
+        decode_time(st, true, opts(2, true, 0), "cps2_early", ceiling);
+        if (batch == 1) {
+          for (int n : {8, 12}) decode_time(st, true, opts(0, true, n), ("early_s" + std::to_string(n)).c_str(), ceiling);
+          for (int n : {16, 24, 32, 48})
+            decode_time(st, true, opts(2, false, n), ("cps2_s" + std::to_string(n)).c_str(), ceiling);
+          for (int n : {16, 24, 32, 48})
+            decode_time(st, true, opts(2, true, n), ("cps2_early_s" + std::to_string(n)).c_str(), ceiling);
+          decode_time(st, false, opts(2, true, 0), "cps2_early", ceiling);  // hot
+        }
+        decode_time(st, true, opts(0, false, 0), "default_again", ceiling);
+      }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false;
+  bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
+       want_focus = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
     want_ablation |= a == "ablation";
     want_decode |= a == "decode";
     quick |= a == "quick";
+    want_settle |= a == "settle";
+    want_focus |= a == "decfocus";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
   ATT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (want_focus) decode_focus();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();
+  if (want_settle) settle();
   return 0;
 }
 #endif

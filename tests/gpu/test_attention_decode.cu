@@ -18,6 +18,8 @@ struct DecodeCase {
   bool pdl = true;
   int extra_capacity = 0;  // spare positions per sequence (capacity above the lengths)
   int warps = 0;           // AttentionOptions::decode_warps
+  int ctas_per_sm = 0;     // AttentionOptions::decode_ctas_per_sm
+  bool early_kv = false;   // AttentionOptions::decode_early_kv
 };
 
 // Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
@@ -26,7 +28,8 @@ struct DecodeCase {
 void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, int bs, const DecodeCase& c,
                 uint32_t seed) {
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
-                   kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps));
+                   kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
+                   " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -46,6 +49,8 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   opt.decode_splits = c.splits;
   opt.decode_pdl = c.pdl;
   opt.decode_warps = c.warps;
+  opt.decode_ctas_per_sm = c.ctas_per_sm;
+  opt.decode_early_kv = c.early_kv;
   const size_t ws = cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, opt);
   DevBuf<float> d_ws(ws / sizeof(float) + 4);
   d_out.poison();
@@ -125,6 +130,26 @@ TEST(AttentionDecode, EightWarps) {
   }
 }
 
+// The 96 KB build (2 CTAs per SM, half-size tiles) and the early K/V contract (tiles below the newest row
+// issued before the PDL wait; the newest row's tile after it): lengths whose newest row falls in a warp's
+// first, second or a later tile, 1-key contexts, GQA with live rows g + 8, forced and chosen splits.
+TEST(AttentionDecode, TwoCtasPerSmAndEarlyKv) {
+  uint32_t seed = 500;
+  for (int d : {64, 128})
+    for (const auto& [cps, early] : {std::pair{2, false}, std::pair{0, true}, std::pair{2, true}}) {
+      DecodeCase c;
+      c.ctas_per_sm = cps;
+      c.early_kv = early;
+      for (int ratio : {4, 12}) run_decode({1, 2, 15, 16, 17, 63, 64, 65, 700}, 2 * ratio, 2, d, 64, c, seed++);
+      for (int splits : {1, 3, 33}) {
+        c.splits = splits;
+        run_decode({1000, 5, 129, 64 * 9 - 1}, 8, 2, d, 128, c, seed++);
+      }
+      c.splits = 0;
+      run_decode({20000}, 32, 8, d, 64, c, seed++);
+    }
+}
+
 // Split boundaries fall on 64-key units: lengths at, just under and just over unit and tile multiples, split
 // counts that divide them unevenly, more splits than units, and a split per unit.
 TEST(AttentionDecode, SplitBoundaries) {
@@ -151,6 +176,11 @@ TEST(AttentionSanitize, DecodeSmall) {
     run_decode({1, 300}, 8, 2, d, 64, 3, 31);
     run_decode({200, 1}, 24, 2, d, 64, 2, 32);  // 12 heads per kv head: rows g + 8 live, split combine
     run_decode({200, 33}, 8, 2, d, 64, 2, 33, 8);  // 8 warps
+    DecodeCase c;  // 2 CTAs per SM, early K/V
+    c.splits = 2;
+    c.ctas_per_sm = 2;
+    c.early_kv = true;
+    run_decode({200, 17}, 24, 2, d, 64, c, 34);
   }
 }
 
@@ -173,7 +203,8 @@ TEST(AttentionDecode, Context128k) {
 
 // The kernel launched with PDL right after kv_append must see the row kv_append wrote (griddepcontrol.wait
 // before its first read): the cache holds a wrong last row until the append.
-TEST(AttentionDecode, AfterAppendInStream) {
+void decode_after_append(const cuda::AttentionOptions& opt) {
+  SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm));
   std::mt19937 rng(77);
   const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
   PagedCache cache;
@@ -197,7 +228,7 @@ TEST(AttentionDecode, AfterAppendInStream) {
   d_seq.upload({0});
   d_pos.upload({len - 1});
   d_lens.upload({len});
-  const size_t ws = cuda::attention_decode_workspace_bytes(1, n_head, n_kv, d, len);
+  const size_t ws = cuda::attention_decode_workspace_bytes(1, n_head, n_kv, d, len, opt);
   DevBuf<float> d_ws(ws / 4 + 4);
   d_out.poison();
   cudaStream_t s;
@@ -216,7 +247,7 @@ TEST(AttentionDecode, AfterAppendInStream) {
   a.max_seqlen_k = len;
   a.workspace = d_ws.ptr;
   a.workspace_bytes = d_ws.n * 4;
-  ASSERT_TRUE(cuda::attention_decode(s, a).ok());
+  ASSERT_TRUE(cuda::attention_decode(s, a, opt).ok());
   ATT_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaStreamDestroy(s);
   const std::vector<int32_t> cu = {0, 1}, lens = {len};
@@ -229,6 +260,16 @@ TEST(AttentionDecode, AfterAppendInStream) {
   const double err = rel_err_bf16(d_out.download(), ref, &finite);
   EXPECT_TRUE(finite);
   EXPECT_LE(err, 2.0 * rel_err_d(naive, ref) + 1e-4);
+}
+
+// The early K/V contract allows the previous kernel to write the newest row: that row must still be seen.
+TEST(AttentionDecode, AfterAppendInStream) {
+  decode_after_append({});
+  cuda::AttentionOptions early;
+  early.decode_early_kv = true;
+  decode_after_append(early);
+  early.decode_ctas_per_sm = 2;
+  decode_after_append(early);
 }
 
 TEST(AttentionDecode, RefusesBadInput) {
@@ -257,6 +298,11 @@ TEST(AttentionDecode, RefusesBadInput) {
   EXPECT_NE(st_ws.message().find("workspace"), std::string::npos) << st_ws.message();
   a.kv.head_dim = 256;
   EXPECT_NE(cuda::attention_decode(nullptr, a).message().find("supported: 64, 128"), std::string::npos);
+  a.kv.head_dim = 128;
+  a.workspace_bytes = d_ws.n * sizeof(float);
+  cuda::AttentionOptions bad;
+  bad.decode_ctas_per_sm = 3;
+  EXPECT_NE(cuda::attention_decode(nullptr, a, bad).message().find("decode_ctas_per_sm 3"), std::string::npos);
 }
 
 TEST(AttentionKvAppend, PlacesRowsBitExact) {

@@ -134,12 +134,12 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
 
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt) {
   if (opt.decode_splits > 0) return std::min(opt.decode_splits, 1024);
-  // Cost model in 64-key units (one unit per warp step): waves of CTAs (DECODE_CTAS_PER_SM per SM) times the
+  // Cost model in 64-key units (one unit per warp step): waves of CTAs (decode_ctas_per_sm per SM) times the
   // steps of the longest warp plus one step of per-CTA start/drain, plus the final combine (one step, more for
   // many splits). Ties: fewer splits. (Without the per-CTA step, batch 64 x 32k chose 32 splits for a 0.7%
   // better last wave and ran at 72% of the read ceiling instead of ~95%.)
   const int64_t units = std::max(1, batch) * int64_t(std::max(1, n_kv_head));
-  const int64_t slots = int64_t(sm_count()) * attn::DECODE_CTAS_PER_SM;
+  const int64_t slots = int64_t(sm_count()) * (opt.decode_ctas_per_sm == 2 ? 2 : 1);
   const int64_t tiles = std::max(1, (max_seqlen_k + 63) / 64);
   int best = 1;
   double best_cost = 1e300;
@@ -177,6 +177,9 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   if (opt.decode_splits < 0) return make_error(fn, ": decode_splits ", opt.decode_splits, " must be >= 0");
   if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
     return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
+  if (opt.decode_ctas_per_sm < 0 || opt.decode_ctas_per_sm > 2 || (opt.decode_ctas_per_sm == 2 && opt.decode_warps == 8))
+    return make_error(fn, ": decode_ctas_per_sm ", opt.decode_ctas_per_sm,
+                      " is not supported (supported: 0 = default, 1, 2; 2 only with 4 warps)");
   const int n_split = attention_decode_splits(a.batch, a.kv.n_kv_head, a.max_seqlen_k, opt);
   const size_t need = attention_decode_workspace_bytes(a.batch, a.n_head, a.kv.n_kv_head, a.kv.head_dim,
                                                        a.max_seqlen_k, opt);
@@ -204,8 +207,12 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.lse_part = p.o_part + rows * a.kv.head_dim;
   p.counters = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.workspace) +
                                                      (rows * (size_t(a.kv.head_dim) + 1) * sizeof(float) + 15) / 16 * 16);
-  return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, opt.decode_pdl,
-                                               opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS));
+  attn::DecodeLaunch l;
+  l.pdl = opt.decode_pdl;
+  l.warps = opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS;
+  l.ctas_per_sm = opt.decode_ctas_per_sm == 2 ? 2 : 1;
+  l.early_kv = opt.decode_early_kv && opt.decode_pdl && l.warps == 4;
+  return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, l));
 }
 
 namespace attn {

@@ -89,6 +89,16 @@ struct AttentionOptions {
   // Decode: warps per CTA, 0 = default (4, 16 KB K+V tiles per warp step); 8 = eight warps with 8 KB tiles
   // (same shared-memory ring, more warps to hide latency). Measured in bench/attention.cpp decode.
   int decode_warps = 0;
+  // Decode: CTAs per SM the shared-memory ring is sized for: 0 = default (1: 192 KB, 16 KB tiles per warp
+  // step); 2 = 96 KB (half-size tiles), so that the next call's CTAs can be resident (PDL) while this call's
+  // still run, and the split count is chosen for twice the CTA slots. Only with 4 warps.
+  int decode_ctas_per_sm = 0;
+  // Decode, a CONTRACT of the caller (default off): the kernel that precedes this call on the stream writes
+  // neither seq_lens_k, nor the block table, nor any K/V row of a sequence but its newest (position
+  // seq_lens_k[b] - 1, e.g. the row a fused append just wrote). Then the kernel reads those and starts
+  // streaming the K/V tiles below the newest row before its PDL wait, under the previous kernel's tail; q, the
+  // newest row and the workspace are touched only after the wait. Without PDL this changes nothing.
+  bool decode_early_kv = false;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

@@ -47,8 +47,15 @@ struct DecodeParams {
   unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
 };
 
-constexpr int DECODE_WARPS = 4;        // warps per decode CTA
-constexpr int DECODE_CTAS_PER_SM = 1;  // the decode CTA takes 192 KB of shared memory
+constexpr int DECODE_WARPS = 4;  // warps per decode CTA (192 KB of shared memory; 96 KB with 2 CTAs per SM)
+
+// How the decode kernel is built and launched (from AttentionOptions).
+struct DecodeLaunch {
+  bool pdl = true;       // programmatic stream serialisation (griddepcontrol.wait before dependent reads)
+  int warps = 4;         // 4, or 8 (half-size tiles, one CTA per SM)
+  int ctas_per_sm = 1;   // 1 (192 KB ring) or 2 (96 KB: half-size tiles), with 4 warps
+  bool early_kv = false; // AttentionOptions::decode_early_kv (K/V tiles below the newest row before the wait)
+};
 
 cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
 cudaError_t launch_prefill_simple_d128(const PrefillParams& p, cudaStream_t s);
@@ -58,8 +65,6 @@ cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, 
 // 3-D TMA map over a [rows, heads, D] bf16 tensor, box [64 rows, 1 head, 64 columns], 128-byte swizzle
 // (CUtensorMap is passed as void* so that this header needs no driver API header).
 cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows);
-// pdl: launch with programmatic stream serialisation (the kernel waits on griddepcontrol before reading).
-// warps: 4 (default) or 8 (half-size tiles).
-cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, bool pdl, int warps);
+cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l);
 
 }  // namespace mk::cuda::attn

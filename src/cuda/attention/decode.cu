@@ -20,17 +20,20 @@ constexpr int HROWS = 16;        // query heads per CTA (mma M)
 constexpr unsigned long long CTR_MAGIC = 0xdec0de5au;  // high word of a valid arrival counter
 
 // W warps per CTA (DECODE_WARPS = 4 by default; 8 = twice the warps with half-size tiles, same ring bytes).
-template <int D, int W>
-__host__ __device__ constexpr int tile_keys() {  // 16 KB of K+V per tile with 4 warps, 8 KB with 8
-  return (W == 4 ? 64 : 32) * 64 / D;
+// CPS = CTAs per SM the ring is sized for: 1 = 192 KB; 2 = 96 KB (half-size tiles), so that two CTAs fit on an
+// SM: the next call's CTAs (PDL) can be resident and waiting while this call's still run.
+template <int D, int W, int CPS>
+__host__ __device__ constexpr int tile_keys() {  // 16 KB of K+V per tile with 4 warps, 8 KB with 8 or 2 CTAs/SM
+  return (W == 4 && CPS == 1 ? 64 : 32) * 64 / D;
 }
-template <int D, int W>
+template <int D, int W, int CPS>
 constexpr int smem_bytes() {  // W warps x NS stages x (K + V tile)
-  return W * NS * 2 * tile_keys<D, W>() * D * 2;
+  return W * NS * 2 * tile_keys<D, W, CPS>() * D * 2;
 }
-static_assert(smem_bytes<64, 4>() == 196608 && smem_bytes<128, 4>() == 196608 && smem_bytes<64, 8>() == 196608 &&
-                  smem_bytes<128, 8>() == 196608,
+static_assert(smem_bytes<64, 4, 1>() == 196608 && smem_bytes<128, 4, 1>() == 196608 &&
+                  smem_bytes<64, 8, 1>() == 196608 && smem_bytes<128, 8, 1>() == 196608,
               "one 192 KB CTA per SM");
+static_assert(smem_bytes<64, 4, 2>() == 98304 && smem_bytes<128, 4, 2>() == 98304, "two 96 KB CTAs per SM");
 
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
@@ -73,11 +76,13 @@ __device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {
 }
 
 // TWO: the CTA has more than 8 query heads, so the mma rows g + 8 are live (else they are padding: skipped in
-// the softmax, their P is zero).
-template <int D, int W, bool TWO>
+// the softmax, their P is zero). EARLY: the caller's contract (AttentionOptions::decode_early_kv) lets the
+// kernel read seq_lens_k, the block table and every K/V row but the newest of each sequence before its PDL
+// wait, so the first tiles stream while the previous kernel finishes.
+template <int D, int W, int CPS, bool TWO, bool EARLY>
 __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
   constexpr int THREADS = 32 * W;
-  constexpr int TK = tile_keys<D, W>();
+  constexpr int TK = tile_keys<D, W, CPS>();
   constexpr int NT = TK / 8;       // 8-key column blocks of S
   constexpr int KSTEPS = D / 16;   // k-steps of Q K^T
   constexpr int DT = D / 8;        // 8-wide column blocks of O
@@ -87,9 +92,11 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   __shared__ float s_m[W][HROWS], s_l[W][HROWS];
   __shared__ int s_last;
 
-  // Everything below reads q / seq_lens / K/V that the previous kernel may have written.
-  griddep_wait();
-  griddep_launch();
+  // Without EARLY everything below reads q / seq_lens / K/V that the previous kernel may have written.
+  if constexpr (!EARLY) {
+    griddep_wait();
+    griddep_launch();
+  }
 
   const int b = blockIdx.z, split = blockIdx.x;
   const int n_chunks = (p.group + HROWS - 1) / HROWS;
@@ -109,7 +116,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
 
   // Q as mma A fragments: rows = query heads h0 + row (rows >= n_h are zero), columns = dims.
   uint32_t qf[KSTEPS][4];
-  {
+  auto load_q = [&] {
     const bf16* q0 = p.q + (int64_t(b) * p.n_head + h0) * D + 2 * t;
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
@@ -118,7 +125,8 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
       qf[kk][1] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16) : 0u;
       qf[kk][3] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16 + 8) : 0u;
     }
-  }
+  };
+  if constexpr (!EARLY) load_q();
 
   bf16* ring = reinterpret_cast<bf16*>(smem_raw) + warp * NS * STAGE;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
@@ -140,8 +148,23 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
       cp_async16(sv + swz<D>(r, col), p.v + off, ok ? 16 : 0);
     }
   };
+  int n_pre = 0;  // ring stages issued before the PDL wait (EARLY)
+  if constexpr (EARLY) {
+    // Only tiles that end below the newest position kv_len - 1 (the previous kernel may be the one appending
+    // it); this warp's tiles come in key order, so they form a prefix.
+#pragma unroll
+    for (; n_pre < NS - 1 && n_pre < my_tiles; ++n_pre) {
+      if (min(k_end, k_begin + (warp + n_pre * W) * TK + TK) > kv_len - 1) break;
+      issue(n_pre);
+      cp_async_commit();
+    }
+    griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
+    griddep_launch();
+    load_q();
+  }
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) {
+    if (i < n_pre) continue;
     if (i < my_tiles) issue(i);
     cp_async_commit();
   }
@@ -294,12 +317,13 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   }
 }
 
-template <int D, int W, bool TWO>
+template <int D, int W, int CPS, bool TWO, bool EARLY>
 cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
-  constexpr int smem = smem_bytes<D, W>();
+  constexpr int smem = smem_bytes<D, W, CPS>();
   static bool attr_set = false;  // raise the dynamic shared-memory limit once per process
   if (!attr_set) {
-    const cudaError_t e = cudaFuncSetAttribute(decode_kernel<D, W, TWO>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t e =
+        cudaFuncSetAttribute(decode_kernel<D, W, CPS, TWO, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
@@ -313,19 +337,26 @@ cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, TWO>, p);
+  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, CPS, TWO, EARLY>, p);
+}
+
+template <int D, int W, int CPS, bool EARLY>
+cudaError_t launch_two(const DecodeParams& p, cudaStream_t s, bool pdl) {
+  return p.group > 8 ? launch_t<D, W, CPS, true, EARLY>(p, s, pdl) : launch_t<D, W, CPS, false, EARLY>(p, s, pdl);
+}
+
+template <int D>
+cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& l) {
+  if (l.warps == 8) return launch_two<D, 8, 1, false>(p, s, l.pdl);  // (no EARLY build: a measured variant only)
+  if (l.ctas_per_sm == 2)
+    return l.early_kv ? launch_two<D, 4, 2, true>(p, s, l.pdl) : launch_two<D, 4, 2, false>(p, s, l.pdl);
+  return l.early_kv ? launch_two<D, 4, 1, true>(p, s, l.pdl) : launch_two<D, 4, 1, false>(p, s, l.pdl);
 }
 
 }  // namespace
 
-cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, bool pdl, int warps) {
-  const bool two = p.group > 8;
-  if (warps == 8) {
-    if (head_dim == 64) return two ? launch_t<64, 8, true>(p, s, pdl) : launch_t<64, 8, false>(p, s, pdl);
-    return two ? launch_t<128, 8, true>(p, s, pdl) : launch_t<128, 8, false>(p, s, pdl);
-  }
-  if (head_dim == 64) return two ? launch_t<64, 4, true>(p, s, pdl) : launch_t<64, 4, false>(p, s, pdl);
-  return two ? launch_t<128, 4, true>(p, s, pdl) : launch_t<128, 4, false>(p, s, pdl);
+cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l) {
+  return head_dim == 64 ? launch_d<64>(p, s, l) : launch_d<128>(p, s, l);
 }
 
 }  // namespace mk::cuda::attn
