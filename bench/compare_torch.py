@@ -11,9 +11,18 @@ excludes prefill):
   gptfast    a minimal gpt-fast-style loop: fused wqkv / w13, static KV cache, decode step compiled with
              torch.compile(mode="reduce-overhead", fullgraph=True); CUDA events around the 127 decode steps
 
+Each (engine, shape) runs in its own child process under its own time limit (--limits), so one slow peer (a
+torch.compile that takes minutes) cannot use up the time of the others; a peer that runs out of time is listed as
+such. Ours: both figures of `megakernel bench` (median of per-token times with an event between graph replays, and
+the back-to-back mean, which is how the gpt-fast-style loop is timed).
+
 Usage: python3 bench/compare_torch.py --ours ours.json [--shapes llama-3.2-1b,llama-3.1-8b] [--modes eager,hfcompile,gptfast]
+       [--limits gptfast=60,eager=30,hfcompile=90] [--reps N]
 Prints 'RESULT {json}' lines and a final table; --out writes all results as JSON.
 """
+import os
+import signal
+import subprocess
 import argparse
 import json
 import math
@@ -109,13 +118,13 @@ def hf_timing(model, ids, reps, **gen_kwargs):
     return statistics.median(per_tok)
 
 
-def run_hf(name, modes, results):
+def run_hf(name, modes, results, reps=None):
     import torch
     model = hf_model(name)
     ids = torch.randint(0, SHAPES[name][7], (1, PROMPT), device="cuda", generator=None)
     if "eager" in modes:
         try:
-            ms = hf_timing(model, ids, reps=3)
+            ms = hf_timing(model, ids, reps=reps or 3)
             results.append(dict(engine="hf-eager", model=name, ms_per_token=ms))
             emit(**results[-1])
         except Exception:
@@ -128,7 +137,7 @@ def run_hf(name, modes, results):
                 kw["compile_config"] = CompileConfig(fullgraph=True, mode="reduce-overhead", dynamic=False)
             except Exception:
                 pass
-            ms = hf_timing(model, ids, reps=5, **kw)
+            ms = hf_timing(model, ids, reps=reps or 5, **kw)
             results.append(dict(engine="hf-static-compile", model=name, ms_per_token=ms))
             emit(**results[-1])
         except Exception:
@@ -224,7 +233,8 @@ def gf_model(name, max_seq):
     return m.eval().requires_grad_(False)
 
 
-def run_gptfast(name, results, reps=5):
+def run_gptfast(name, results, reps=None):
+    reps = reps or 5
     import torch
     max_seq = PROMPT + NEW
     model = gf_model(name, max_seq)
@@ -259,16 +269,54 @@ def run_gptfast(name, results, reps=5):
 
 
 def ours_by_model(path):
+    """model -> (median ms/token, back-to-back ms/token) of the default layered variant at the shortest context."""
     if not path:
-        return {}
+        return {}, None
     with open(path) as f:
         j = json.load(f)
     out = {}
     for m in j.get("models", []):
         for d in m.get("decode", []):
             if d.get("variant", "graph+pdl") == "graph+pdl" and d["context"] <= 64:
-                out[m["model"]] = d["ms_per_token"]
+                out[m["model"]] = (d["ms_per_token"], d.get("ms_per_token_back_to_back", d.get("ms_per_token_mean")))
     return out, j.get("read_tbps_used")
+
+
+def run_child(engine, name, reps):
+    """One engine on one shape, in this process (the parent's child)."""
+    results = []
+    if engine == "gptfast":
+        print(f"== {name}: {weight_bytes(name) / 1e9:.4f} GB of weights per token", flush=True)
+        run_gptfast(name, results, reps)
+    else:
+        run_hf(name, [engine], results, reps)
+    if not results:
+        sys.exit(1)
+
+
+def run_limited(engine, name, limit, reps):
+    """Runs one peer in a child process (its own session, so that torch.compile's workers end with it)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", engine, "--shapes", name]
+    if reps:
+        cmd += ["--reps", str(reps)]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=limit)
+        status = "ok" if p.returncode == 0 else f"exit {p.returncode}"
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the child's own process group (start_new_session)
+        out, _ = p.communicate()
+        status = f"timeout after {limit:.0f} s"
+    sys.stdout.write(out)
+    found = [json.loads(l[len("RESULT "):]) for l in out.splitlines() if l.startswith("RESULT ")]
+    wall = time.perf_counter() - t0
+    if found:
+        for r in found:
+            r["wall_s"] = round(wall, 1)
+        return found
+    print(f"== {engine} {name}: no result ({status}, {wall:.0f} s)", flush=True)
+    return [dict(engine=engine, model=name, ms_per_token=None, status=status, wall_s=round(wall, 1))]
 
 
 def main():
@@ -276,42 +324,49 @@ def main():
     ap.add_argument("--ours", help="JSON of `megakernel bench --json`")
     ap.add_argument("--shapes", default="llama-3.2-1b,llama-3.1-8b")
     ap.add_argument("--modes", default="eager,hfcompile,gptfast")
+    ap.add_argument("--limits", default="gptfast=90,eager=60,hfcompile=150",
+                    help="seconds per (engine, shape) child process, e.g. gptfast=60,eager=30,hfcompile=90")
+    ap.add_argument("--reps", type=int, default=0, help="timed repeats per peer (0: the defaults, 3-5)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out")
     a = ap.parse_args()
     import torch
-    print("torch", torch.__version__, torch.cuda.get_device_name(0), flush=True)
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
-    modes = a.modes.split(",")
-    results = []
     names = a.shapes.split(",")
     for name in names:
         if name not in SHAPES:
             sys.exit(f"compare_torch.py: unknown shape {name} (known: {', '.join(SHAPES)})")
-    # The gpt-fast-style loop first (the strongest peer), then transformers, so a time limit cuts the weakest.
-    if "gptfast" in modes:
+    if a.child:
+        run_child(a.child, names[0], a.reps)
+        return
+    print("torch", torch.__version__, torch.cuda.get_device_name(0), flush=True)
+    modes = a.modes.split(",")
+    limits = {k: float(v) for k, v in (x.split("=") for x in a.limits.split(",") if x)}
+    for m in modes:
+        if m not in ("eager", "hfcompile", "gptfast"):
+            sys.exit(f"compare_torch.py: unknown mode {m} (known: eager, hfcompile, gptfast)")
+    results = []
+    # The gpt-fast-style loop first (the strongest peer), then transformers.
+    for engine in [m for m in ("gptfast", "eager", "hfcompile") if m in modes]:
         for name in names:
-            print(f"== {name}: {weight_bytes(name) / 1e9:.4f} GB of weights per token", flush=True)
-            try:
-                run_gptfast(name, results)
-            except Exception:
-                traceback.print_exc()
-    if "eager" in modes or "hfcompile" in modes:
-        for name in names:
-            try:
-                run_hf(name, modes, results)
-            except Exception:
-                traceback.print_exc()
-    ours, read_tbps = ours_by_model(a.ours) if a.ours else ({}, None)
+            results += run_limited(engine, name, limits.get(engine, 120.0), a.reps)
+    ours, read_tbps = ours_by_model(a.ours)
     if a.out:
         with open(a.out, "w") as f:
             json.dump(dict(results=results, ours=ours, read_tbps=read_tbps), f, indent=1)
-    print(f"\n{'model':14s} {'engine':18s} {'ms/token':>9s} {'TB/s':>6s} {'ours ms':>8s} {'peer/ours':>9s}")
+    print(f"\n{'model':14s} {'engine':18s} {'ms/token':>9s} {'TB/s':>6s} {'ours median':>11s} {'ours b2b':>9s}"
+          f" {'peer/ours median':>16s} {'peer/ours b2b':>13s}")
     for r in results:
-        tb = weight_bytes(r["model"]) / (r["ms_per_token"] * 1e-3) / 1e12
         o = ours.get(r["model"])
-        ratio = f"{r['ms_per_token'] / o:9.2f}" if o else f"{'-':>9s}"
-        os_ = f"{o:8.3f}" if o else f"{'-':>8s}"
-        print(f"{r['model']:14s} {r['engine']:18s} {r['ms_per_token']:9.3f} {tb:6.2f} {os_} {ratio}")
+        if r["ms_per_token"] is None:
+            print(f"{r['model']:14s} {r['engine']:18s} {r['status']}")
+            continue
+        tb = weight_bytes(r["model"]) / (r["ms_per_token"] * 1e-3) / 1e12
+        if o:
+            print(f"{r['model']:14s} {r['engine']:18s} {r['ms_per_token']:9.3f} {tb:6.2f} {o[0]:11.4f} {o[1]:9.4f}"
+                  f" {r['ms_per_token'] / o[0]:16.2f} {r['ms_per_token'] / o[1]:13.2f}")
+        else:
+            print(f"{r['model']:14s} {r['engine']:18s} {r['ms_per_token']:9.3f} {tb:6.2f}")
 
 
 if __name__ == "__main__":

@@ -129,6 +129,7 @@ Status CudaBackend::forward(std::span<const int32_t> tokens, int pos, std::span<
     return make_error("forward: logits has ", logits.size(), " elements, expected n_vocab = ", config_.n_vocab);
   if (tokens.size() == 1) {
     set_state(tokens[0], pos, 1);
+    begin_step();
     MK_TRY(ensure_graph());
     replay_decode();
   } else {
@@ -165,6 +166,7 @@ Status CudaBackend::generate_greedy(int32_t token, int pos, std::span<int32_t> o
   if (out.empty()) return {};
   MK_TRY(ensure_graph());  // may run one eager step: do it before setting the state
   set_state(token, pos, 1);
+  begin_step();
   for (size_t i = 0; i < out.size(); ++i) replay_decode();
   CUDA_CHECK(cudaMemcpyAsync(out.data(), tokens_out_, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
   MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "running greedy decode"));
@@ -185,6 +187,7 @@ Status CudaBackend::begin_decode(int32_t token, int pos) {
   MK_TRY(check_step(t, pos));
   MK_TRY(ensure_graph());
   set_state(token, pos, 1);
+  begin_step();
   return {};
 }
 

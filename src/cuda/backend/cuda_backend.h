@@ -34,7 +34,12 @@ struct CudaBackendOptions {
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
   // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 3-5), so off by default:
-  bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
+  bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights
+  // Decode: bytes of the layer's gate/up weights (from their start, i.e. the rows the gate/up matvec reads first)
+  // that the QKV matvec (l2_gu_qkv) and then the O matvec (the next l2_gu_o bytes) ask the L2 to fetch before their
+  // PDL waits: DRAM is otherwise nearly idle from the QKV projection to the end of the O projection.
+  size_t l2_gu_qkv = 0;
+  size_t l2_gu_o = 0;
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
@@ -82,7 +87,10 @@ class CudaBackend final : public Backend {
   Status init();
   Status check_step(std::span<const int32_t> tokens, int pos) const;
   void set_state(int32_t token, int pos, int n_tokens);
+  // Decode graph: the layers, the LM head with its argmax, and a finish kernel that feeds the argmax back (token,
+  // position, the next step's embedding row in x_). begin_step (after set_state for one token) embeds the first.
   void enqueue_decode(const Stream& s);
+  void begin_step();
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
   // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
   RopeQkvArgs rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const;

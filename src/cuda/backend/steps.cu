@@ -1,5 +1,6 @@
 // The kernels one step enqueues (see cuda_backend.h): the decode step (captured as a CUDA graph) and a prefill
 // chunk. Shapes: E = n_embd, F = n_ff, Q = q_dim, KV = kv_dim, V = n_vocab, T = tokens in the chunk.
+#include <algorithm>
 #include <cmath>
 
 // cuda/attention/ (split-KV decode, FA2-style prefill) is linked: use it unless the options say otherwise.
@@ -18,16 +19,32 @@
 namespace mk::cuda {
 namespace {
 
-// Ends a decode step: the argmax becomes the next input token and is logged; the position advances.
-__global__ void finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity) {
+// Ends a decode step: the argmax becomes the next input token and is logged; the position advances; the token's
+// embedding row goes into x (the next step's first kernel reads it, so a step needs no embedding kernel: one kernel
+// boundary less) and the argmax word is reset for the next step's LM head.
+// x: [n_embd] f32; tok_embd: [n_vocab, n_embd] bf16.
+__global__ void finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity, float* x, const bf16* tok_embd,
+                                   int n_embd) {
+  __shared__ int32_t s_tok;
   pdl_wait();
+  pdl_launch_dependents();
   if (threadIdx.x == 0) {
-    int32_t tok = argmax_unpack(st->argmax);
+    const int32_t tok = argmax_unpack(st->argmax);
+    s_tok = tok;
     st->token = tok;
+    st->argmax = 0ull;
     if (st->n_generated < capacity) tokens_out[st->n_generated] = tok;
     st->n_generated += 1;
     st->pos += 1;
     st->seq_len += 1;
+  }
+  __syncthreads();
+  const bf16* row = tok_embd + size_t(s_tok) * size_t(n_embd);  // argmax of n_vocab logits: always in range
+  for (int c = threadIdx.x; c < n_embd / 8; c += blockDim.x) {
+    float f[8];
+    unpack8(*reinterpret_cast<const uint4*>(row + c * 8), f);
+    reinterpret_cast<float4*>(x + c * 8)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4*>(x + c * 8)[1] = make_float4(f[4], f[5], f[6], f[7]);
   }
 }
 
@@ -88,7 +105,7 @@ void CudaBackend::attend_prefill(const Stream& s, int layer, int n_tokens) {
 void CudaBackend::enqueue_decode(const Stream& s) {
   const ModelConfig& c = config_;
   const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
-  embed(s, x_, weights_.tok_embd, &state_->token, 1, E, c.n_vocab, &state_->argmax);
+  // x_ holds the embedding of state_->token and state_->argmax is 0 (begin_step, or the previous step's finish).
   for (int l = 0; l < c.n_layer; ++l) {
     const DeviceLayer& w = weights_.layers[size_t(l)];
     MatvecArgs qkv;  // qkv[Q + 2KV] = Wqkv rmsnorm(x) (+ bias)
@@ -99,9 +116,15 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     qkv.norm_w = w.attn_norm;
     qkv.eps = c.rms_norm_eps;
     qkv.out = qkv_;
+    // L2 warm-up of later weights (CudaBackendOptions): the first part of gate/up, or the O weights.
+    const size_t gu_bytes = size_t(2) * size_t(F) * size_t(E) * sizeof(__nv_bfloat16);
+    const size_t gu_q = std::min(opt_.l2_gu_qkv, gu_bytes) & ~size_t(15), gu_o = std::min(opt_.l2_gu_o, gu_bytes - gu_q);
     if (opt_.prefetch_o) {  // the O projection starts behind the attention kernels: warm its weights in L2 now
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
+    } else if (gu_q) {
+      qkv.l2_prefetch = w.w_gate_up;
+      qkv.l2_prefetch_bytes = gu_q;
     }
     if (weights_.rope_pair_rows && !w.q_norm) {
       // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
@@ -131,6 +154,10 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     o.x_bf16 = attn_;
     o.out = x_;
     o.mode = MatvecOut::ADD;
+    if (gu_o) {
+      o.l2_prefetch = reinterpret_cast<const unsigned char*>(w.w_gate_up) + gu_q;
+      o.l2_prefetch_bytes = gu_o;
+    }
     matvec(s, o);
 
     MatvecArgs gu;  // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
@@ -163,7 +190,12 @@ void CudaBackend::enqueue_decode(const Stream& s) {
   head.out = logits_;
   head.argmax = &state_->argmax;
   matvec(s, head);
-  launch(s, dim3(1), dim3(32), 0, finish_step_kernel, state_, tokens_out_, max_context_);
+  launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);
+}
+
+void CudaBackend::begin_step() {
+  embed(Stream(stream_, false), x_, weights_.tok_embd, &state_->token, 1, config_.n_embd, config_.n_vocab,
+        &state_->argmax);
 }
 
 void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {

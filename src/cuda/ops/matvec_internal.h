@@ -2,6 +2,7 @@
 // matvec_bulk.cu: the opt-in bulk-copy ring).
 #pragma once
 #include "cuda/common/device.cuh"
+#include "cuda/common/mbarrier.cuh"
 #include "cuda/ops/matvec.h"
 
 namespace mk::cuda {
@@ -67,6 +68,17 @@ __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool 
   } else {
     rope_store(a.rope, r, y0, y1);
   }
+}
+
+// This block's share of a.l2_prefetch (bytes split evenly over the grid, 16 KB bulk prefetch requests, one per
+// thread). A hint to the L2: it reads nothing into the SM and never faults the kernel's own data.
+__device__ __forceinline__ void l2_prefetch_share(const MatvecArgs& a) {
+  const size_t bytes = a.l2_prefetch_bytes & ~size_t(15);
+  const size_t share = (bytes / gridDim.x + 15) / 16 * 16;
+  const size_t b0 = share * blockIdx.x, b1 = b0 + share < bytes ? b0 + share : bytes;
+  const unsigned char* src = static_cast<const unsigned char*>(a.l2_prefetch);
+  for (size_t b = b0 + size_t(threadIdx.x) * 16384; b < b1; b += size_t(blockDim.x) * 16384)
+    bulk_prefetch_l2(src + b, uint32_t(b1 - b < 16384 ? b1 - b : 16384));
 }
 
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);
