@@ -1,6 +1,7 @@
 #!/bin/bash
 # GPU round of the megakernel (run on the device machine from the repo root, binaries built here and carried in
 # .carry/mk): GPU tests, compute-sanitizer on one small case, then the decode benchmark. Logs under $OUT.
+# Time limits (s): MK_TEST_S, MK_SAN_S, MK_BENCH_S; MK_FILTER selects the GPU tests, MK_SHAPES the bench shapes.
 export LD_LIBRARY_PATH=$PWD/.carry/mk:$LD_LIBRARY_PATH
 OUT=${OUT:-/tmp/mk_out}; mkdir -p $OUT
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv 2>&1 | tee $OUT/gpu.txt

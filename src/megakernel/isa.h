@@ -17,7 +17,8 @@
 //                                                        o_part[l][g][rows]   (the O projection fused into
 //                                                        attention: no separate dependency point)
 //     MlpGateUp   rows of n_ff                           x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm);
-//                                                        act[l][rows] = silu(gate x) * up x
+//                                                        act[l][rows] = silu(gate x) * up x; also
+//                                                        materialises resid_mid[l][aux_begin, aux_end) = x
 //     MlpDown     rows of n_embd                         down[l][0][rows] = w_down[rows] . act[l]
 //   or, with ScheduleOptions::fuse_down, instead of MlpGateUp + MlpDown (one dependency point fewer):
 //     MlpGateUpDown rows of n_ff, part p                 act rows as MlpGateUp, then the split-K partial
@@ -30,6 +31,17 @@
 // sum_p down[l-1][p] (resid_in(0) = the token's embedding row) is summed by every reader in the same fixed order
 // (deterministic, bit-identical for all readers), so a layer's O projection and down projection need no
 // separate residual-add step. Every buffer is per layer, so within a step nothing is overwritten.
+// With Layout::mid_resid the readers of resid_in(l) (QkvProj, LmHead) read resid_mid[l-1] (= resid[l-1] +
+// sum_g o_part[l-1][g], materialised by MlpGateUp in the same order) + sum_p down[l-1][p]: the same bits from
+// 2 + (n_down_parts - 1) vectors instead of 2 + n_kv_head + (n_down_parts - 1).
+//
+// Publishing (Layout-independent; the device's MkParams::flags and the simulator's Protocol): either
+// epoch counters (below), or flag-in-data: every workspace element except logits is stored together with
+// the epoch of its step as one 8-byte relaxed store (value bits, epoch), and a reader polls the pairs it
+// reads until their epoch is the step's -- no counter, no fence; a consumer waits only for what it reads.
+// Data that is not flagged (the K/V cache, read at later steps) is ordered by one release/acquire step
+// barrier: every SM with a queue increments a step counter (release) after its last instruction of a
+// step, and waits (acquire) for all of them before its first instruction of the next step.
 //
 // Why RoPE/q-k-norm/KV-append sit in the attention instructions and not in QkvProj: RoPE and the Qwen3
 // q/k norm need whole heads, and slicing the projection by heads leaves most SMs idle (Llama-3.2-1B has
@@ -88,7 +100,7 @@ struct Instr {
   uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead); part (MlpGateUpDown)
   uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
   uint32_t row_end = 0;
-  uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises
+  uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises; MlpGateUp(Down): resid_mid[l] rows
   uint32_t aux_end = 0;
   uint32_t signal = 0;      // counter incremented (by 1) after the instruction's writes
   uint16_t flags = 0;
@@ -117,6 +129,8 @@ struct Layout {
   int64_t o_part = 0;    // [n_layer][n_kv_head][n_embd]  split-K O-projection partials
   int64_t act = 0;       // [n_layer][n_ff]
   int64_t down = 0;      // [n_layer][n_down_parts][n_embd]
+  int64_t resid_mid = 0; // [n_layer][n_embd]          resid[l] + sum_g o_part[l][g] (MlpGateUp's aux slices)
+  int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
   int64_t workspace_floats = 0;

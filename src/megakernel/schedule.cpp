@@ -176,6 +176,8 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.o_part = take(int64_t(c.n_layer) * c.n_kv_head * c.n_embd);
   L.act = take(int64_t(c.n_layer) * c.n_ff);
   L.down = take(int64_t(c.n_layer) * n_down_parts * c.n_embd);
+  L.resid_mid = take(int64_t(c.n_layer) * c.n_embd);
+  L.mid_resid = o.mid_resid ? 1 : 0;
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
   L.workspace_floats = off;
@@ -210,6 +212,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   int o_slices = std::max(1, target / c.n_kv_head);  // round down: a second slice on some SMs doubles the stage
   auto o_rows = split_rows(c.n_embd, o_slices, gran);
   auto down_rows = split_rows(c.n_embd, target, gran);
+  auto mid_rows = split_rows(c.n_embd, int(ff_rows.size()), 1);  // resid_mid slices of the gate/up instructions
   const size_t n_down = o.fuse_down ? ff_rows.size() : down_rows.size();  // signals of counter down(l)
   auto count16 = [](size_t n) { return uint16_t(n); };
   for (size_t n : {qkv_rows.size(), o_rows.size() * size_t(c.n_kv_head), ff_rows.size(), down_rows.size(),
@@ -258,14 +261,17 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
         auto [r0, r1] = ff_rows[i];
         Instr in = b.make(Op::MlpGateUpDown, l, C.down(l), C.attn_o(l), n_attn_o);
         in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);
+        if (i < mid_rows.size()) in.aux_begin = mid_rows[i].first, in.aux_end = mid_rows[i].second;
         stage.push_back({in, 3 * uint64_t(r1 - r0) * n_embd * wb});
       }
       b.emit_stage(std::move(stage));
       continue;
     }
-    for (auto [r0, r1] : ff_rows) {
+    for (size_t i = 0; i < ff_rows.size(); ++i) {
+      auto [r0, r1] = ff_rows[i];
       Instr in = b.make(Op::MlpGateUp, l, C.gate_up(l), C.attn_o(l), n_attn_o);
       in.row_begin = r0, in.row_end = r1;
+      if (i < mid_rows.size()) in.aux_begin = mid_rows[i].first, in.aux_end = mid_rows[i].second;
       stage.push_back({in, 2 * uint64_t(r1 - r0) * n_embd * wb});
     }
     b.emit_stage(std::move(stage));

@@ -28,6 +28,8 @@ struct ScheduleOptions {
   bool fuse_down = false;    // MlpGateUpDown (split-K down projection inside gate/up) instead of
                              // MlpGateUp + MlpDown: one dependency point per layer fewer, the
                              // residual readers sum one down partial per gate/up slice
+  bool mid_resid = false;    // Layout::mid_resid: QkvProj / LmHead read the residual materialised by
+                             // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
 };
 
 // Counter ids of one model (see counter_* below).

@@ -29,6 +29,16 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
   seq.assign(size_t(n_sm), 0);
   counter.assign(size_t(L.n_counters), 0);
   counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
+  tag.assign(size_t(n_floats), NO_TAG);
+  step_clock.assign(size_t(n_sm), 0);
+  n_active = 0;
+  for (const auto& q : schedule.queues) n_active += q.empty() ? 0 : 1;
+}
+
+bool Simulator::State::flagged(int64_t i) const {
+  const Layout& L = schedule.layout;
+  if (i >= L.logits && i < L.logits + L.n_vocab) return false;  // read by the host only, after the launch
+  return i < L.workspace_floats || (i >= tokens && i < n_floats);
 }
 
 std::string Simulator::State::where() const {
@@ -41,7 +51,7 @@ std::string Simulator::State::region(int64_t off) const {
   const Layout& L = schedule.layout;
   struct R { const char* name; int64_t begin; };
   const R rs[] = {{"resid", L.resid}, {"qkv", L.qkv}, {"att_part", L.att_part}, {"o_part", L.o_part},
-                  {"act", L.act}, {"down", L.down}, {"logits", L.logits}, {"amax", L.amax},
+                  {"act", L.act}, {"down", L.down}, {"resid_mid", L.resid_mid}, {"logits", L.logits}, {"amax", L.amax},
                   {"k_cache", k_cache}, {"v_cache", v_cache}, {"tokens", tokens}};
   const R* best = &rs[0];
   for (const R& r : rs)
@@ -66,7 +76,15 @@ bool Simulator::State::read(int64_t off, int64_t n, float* out) {
       error = cat(where(), " reads ", region(i), " which nothing wrote");
       return false;
     }
-    if (!hb(w)) {
+    if (protocol == Protocol::Flags && flagged(i)) {
+      // A relaxed read of a (value, epoch) pair: valid exactly when it holds this step's write. It orders
+      // nothing else (no clock is joined), so anything unflagged still needs happens-before below.
+      if (tag[size_t(i)] != cur_epoch()) {
+        error = cat(where(), " reads ", region(i), " whose flag holds epoch ", int64_t(tag[size_t(i)]),
+                    ", not this step's ", cur_epoch(), " (read before its producer's write)");
+        return false;
+      }
+    } else if (!hb(w)) {
       error = cat(where(), " reads ", region(i), " without waiting for its writer (SM ", w.sm, " instruction #",
                   w.seq, ")");
       return false;
@@ -97,6 +115,8 @@ bool Simulator::State::write(int64_t off, int64_t n, const float* in) {
     readers[size_t(i)].clear();
     writer[size_t(i)] = Access{cur_sm, seq[size_t(cur_sm)]};
     mem[size_t(i)] = in[i - off];
+    // tokens[s + 1] (Argmax's output) is the input of the next step: tagged with that step's epoch.
+    if (flagged(i)) tag[size_t(i)] = cur_epoch() + (i >= tokens ? 1u : 0u);
   }
   return true;
 }
@@ -105,17 +125,21 @@ void Simulator::State::host_write(int64_t off, float v) {
   readers[size_t(off)].clear();
   writer[size_t(off)] = Access{-2, 0};
   mem[size_t(off)] = v;
+  tag[size_t(off)] = epoch;  // the host writes the launch's first input (tokens[0])
 }
 
-Simulator::Simulator(const ModelConfig& config, const Weights& weights, Schedule schedule)
+Simulator::Simulator(const ModelConfig& config, const Weights& weights, Schedule schedule, Protocol protocol)
     : st_(std::make_unique<State>()) {
   st_->init(config, weights, std::move(schedule));
+  st_->protocol = protocol;
 }
 Simulator::~Simulator() = default;
 uint32_t Simulator::epoch() const { return st_->epoch; }
 const Schedule& Simulator::schedule() const { return st_->schedule; }
 
 void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true; }
+void Simulator::skip_flag_polls_for_test(Op op) { st_->skip_polls_op = op; }
+void Simulator::drop_step_barrier_for_test() { st_->no_step_barrier = true; }
 
 void Simulator::drop_wait_for_test(Op op, int index) {
   for (auto& q : st_->schedule.queues)
@@ -165,9 +189,47 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
     if (s.schedule.queues[size_t(sm)].empty()) step[size_t(sm)] = n_steps;
   std::vector<int> synced_step(size_t(n_sm), -1);  // the step in which the SM last passed a wait
   // Tries to run SM sm's next instruction; false when a wait is unsatisfied.
+  const bool flags = s.protocol == Protocol::Flags;
+  std::vector<std::pair<int64_t, int64_t>> polls;
+  // The flag protocol's blocking condition, or "" when the instruction can run (as the device: the step
+  // barrier before an SM's first instruction of a step, then the pairs the instruction reads).
+  auto flag_block = [&](int sm, const Instr& in, uint64_t epoch) -> std::string {
+    if (pc[size_t(sm)] == 0 && !s.no_step_barrier && s.step_counter < epoch * uint64_t(s.n_active))
+      return cat("step barrier ", s.step_counter, "/", epoch * uint64_t(s.n_active));
+    if (in.op == s.skip_polls_op) return "";
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    polls.clear();
+    s.flag_polls(in, polls);
+    for (auto [off, n] : polls)
+      for (int64_t i = off; i < off + n; ++i)
+        if (s.tag[size_t(i)] != s.cur_epoch()) return cat("polls ", s.region(i));
+    return "";
+  };
+  auto try_run_flags = [&](int sm, const Instr& in, uint64_t epoch) -> bool {
+    if (pc[size_t(sm)] == 0 && !s.no_step_barrier) {
+      if (s.step_counter < epoch * uint64_t(s.n_active)) return false;
+      join(s.clock[size_t(sm)], s.step_clock);  // acquire: every SM's earlier steps happened before
+    }
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    // The attention preload runs after the step barrier (the device issues it before polling its inputs).
+    const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
+    if (attn && !s.check_prewait_kv(in)) return true;  // s.error ends the run
+    if (!flag_block(sm, in, epoch).empty()) return false;
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    s.clock[size_t(sm)][size_t(sm)] = ++s.seq[size_t(sm)];
+    if (!s.execute()) return true;
+    ++res.n_executed;
+    advance(sm);
+    if (pc[size_t(sm)] == 0) {  // the SM's last instruction of the step: release the step barrier
+      join(s.step_clock, s.clock[size_t(sm)]);
+      ++s.step_counter;
+    }
+    return true;
+  };
   auto try_run = [&](int sm) -> bool {
     const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
     const uint64_t epoch = s.epoch + uint64_t(step[size_t(sm)]);
+    if (flags) return try_run_flags(sm, in, epoch);
     // The device's attention preload: cached K/V read before the wait (at a launch's first step, or once
     // the SM passed a wait of this step). Checked with the clock before this instruction's waits.
     const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
@@ -215,6 +277,11 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
       for (int sm = 0; sm < n_sm; ++sm) {
         if (done(sm)) continue;
         const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
+        if (flags) {
+          msg += cat(" [SM ", sm, " step ", step[size_t(sm)], " ", op_name(in.op), " layer ", in.layer, " ",
+                     flag_block(sm, in, s.epoch + uint64_t(step[size_t(sm)])), "]");
+          continue;
+        }
         msg += cat(" [SM ", sm, " step ", step[size_t(sm)], " ", op_name(in.op), " layer ", in.layer, " waits");
         for (int w = 0; w < in.n_waits; ++w)
           msg += cat(" c", in.waits[w].counter, "=", s.counter[in.waits[w].counter], "/",

@@ -30,10 +30,15 @@ struct SimResult {
   uint64_t n_blocked = 0;        // attempts that found a wait unsatisfied
 };
 
+// How instructions publish and wait (isa.h "Publishing"): epoch counters (release increment, acquire wait),
+// or flag-in-data (every workspace element tagged with its step's epoch; a reader polls exactly the
+// elements it reads; the K/V cache ordered by a release/acquire step barrier).
+enum class Protocol { Counters, Flags };
+
 class Simulator {
  public:
   // `weights` must outlive the simulator. The KV cache holds schedule.layout.max_context positions.
-  Simulator(const ModelConfig& config, const Weights& weights, Schedule schedule);
+  Simulator(const ModelConfig& config, const Weights& weights, Schedule schedule, Protocol protocol = Protocol::Counters);
   ~Simulator();
 
   // One launch of n_steps decode steps: step i runs token tokens[i] at position pos + i, where
@@ -50,6 +55,10 @@ class Simulator {
   // Test hook: the pre-wait K/V check (State::check_prewait_kv) also covers position pos, which this
   // step's attention appends -- an unsafe preload, to prove that check fires.
   void preload_current_pos_for_test();
+  // Test hooks of the flag protocol: `op` runs without polling its inputs' flags (it must be caught
+  // reading a stale element); the step barrier left out (the K/V cache and the next step's overwrites race).
+  void skip_flag_polls_for_test(Op op);
+  void drop_step_barrier_for_test();
 
   struct State;  // internal (sim_state.h)
 

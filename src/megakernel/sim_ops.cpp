@@ -25,10 +25,14 @@ bool residual_in(Simulator::State& s, int l, Vec& x) {
     return true;
   }
   Vec part(static_cast<size_t>(L.n_embd));
-  if (!s.read(L.resid + int64_t(l - 1) * L.n_embd, L.n_embd, x.data())) return false;
-  for (int g = 0; g < L.n_kv_head; ++g) {
-    if (!s.read(L.o_part + (int64_t(l - 1) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
-    cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  if (L.mid_resid) {  // resid[l-1] + sum_g o_part[l-1][g], already summed in this order by MlpGateUp
+    if (!s.read(L.resid_mid + int64_t(l - 1) * L.n_embd, L.n_embd, x.data())) return false;
+  } else {
+    if (!s.read(L.resid + int64_t(l - 1) * L.n_embd, L.n_embd, x.data())) return false;
+    for (int g = 0; g < L.n_kv_head; ++g) {
+      if (!s.read(L.o_part + (int64_t(l - 1) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
+      cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+    }
   }
   for (int p = 0; p < L.n_down_parts; ++p) {
     if (!s.read(L.down + (int64_t(l - 1) * L.n_down_parts + p) * L.n_embd, L.n_embd, part.data())) return false;
@@ -181,6 +185,9 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
     if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
     cpu::add(x.data(), x.data(), part.data(), L.n_embd);
   }
+  if (in.aux_end > in.aux_begin &&
+      !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
+    return false;
   cpu::rmsnorm(xn.data(), x.data(), w.mlp_norm, s.config.rms_norm_eps, L.n_embd);
   cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), in.row_begin, in.row_end);
   cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
@@ -261,6 +268,47 @@ bool Simulator::State::execute() {
   }
   error = cat("unknown opcode ", int(cur->op), " at ", where());
   return false;
+}
+
+void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t, int64_t>>& out) const {
+  const Layout& L = schedule.layout;
+  const int64_t E = L.n_embd;
+  auto residual_in = [&](int l) {  // residual_in() above
+    if (l == 0) return out.emplace_back(tokens + cur_step, 1), void();
+    if (L.mid_resid) {
+      out.emplace_back(L.resid_mid + (l - 1) * E, E);
+    } else {
+      out.emplace_back(L.resid + (l - 1) * E, E);
+      out.emplace_back(L.o_part + (l - 1) * L.n_kv_head * E, L.n_kv_head * E);
+    }
+    out.emplace_back(L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts * E);
+  };
+  const int hd = L.head_dim, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
+  const int64_t qkv = L.qkv + int64_t(in.layer) * L.qkv_dim;
+  switch (in.op) {
+    case Op::QkvProj: residual_in(in.layer); break;
+    case Op::AttnPartial:
+    case Op::AttnOProj:
+      if (in.op == Op::AttnOProj && L.n_chunks > 1) {  // the chunks' partials of this group
+        out.emplace_back(L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride,
+                         int64_t(L.n_chunks) * L.att_part_stride);
+      } else {  // the group's q heads, k and v
+        out.emplace_back(qkv + int64_t(in.group) * L.group * hd, L.group * hd);
+        out.emplace_back(qkv + q_dim + in.group * hd, hd);
+        out.emplace_back(qkv + q_dim + kv_dim + in.group * hd, hd);
+      }
+      break;
+    case Op::MlpGateUp:
+    case Op::MlpGateUpDown:
+      out.emplace_back(L.resid + in.layer * E, E);
+      out.emplace_back(L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head * E);
+      break;
+    case Op::MlpDown: out.emplace_back(L.act + int64_t(in.layer) * L.n_ff, L.n_ff); break;
+    case Op::LmHead: residual_in(L.n_layer); break;
+    case Op::Argmax: out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices)); break;
+    case Op::Nop:
+    case Op::Count: break;
+  }
 }
 
 bool Simulator::State::check_prewait_kv(const Instr& in) {

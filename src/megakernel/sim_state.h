@@ -36,6 +36,15 @@ struct Simulator::State {
   std::vector<uint64_t> counter;             // [n_counters]
   std::vector<std::vector<uint32_t>> counter_clock;  // [n_counters][n_sm]
   uint32_t epoch = 0;
+  // Flag protocol (Protocol::Flags): tag[i] = epoch of the step whose flagged write i holds (NO_TAG: none).
+  Protocol protocol = Protocol::Counters;
+  static constexpr uint32_t NO_TAG = 0xffffffffu;
+  std::vector<uint32_t> tag;                 // [n_floats]
+  uint64_t step_counter = 0;                 // the step barrier: one release per SM with a queue per step
+  std::vector<uint32_t> step_clock;          // [n_sm] join of the releases
+  int n_active = 0;                          // SMs with a non-empty queue
+  Op skip_polls_op = Op::Count;              // test hook: this op polls nothing
+  bool no_step_barrier = false;              // test hook
   // The instruction being executed (for checks and messages).
   int cur_sm = 0;
   int cur_step = 0;     // step within the launch
@@ -58,6 +67,12 @@ struct Simulator::State {
   // Called with the SM's clock before the instruction's waits: every such position's writer must already
   // have happened before (sim_ops.cpp). False (and error) otherwise.
   bool check_prewait_kv(const Instr& in);
+  // Flag protocol: is i a flagged element (workspace except logits, tokens)? The epoch a reader of the
+  // current instruction expects. The ranges [offset, offset + n) the current instruction polls before it
+  // runs -- exactly what the device's op reads from flagged memory (sim_ops.cpp).
+  bool flagged(int64_t i) const;
+  uint32_t cur_epoch() const { return epoch + uint32_t(cur_step); }
+  void flag_polls(const Instr& in, std::vector<std::pair<int64_t, int64_t>>& out) const;
   bool prewait_through_pos = false;  // test hook: check position pos too (must fail)
 };
 

@@ -59,7 +59,8 @@ std::vector<Case> cases() {
 
 // Teacher-forced: 20 positions through the megakernel and the CPU; every step's logits and argmax compared.
 void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
-  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", dynamic ", opt.attn_chunks_dynamic));
+  SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", dynamic ",
+                   opt.attn_chunks_dynamic, ", flags ", opt.flag_publish, ", mid_resid ", opt.mid_resid));
   Model m = make_random_model(k.c, DType::BF16, seed);
   auto mk_b = make_mk(m, 64, opt);
   ASSERT_TRUE(mk_b);
@@ -79,6 +80,14 @@ void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
 TEST(Megakernel, MatchesCpuAllSmsInlineAttention) {
   uint64_t seed = 1;
   for (const Case& k : cases()) compare(k, {}, seed++);
+}
+
+TEST(Megakernel, MatchesCpuFlagPublish) {
+  uint64_t seed = 31;
+  for (const Case& k : cases()) {
+    compare(k, {.flag_publish = true, .mid_resid = true}, seed++);
+    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .flag_publish = true}, seed++);
+  }
 }
 
 TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {
@@ -178,6 +187,66 @@ TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
   }
 }
 
+// Version 7's switches change only how activations are published and which already-summed vector the
+// residual readers start from, never the arithmetic or its order: flag-in-data publishing and the mid-layer
+// residual, alone and together, give logits bit-identical to the counter protocol (and within tolerance of
+// the CPU), inline and split attention, all SMs and 7; and K steps per launch with flags give the same
+// tokens as one step per launch with counters.
+TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 78);
+  std::vector<int32_t> prompt(140);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 41 + 5) % size_t(k.c.n_vocab));
+  CpuBackend cpu(m, 160);
+  std::vector<float> ref(static_cast<size_t>(k.c.n_vocab));
+  ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
+  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
+                                MegakernelOptions{.attn_chunk_len = 16}}) {
+    std::vector<float> first;
+    for (int mode = 0; mode < 4; ++mode) {  // bit 0: flags, bit 1: mid_resid
+      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
+      auto b = make_mk(m, 160, opt);
+      ASSERT_TRUE(b);
+      b->set_flag_publish(mode & 1);
+      b->set_mid_resid(mode & 2);
+      std::vector<float> a(ref.size());
+      auto st = b->forward(prompt, 0, a);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
+      if (first.empty()) first = a;
+      else EXPECT_EQ(a, first);
+    }
+  }
+  for (const Case& kc : cases()) {
+    SCOPED_TRACE(kc.name);
+    Model mc = make_random_model(kc.c, DType::BF16, 43);
+    std::vector<int32_t> p5 = {5, 17, 300 % kc.c.n_vocab, 2, 99};
+    std::vector<float> logits(static_cast<size_t>(kc.c.n_vocab));
+    std::vector<std::vector<int32_t>> outs;
+    for (int v = 0; v < 4; ++v) {  // 7 SMs: counters, flags + mid 1 and 8 steps/launch; flags + mid split 8 steps
+      auto b = make_mk(mc, 64, {.n_sm = 7, .attn_chunk_len = v == 3 ? 12 : 0, .flag_publish = v > 0, .mid_resid = v > 0});
+      ASSERT_TRUE(b);
+      ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+      std::vector<int32_t> out(24);
+      auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, v >= 2 ? 8 : 1);
+      ASSERT_TRUE(st.ok()) << st.message();
+      outs.push_back(out);
+    }
+    EXPECT_EQ(outs[0], outs[1]);
+    EXPECT_EQ(outs[1], outs[2]);
+    // Split attention (other arithmetic): the CPU's greedy tokens up to the first near-tie.
+    CpuBackend cpu(mc, 64);
+    ASSERT_TRUE(cpu.forward(p5, 0, logits).ok());
+    int32_t t = argmax(logits);
+    for (size_t i = 0; i < outs[3].size(); ++i) {
+      if (near_tie(logits)) break;
+      ASSERT_EQ(outs[3][i], t) << "token " << i;
+      ASSERT_TRUE(cpu.forward(std::span(&t, 1), int(p5.size() + i), logits).ok());
+      t = argmax(logits);
+    }
+  }
+}
+
 TEST(Megakernel, MatchesLayeredBackend) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 7);
@@ -190,6 +259,12 @@ TEST(Megakernel, MatchesLayeredBackend) {
   ASSERT_TRUE(mk_b->forward(prompt, 0, a).ok());
   ASSERT_TRUE((*layered)->forward(prompt, 0, b).ok());
   EXPECT_LT(rel_err(a, b), LOGITS_TOL);
+  // The flag protocol + mid-layer residual (also what compute-sanitizer checks with this test).
+  auto mk_f = make_mk(m, 64, {.flag_publish = true, .mid_resid = true});
+  ASSERT_TRUE(mk_f);
+  std::vector<float> f(a.size());
+  ASSERT_TRUE(mk_f->forward(prompt, 0, f).ok());
+  EXPECT_EQ(f, a);
 }
 
 TEST(Megakernel, RefusesUnsupportedShapes) {

@@ -50,15 +50,15 @@ std::vector<Case> cases() {
 }
 
 // Runs n_steps tokens through the CPU reference and the simulator (one launch per token) and compares
-// every step's logits.
-void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps) {
-  SCOPED_TRACE(cat(k.name, ", n_sm ", n_sm, ", seed ", seed));
+// every step's logits. `flags`: the flag-in-data protocol; `mid`: residual readers use resid_mid.
+void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, bool flags = false, bool mid = false) {
+  SCOPED_TRACE(cat(k.name, ", n_sm ", n_sm, ", seed ", seed, ", flags ", flags, ", mid_resid ", mid));
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid});
   ASSERT_TRUE(s.ok()) << s.message();
-  Simulator sim(m.config, m.weights, std::move(*s));
+  Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
   std::vector<float> ref(size_t(k.config.n_vocab));
   int32_t token = int32_t(seed % uint64_t(k.config.n_vocab));
   for (int pos = 0; pos < n_steps; ++pos) {
@@ -78,6 +78,18 @@ TEST(Sim, MatchesCpuForwardOnEverySmCount) {
   uint64_t seed = 1;
   for (int n_sm : {1, 2, 7, 66, 132})
     for (const Case& k : cs) expect_matches_cpu(k, n_sm, seed++, n_sm >= 66 ? 4 : 6);
+}
+
+// The flag-in-data protocol (every read polls its pairs, a step barrier orders the K/V cache) and the
+// materialised mid-layer residual, alone and together, on every SM count.
+TEST(Sim, FlagProtocolAndMidResidualMatchCpuOnEverySmCount) {
+  auto cs = cases();
+  uint64_t seed = 500;
+  for (int n_sm : {1, 2, 7, 66, 132})
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const int v = int((i + size_t(n_sm)) % 3);  // 0: flags, 1: mid_resid, 2: both
+      expect_matches_cpu(cs[i], n_sm, seed++, n_sm >= 66 ? 3 : 5, v != 1, v != 0);
+    }
 }
 
 TEST(Sim, ManyInterleavingsOfOneConfig) {
@@ -103,10 +115,10 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       ASSERT_TRUE(cpu->forward(std::span(&t, 1), int(prompt.size()) + i, logits).ok());
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
-    for (int n_sm : {2, 7, 66}) {
-      auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down});
+    for (int n_sm : {2, 7, 66, -7}) {  // -7: 7 SMs, flag protocol + mid_resid
+      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0});
       ASSERT_TRUE(s.ok()) << s.message();
-      Simulator sim(m.config, m.weights, std::move(*s));
+      Simulator sim(m.config, m.weights, std::move(*s), n_sm < 0 ? Protocol::Flags : Protocol::Counters);
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.
       SimResult r;
       for (size_t i = 0; i < prompt.size(); ++i) {
@@ -180,6 +192,45 @@ TEST(Sim, PreloadOfThisStepsKvIsCaughtAsARace) {
     auto r = sim.launch(1, 2, 2, 6);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.message().find("before its dependency wait"), std::string::npos) << r.message();
+  }
+}
+
+// The flag protocol's checks must fire: an op that does not poll its inputs reads a stale pair (whatever the
+// interleaving); without the step barrier, K steps per launch read the K/V cache (and overwrite the
+// previous step's activations) without happens-before.
+TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.config, DType::BF16, 9);
+  // A stale read shows only when the interleaving runs the reader before a producer (unlike a missing
+  // counter wait, which the vector clocks catch in any order): of 8 random interleavings most must fail.
+  for (bool mid : {false, true})
+    for (Op op : {Op::MlpDown, Op::QkvProj}) {
+      int failed = 0;
+      for (uint64_t seed = 1; seed <= 8; ++seed) {
+        auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .mid_resid = mid});
+        ASSERT_TRUE(s.ok());
+        Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
+        sim.skip_flag_polls_for_test(op);
+        auto r = sim.launch(1, 0, 2, seed);
+        if (r.ok()) continue;
+        ++failed;
+        // a stale pair of the previous step, or (at the first step) one that nothing wrote yet
+        EXPECT_TRUE(r.message().find("not this step's") != std::string::npos ||
+                    r.message().find("which nothing wrote") != std::string::npos)
+            << r.message();
+        EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
+      }
+      EXPECT_GE(failed, 4) << op_name(op) << ", mid_resid " << mid;
+    }
+  for (int chunk : {0, 3}) {
+    auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = chunk});
+    ASSERT_TRUE(s.ok());
+    Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
+    ASSERT_TRUE(sim.launch(1, 0, 3, 4).ok());  // with the barrier
+    sim.drop_step_barrier_for_test();
+    auto r = sim.launch(1, 3, 3, 4);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.message().find("SM"), std::string::npos) << r.message();
   }
 }
 

@@ -96,6 +96,33 @@ __device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
   }
 }
 
+// The flag protocol's step barrier (params.cuh): after the block's last instruction of a step, the
+// barrier orders every consumer thread's accesses before thread 0's release increment; before the
+// block's first instruction of the next step, thread 0 polls with ld.acquire and the barrier orders the
+// other threads' later accesses after it (the PUBLISH_RELEASE_NOFENCE_WAIT argument). Returns false when
+// the watchdog fired.
+__device__ __forceinline__ void step_release(const MkParams& p) {
+  csync();
+  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.step_counter) : "memory");
+}
+__device__ bool step_acquire(const MkParams& p, uint32_t target, uint32_t instr_index) {
+  __shared__ int s_ok;
+  if (threadIdx.x == 0) {
+    int ok = 1;
+    const long long t0 = clock64();
+    for (uint32_t polls = 0; int32_t(ld_acquire(p.step_counter) - target) < 0; ++polls)
+      if ((polls & 255u) == 255u &&
+          (clock64() - t0 > p.watchdog_cycles || *reinterpret_cast<volatile uint32_t*>(p.error) != 0)) {
+        if (atomicCAS(p.error, 0u, 1u) == 0u) p.error[1] = blockIdx.x, p.error[2] = instr_index, p.error[3] = p.L.n_counters;
+        ok = 0;
+        break;
+      }
+    s_ok = ok;
+  }
+  csync();
+  return s_ok != 0;
+}
+
 // 16-byte cp.async (LDGSTS) global -> shared and the wait for all of this thread's cp.async: used to
 // issue loads before a dependency wait without holding registers across it.
 __device__ __forceinline__ void cp_async16_ca(void* dst, const void* src) {
@@ -119,6 +146,108 @@ __device__ __forceinline__ void prefetch_norm(const Ctx& c, const float* w) {
 }
 
 __device__ __forceinline__ float4 ld_act4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+
+// ---- flag-in-data (params.cuh MkParams::flags) ----
+using u64 = unsigned long long;
+__device__ __forceinline__ u64 flag_pair(float v, uint32_t epoch) { return (u64(epoch) << 32) | __float_as_uint(v); }
+__device__ __forceinline__ void st_flag(u64* p, float v, uint32_t epoch) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(flag_pair(v, epoch)) : "memory");
+}
+__device__ __forceinline__ u64 ld_flag(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+// Two pairs (16 B); each 8-byte element is single-copy atomic on its own, which is all a pair needs.
+__device__ __forceinline__ ulonglong2 ld_flag2(const u64* p) {
+  ulonglong2 v;
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ bool fresh(u64 v, uint32_t e) { return uint32_t(v >> 32) == e; }
+__device__ __forceinline__ float flag_val(u64 v) { return __uint_as_float(uint32_t(v)); }
+
+// Four consecutive pairs (32 B, two loads).
+struct Pairs4 {
+  ulonglong2 a, b;
+};
+__device__ __forceinline__ Pairs4 ld_pairs4(const u64* p) { return {ld_flag2(p), ld_flag2(p + 2)}; }
+__device__ __forceinline__ bool fresh4(const Pairs4& q, uint32_t e) {
+  return fresh(q.a.x, e) & fresh(q.a.y, e) & fresh(q.b.x, e) & fresh(q.b.y, e);
+}
+__device__ __forceinline__ float4 val4(const Pairs4& q) {
+  return make_float4(flag_val(q.a.x), flag_val(q.a.y), flag_val(q.b.x), flag_val(q.b.y));
+}
+
+// A poll that has spun too long: the watchdog (as wait_deps), or another block's error. Returns true
+// when the caller must give up (its values are then garbage; the launch is reported broken).
+// (Scalars, not the Ctx: kept apart from the hot loop so it stays small.)
+__device__ __forceinline__ bool flag_poll_expired(const MkParams& p, uint32_t instr, long long t0) {
+  if (clock64() - t0 > p.watchdog_cycles) {
+    if (atomicCAS(p.error, 0u, 1u) == 0u) p.error[1] = blockIdx.x, p.error[2] = instr, p.error[3] = FLAG_WATCHDOG_COUNTER;
+    return true;
+  }
+  return *reinterpret_cast<volatile const uint32_t*>(p.error) != 0;
+}
+
+// Re-reads q (4 pairs at p) until all four hold epoch c.epoch (checks the watchdog after the first
+// re-read and every 64th).
+__device__ __forceinline__ void repoll4(const Ctx& c, Pairs4& q, const u64* p) {
+  if (fresh4(q, c.epoch)) return;
+  const long long t0 = clock64();
+  for (uint32_t n = 0; !fresh4(q, c.epoch); ++n) {
+    if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) return;
+    q = ld_pairs4(p);
+  }
+}
+
+// The value of one pair, polled until it holds epoch c.epoch.
+__device__ __forceinline__ float poll1(const Ctx& c, const u64* p) {
+  u64 v = ld_flag(p);
+  if (fresh(v, c.epoch)) return flag_val(v);
+  const long long t0 = clock64();
+  for (uint32_t n = 0; !fresh(v, c.epoch); ++n) {
+    if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
+    v = ld_flag(p);
+  }
+  return flag_val(v);
+}
+
+// Every consumer thread polls its share of the n pairs at p (16-byte loads, up to 4 in flight); after the
+// barrier that ends it, any consumer thread may read the values (ld_flag_val): a later relaxed load of a
+// location observed fresh by a thread ordered before it (bar.sync) cannot return the older value.
+__device__ void poll_region(const Ctx& c, const u64* p, int n) {
+  for (int i0 = 2 * threadIdx.x; i0 < n; i0 += 8 * NCT) {
+    ulonglong2 q[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int i = i0 + k * 2 * NCT;
+      if (i + 1 < n) q[k] = ld_flag2(p + i);
+      else if (i < n) q[k] = make_ulonglong2(ld_flag(p + i), flag_pair(0.f, c.epoch));
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int i = i0 + k * 2 * NCT;
+      if (i < n && !(fresh(q[k].x, c.epoch) && fresh(q[k].y, c.epoch))) {
+        poll1(c, p + i);
+        if (i + 1 < n) poll1(c, p + i + 1);
+      }
+    }
+  }
+  csync();
+}
+__device__ __forceinline__ float ld_flag_val(const u64* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));  // the value half (little endian)
+  return __uint_as_float(v);
+}
+
+// Stores one activation element: the plain float (counter protocol) or the flagged pair.
+template <bool FLAG>
+__device__ __forceinline__ void st_act(const Ctx& c, int64_t off, float v) {
+  if constexpr (FLAG) st_flag(c.p.fws + off, v, c.epoch);
+  else c.p.ws[off] = v;
+}
 __device__ __forceinline__ void add4(float4& a, const float4& b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; }
 
 // s_x[0, n_embd) = resid + sum_g o_part[g] (+ down when not null), summed in this fixed order (the
@@ -126,36 +255,76 @@ __device__ __forceinline__ void add4(float4& a, const float4& b) { a.x += b.x, a
 // thread (the reduction is latency-bound: issue all loads before the first add). (Tried in version 5:
 // two float4 slots per thread with all their loads in flight, so that warp 0 does not take a second
 // serial round trip when n_embd / 4 > NCT -- ptxas then spilled ~450 B per thread; not kept.)
-__device__ void sum_residual(const Ctx& c, const float* resid, const float* o_part, const float* down) {
+__device__ void sum_residual(const Ctx& c, const float* resid, const float* o_part, int n_parts, const float* down) {
   const Layout& L = c.p.L;
   for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * NCT) {
     float4 x = ld_act4(resid + i);
-    for (int g0 = 0; g0 < L.n_kv_head; g0 += 8) {
+    for (int g0 = 0; g0 < n_parts; g0 += 8) {
       float4 v[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        if (g0 + k < L.n_kv_head) v[k] = ld_act4(o_part + int64_t(g0 + k) * L.n_embd + i);
+        if (g0 + k < n_parts) v[k] = ld_act4(o_part + int64_t(g0 + k) * L.n_embd + i);
 #pragma unroll
       for (int k = 0; k < 8; ++k)
-        if (g0 + k < L.n_kv_head) add4(x, v[k]);
+        if (g0 + k < n_parts) add4(x, v[k]);
     }
     if (down) add4(x, ld_act4(down + i));
     *reinterpret_cast<float4*>(c.s_x + i) = x;
   }
 }
 
+// Flag protocol: s_x[0, n_embd) = v[0] + v[1] + ... in this order (the counter path's and the simulator's):
+// v[0] at fws offset `first`, then n_parts vectors at parts + k * n_embd, then `last` when >= 0. Each
+// thread polls its 4 elements of 4 vectors at a time (32 registers of pairs in flight, as the counter
+// path's 8 float4), re-reading only stale ones.
+__device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, int n_parts, int64_t last) {
+  const Layout& L = c.p.L;
+  const u64* f = c.p.fws;
+  const int n = 1 + n_parts + (last >= 0 ? 1 : 0);
+  for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * NCT) {
+    auto at = [&](int k) { return f + (k == 0 ? first : k <= n_parts ? parts + int64_t(k - 1) * L.n_embd : last) + i; };
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k0 = 0; k0 < n; k0 += 4) {
+      Pairs4 r[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (k0 + k < n) r[k] = ld_pairs4(at(k0 + k));
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (k0 + k < n) {
+          repoll4(c, r[k], at(k0 + k));
+          if (k0 + k == 0) x = val4(r[k]);
+          else add4(x, val4(r[k]));
+        }
+    }
+    *reinterpret_cast<float4*>(c.s_x + i) = x;
+  }
+}
+
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
-// embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1].
+// embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1] (with L.mid_resid:
+// resid_mid[l-1] + down[l-1], the same bits).
+template <bool FLAG>
 __device__ void residual_in(const Ctx& c, int l) {
   const Layout& L = c.p.L;
   if (l == 0) {
-    const int32_t token = __ldcg(c.p.tokens + c.step);
+    const int32_t token = FLAG ? int32_t(__float_as_uint(poll1(c, c.p.ftokens + c.step))) : __ldcg(c.p.tokens + c.step);
     const bf16* row = c.p.tok_embd + size_t(token) * size_t(L.n_embd);
     for (int i = threadIdx.x; i < L.n_embd; i += NCT) c.s_x[i] = __bfloat162float(row[i]);
     return;
   }
-  sum_residual(c, c.p.ws + L.resid + int64_t(l - 1) * L.n_embd,
-               c.p.ws + L.o_part + int64_t(l - 1) * L.n_kv_head * L.n_embd, c.p.ws + L.down + int64_t(l - 1) * L.n_embd);
+  const int64_t E = L.n_embd, down = L.down + int64_t(l - 1) * E;
+  if constexpr (FLAG) {
+    if (L.mid_resid) sum_residual_flag(c, L.resid_mid + (l - 1) * E, 0, 0, down);
+    else sum_residual_flag(c, L.resid + (l - 1) * E, L.o_part + int64_t(l - 1) * L.n_kv_head * E, L.n_kv_head, down);
+    return;
+  }
+  if (L.mid_resid) {
+    sum_residual(c, c.p.ws + L.resid_mid + (l - 1) * E, nullptr, 0, c.p.ws + down);
+    return;
+  }
+  sum_residual(c, c.p.ws + L.resid + int64_t(l - 1) * L.n_embd, c.p.ws + L.o_part + int64_t(l - 1) * L.n_kv_head * L.n_embd,
+               L.n_kv_head, c.p.ws + down);
 }
 
 // s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.

@@ -24,6 +24,10 @@
 // nothing (1.341 vs 1.340 ms at ctx 4096) and its extra code raised the ring kernel's spills (20 -> 52 B), so it
 // was removed again; chunk ranges that follow the step's position (attn_chunks_dynamic, isa.h
 // attn_chunk_range) gain 1.5-2% at long contexts on their own and are the default.
+// Version 7: flag-in-data publishing (FLAG instance, MkParams::flags; params.cuh says why it is ordered):
+// no counter waits or signals, each op polls the (value, epoch) pairs it reads, a release/acquire step
+// barrier per step; and the mid-layer residual materialised by MlpGateUp (Layout::mid_resid), so QkvProj
+// and LmHead sum 2 vectors instead of 2 + n_kv_head.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
@@ -44,7 +48,7 @@ __host__ __device__ size_t ring_offset(const MkParams& p) {
 
 }  // namespace
 
-template <bool RING>
+template <bool RING, bool FLAG>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
@@ -66,12 +70,14 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, false, false, -1, 0, 0, 0};
-  for (int step = 0; step < p.n_steps; ++step) {
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0};
+  for (int step = 0; step < p.n_steps && begin < end; ++step) {
     c.step = step, c.pos = p.pos0 + step, c.synced = false;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
+    c.epoch = epoch;
     for (uint32_t i = begin; i < end; ++i) {
       const Instr in = p.instrs[i];
+      c.instr = i;
       unsigned long long* t = (p.timing && threadIdx.x == 0) ? p.timing + size_t(i) * TIMING_FIELDS : nullptr;
       if (t) t[T_WAIT_START] = global_ns(), c.page_wait = 0, c.matvec_start = 0;
       // Loads that do not depend on this step's producers go out before the wait (MkParams::prefetch):
@@ -90,23 +96,38 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           default: break;
         }
       }
-      if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
-      c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
+      if constexpr (FLAG) {
+        // No counter wait: the op polls its inputs (the timestamps' "prep" then includes that wait). The
+        // step barrier before the block's first instruction of a step (params.cuh).
+        if (i == begin && !step_acquire(p, (p.step_base + uint32_t(step)) * uint32_t(p.n_active), i)) return;
+        c.synced = true;
+      } else {
+        if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
+        c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
+      }
       if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
-        case Op::QkvProj: op_qkv_proj<RING>(c, in); break;
-        case Op::AttnPartial: op_attn_partial(c, in); break;
-        case Op::AttnOProj: op_attn_o_proj<RING>(c, in); break;
-        case Op::MlpGateUp: op_mlp_gate_up<RING>(c, in); break;
-        case Op::MlpDown: op_mlp_down<RING>(c, in); break;
-        case Op::LmHead: op_lm_head<RING>(c, in); break;
-        case Op::Argmax: op_argmax(c, in); break;
+        case Op::QkvProj: op_qkv_proj<RING, FLAG>(c, in); break;
+        case Op::AttnPartial: op_attn_partial<FLAG>(c, in); break;
+        case Op::AttnOProj: op_attn_o_proj<RING, FLAG>(c, in); break;
+        case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
+        case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
+        case Op::LmHead: op_lm_head<RING, FLAG>(c, in); break;
+        case Op::Argmax: op_argmax<FLAG>(c, in); break;
         default: break;
       }
       if (t) t[T_COMPUTE_END] = global_ns(), t[T_PAGE_WAIT] = c.page_wait, t[T_MATVEC_START] = c.matvec_start;
-      signal(p, in.signal);
+      if constexpr (FLAG) {
+        // The op's shared memory is free for the next instruction's early loads. (After a watchdog error the
+        // polls give up at once, so the block runs out its queue quickly; no early exit, which could leave
+        // some consumer threads waiting at a named barrier the others no longer reach.)
+        csync();
+      } else {
+        signal(p, in.signal);
+      }
       if (t) t[T_SIGNAL_END] = global_ns();
     }
+    if constexpr (FLAG) step_release(p);
   }
   if (blk && threadIdx.x == 0) blk[B_END] = global_ns();
 }
@@ -121,8 +142,11 @@ size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
 
 cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) {
   const size_t smem = smem_bytes(p);
-  const void* kernel = p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true>)
-                                     : reinterpret_cast<const void*>(megakernel_kernel<false>);
+  // The flag protocol runs with the weight ring only (the backend refuses it otherwise).
+  if (p.flags && p.n_pages == 0) return cudaErrorInvalidValue;
+  const void* kernel = p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true>)
+                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false>)
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

@@ -67,6 +67,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.attn_chunk_len = opt.attn_chunk_len;
   so.attn_chunks_dynamic = opt.attn_chunks_dynamic;
   so.slices_per_sm = opt.slices_per_sm;
+  so.mid_resid = opt.mid_resid;
+  flags_ = opt.flag_publish;
+  mid_resid_ = opt.mid_resid;
   auto s = build_schedule(config_, so);
   if (!s) return s.error();
   schedule_ = std::move(*s);
@@ -129,8 +132,15 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   MK_TRY(alloc(ws_, size_t(L.workspace_floats), "megakernel: workspace"));
   CUDA_CHECK(cudaMemset(ws_, 0xff, size_t(L.workspace_floats) * 4));  // NaN poison: unwritten reads show
   MK_TRY(alloc(tokens_, MAX_STEPS + 1, "megakernel: tokens"));
-  MK_TRY(alloc(counters_, size_t(L.n_counters), "megakernel: counters"));
-  CUDA_CHECK(cudaMemset(counters_, 0, size_t(L.n_counters) * 4));
+  // + 1: the flag protocol's step barrier (MkParams::step_counter).
+  MK_TRY(alloc(counters_, size_t(L.n_counters) + 1, "megakernel: counters"));
+  CUDA_CHECK(cudaMemset(counters_, 0, (size_t(L.n_counters) + 1) * 4));
+  MK_TRY(alloc(fws_, size_t(L.workspace_floats), "megakernel: flagged workspace"));
+  CUDA_CHECK(cudaMemset(fws_, 0xff, size_t(L.workspace_floats) * 8));  // epoch 0xffffffff: never fresh
+  MK_TRY(alloc(ftokens_, MAX_STEPS + 1, "megakernel: flagged tokens"));
+  CUDA_CHECK(cudaMemset(ftokens_, 0xff, (MAX_STEPS + 1) * 8));
+  n_active_ = 0;
+  for (const auto& q : schedule_.queues) n_active_ += q.empty() ? 0 : 1;
   MK_TRY(alloc(error_, 4, "megakernel: error word"));
   CUDA_CHECK(cudaMemset(error_, 0, 16));
   MK_TRY(alloc(out_tokens_, size_t(max_context_), "megakernel: output tokens"));
@@ -144,7 +154,8 @@ MegakernelBackend::~MegakernelBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   for (void* p : {instrs_, static_cast<void*>(queue_begin_), layers_, static_cast<void*>(inv_freq_),
                   static_cast<void*>(ws_), static_cast<void*>(tokens_), static_cast<void*>(counters_),
-                  static_cast<void*>(error_), static_cast<void*>(out_tokens_), static_cast<void*>(timing_)})
+                  static_cast<void*>(error_), static_cast<void*>(out_tokens_), static_cast<void*>(timing_),
+                  static_cast<void*>(fws_), static_cast<void*>(ftokens_)})
     if (p) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -154,7 +165,13 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   if (n_steps < 1 || n_steps > MAX_STEPS) return make_error("megakernel: ", n_steps, " steps per launch, expected 1..", MAX_STEPS);
   if (pos < 0 || pos + n_steps > max_context_)
     return make_error("megakernel: positions [", pos, ", ", pos + n_steps, ") exceed the context of ", max_context_);
-  if (token >= 0) CUDA_CHECK(cudaMemcpyAsync(tokens_, &token, 4, cudaMemcpyHostToDevice, stream_));
+  if (flags_ && n_pages_ == 0)
+    return make_error("megakernel: flag-in-data publishing runs with the weight ring only (set_weight_ring(true))");
+  if (token >= 0) {
+    CUDA_CHECK(cudaMemcpyAsync(tokens_, &token, 4, cudaMemcpyHostToDevice, stream_));
+    const unsigned long long pair = (static_cast<unsigned long long>(epoch_) << 32) | uint32_t(token);
+    CUDA_CHECK(cudaMemcpyAsync(ftokens_, &pair, 8, cudaMemcpyHostToDevice, stream_));
+  }
   MkParams p{};
   p.instrs = static_cast<const Instr*>(instrs_);
   p.queue_begin = queue_begin_;
@@ -187,8 +204,16 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   timing_steps_ = n_steps;
   p.smem_x_floats = smem_x_floats_;
   p.smem_aux_floats = smem_aux_floats_;
+  p.L.mid_resid = mid_resid_ ? 1 : 0;
+  p.flags = flags_ ? 1 : 0;
+  p.fws = fws_;
+  p.ftokens = ftokens_;
+  p.step_counter = counters_ + schedule_.layout.n_counters;
+  p.step_base = flag_steps_;
+  p.n_active = n_active_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
   epoch_ += uint32_t(n_steps);
+  if (flags_) flag_steps_ += uint32_t(n_steps);
   return {};
 }
 
@@ -232,6 +257,8 @@ Status MegakernelBackend::generate_greedy(int32_t token, int pos, std::span<int3
     // Outputs tokens[1..k]; the last becomes the next launch's input, all on the stream (no host sync).
     CUDA_CHECK(cudaMemcpyAsync(out_tokens_ + done, tokens_ + 1, size_t(k) * 4, cudaMemcpyDeviceToDevice, stream_));
     CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens_ + k, 4, cudaMemcpyDeviceToDevice, stream_));
+    // The flagged token of step k carries epoch epoch0 + k: the next launch's epoch0.
+    CUDA_CHECK(cudaMemcpyAsync(ftokens_, ftokens_ + k, 8, cudaMemcpyDeviceToDevice, stream_));
     done += k;
   }
   CUDA_CHECK(cudaMemcpyAsync(out.data(), out_tokens_, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
@@ -297,8 +324,9 @@ Expected<std::string> MegakernelBackend::timing_report() {
   const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
-                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages): step span %.1f us\n",
-                timing_steps_, n_pages_, ring_loader_ ? "cp.async" : "bulk", l2_ahead_pages_, double(t_max - t_min) * 1e-3);
+                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages, publish %s, mid_resid %d): step span %.1f us\n",
+                timing_steps_, n_pages_, ring_loader_ ? "cp.async" : "bulk", l2_ahead_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
+                int(mid_resid_), double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
   for (int op = 0; op < N_OP; ++op) {

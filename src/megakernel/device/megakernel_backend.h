@@ -34,6 +34,8 @@ struct MegakernelOptions {
   int ring_loader = 0;     // device::RingLoader: 0 = 1-D bulk copies (TMA), 1 = 16-byte cp.async
   int l2_ahead_pages = 0;  // ring: the loader prefetches into L2 this many pages ahead of the ring
                            // (measured slower: 8 pages 1.31 vs 1.15 ms/token, 16 pages 1.60)
+  bool flag_publish = false;  // flag-in-data publishing (isa.h "Publishing"; needs the weight ring)
+  bool mid_resid = false;     // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h)
 };
 
 class MegakernelBackend final : public Backend {
@@ -77,6 +79,12 @@ class MegakernelBackend final : public Backend {
   // device::PublishMode of the next launches (all correct; measured in bench/RESULTS.md).
   void set_publish_mode(int mode) { publish_mode_ = mode >= 0 && mode <= 2 ? mode : 0; }
   int publish_mode() const { return publish_mode_; }
+  // Flag-in-data publishing instead of epoch counters for the next launches (isa.h "Publishing"; bit-identical
+  // results; needs the weight ring). The residual readers' source (Layout::mid_resid; bit-identical too).
+  void set_flag_publish(bool on) { flags_ = on; }
+  bool flag_publish() const { return flags_; }
+  void set_mid_resid(bool on) { mid_resid_ = on; }
+  bool mid_resid() const { return mid_resid_; }
   // Loads that do not depend on this step's producers issued before the dependency wait (on by default).
   void set_prefetch(bool on) { prefetch_ = on; }
   bool prefetch() const { return prefetch_; }
@@ -113,6 +121,11 @@ class MegakernelBackend final : public Backend {
   uint32_t* counters_ = nullptr;   // [layout.n_counters]
   uint32_t* error_ = nullptr;      // [4]
   int32_t* out_tokens_ = nullptr;  // [max_context] generate_greedy output
+  unsigned long long* fws_ = nullptr;      // [layout.workspace_floats] flagged pairs (flag protocol)
+  unsigned long long* ftokens_ = nullptr;  // [MAX_STEPS + 1] flagged tokens
+  bool flags_ = false, mid_resid_ = false;
+  uint32_t flag_steps_ = 0;  // steps run with the flag protocol (its step barrier's counter / n_active)
+  int n_active_ = 0;         // SMs with a non-empty queue
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   int ring_loader_ = 0;              // device::RingLoader

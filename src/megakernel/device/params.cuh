@@ -65,6 +65,18 @@ enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_
 // kernel start, kernel end (ns).
 enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_UNUSED, BLOCK_FIELDS };
 
+// Flag-in-data publishing (MkParams::flags, isa.h "Publishing"): an activation element is the pair
+// (value bits, epoch) in one 8-byte word, written with one st.relaxed.gpu.b64 and read with ld.relaxed.gpu
+// (an 8-byte access is single-copy atomic, so a reader sees either the old pair or the new one, never half);
+// a reader polls until the epoch is its step's. No fence on either side: a release would wait for this
+// SM's in-flight bulk copies (research/sync-bubbles.md lesson 2). The K/V cache (plain bf16) is ordered by
+// the step barrier: a block's thread 0 increments `step_counter` with red.release.gpu after the block's last
+// instruction of a step (a barrier first: cumulative over all its threads' writes), and polls it with
+// ld.acquire.gpu, then a barrier, before the block's first instruction of the next step -- the
+// PUBLISH_RELEASE_NOFENCE_WAIT argument above. So every access of step s + 1 happens after every access of
+// step s, which also covers the next step's overwrites of flagged buffers (write-after-read).
+constexpr uint32_t FLAG_WATCHDOG_COUNTER = 0xffffffffu;  // MkParams::error[3] of a flag poll that timed out
+
 struct MkParams {
   const Instr* instrs;          // all queues back to back
   const uint32_t* queue_begin;  // [n_sm + 1] offsets into instrs
@@ -98,6 +110,13 @@ struct MkParams {
   int kv_l2_ahead;              // attention: L2 prefetch of the K/V cache this many iterations ahead (0 = off)
   int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red, then the ring
   int smem_aux_floats;
+  // Flag protocol (flags = 1; the kernel is then the FLAG instance): pairs instead of ws / tokens.
+  int flags;
+  unsigned long long* fws;      // [L.workspace_floats] (float bits | epoch << 32), same offsets as ws (not logits)
+  unsigned long long* ftokens;  // [n_steps + 1] (token | epoch << 32): ftokens[s] is step s's input
+  uint32_t* step_counter;       // one counter: + n_active per step
+  uint32_t step_base;           // flag-protocol steps completed before this launch
+  int n_active;                 // blocks with a non-empty queue (the others return at once)
 };
 
 // What an op needs while it runs on one block (each consumer thread has its own copy).
@@ -110,6 +129,8 @@ struct Ctx {
   uint64_t* full;       // [n_pages] mbarriers: page landed (tx bytes)
   uint64_t* empty;      // [n_pages] mbarriers: page released by all consumer warps
   int step, pos;
+  uint32_t epoch;                    // this step's epoch (flag tags)
+  uint32_t instr;                    // index of the current instruction (watchdog report)
   mutable bool synced;               // a dependency wait of this step has passed (see attn_preload)
   mutable bool staged;               // attn_preload put this thread's first K/V loads into the stage
   mutable int64_t at_pos;            // attn_preload: cache offset of (pos, group), -1 = not computed

@@ -17,17 +17,19 @@ __device__ __forceinline__ int64_t kv_offset(const MkParams& p, int pos, int g) 
   return (row * p.L.n_kv_head + g) * p.L.head_dim;
 }
 
-// Loads q (group heads), k, v of kv head g from qkv[l]; q/k norm; RoPE; k, v rounded to bf16; appends
+// Loads q (group heads), k, v of kv head g from qkv[l] (flag protocol: polls exactly these pairs -- the
+// instruction waits only for the QkvProj rows it reads); q/k norm; RoPE; k, v rounded to bf16; appends
 // k, v at pos when `append`.
+template <bool FLAG>
 __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
-  const float* qkv = c.p.ws + L.qkv + int64_t(l) * L.qkv_dim;
+  const int64_t qkv = L.qkv + int64_t(l) * L.qkv_dim;
   for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) {
     int src = i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
                                                              : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
-    s_h[i] = ld_act(qkv + src);
+    s_h[i] = FLAG ? poll1(c, c.p.fws + qkv + src) : ld_act(c.p.ws + qkv + src);
   }
   csync();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -266,6 +268,7 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = true;
 }
 
+template <bool FLAG>
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
@@ -277,17 +280,16 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   int p0, p1;  // static rows or, with Layout::chunk_dynamic, this step's share of [0, pos]
   attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
   const bool append = p0 <= c.pos && c.pos < p1;
-  attn_prepare(c, in.layer, in.group, append, s_h);
+  attn_prepare<FLAG>(c, in.layer, in.group, append, s_h);
   attn_range(c, in.layer, in.group, p0, p1, s_h, s_o, s_m, s_s, s_wp);
-  float* rec = c.p.ws + L.att_part +
-               ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
+  const int64_t rec = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
   for (int t = threadIdx.x; t < G * (hd + 2); t += NCT) {
     const int j = t / (hd + 2), e = t % (hd + 2);
-    rec[t] = e < hd ? s_o[j * hd + e] : e == hd ? s_m[j] : s_s[j];
+    st_act<FLAG>(c, rec + t, e < hd ? s_o[j * hd + e] : e == hd ? s_m[j] : s_s[j]);
   }
 }
 
-template <bool RING>
+template <bool RING, bool FLAG>
 __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
@@ -297,33 +299,36 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   float* s_s = s_m + G;
   float* s_wp = s_s + G;
   if (L.n_chunks == 1) {
-    attn_prepare(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
     for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
   } else {
-    // Merge the chunk partials in chunk order (as the simulator): rescale to the global max.
-    const float* rec = c.p.ws + L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
+    // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag
+    // protocol: the group's records are polled first (all threads), then read.
+    const int64_t rec0 = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
+    if constexpr (FLAG) poll_region(c, c.p.fws + rec0, L.n_chunks * L.att_part_stride);
+    auto ld = [&](int64_t off) { return FLAG ? ld_flag_val(c.p.fws + rec0 + off) : ld_act(c.p.ws + rec0 + off); };
     for (int t = threadIdx.x; t < G * hd; t += NCT) {
       const int j = t / hd, e = t % hd;
       float m = -INFINITY, sum = 0.f, acc = 0.f;
 #pragma unroll 8
-      for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld_act(rec + int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
+      for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld(int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
 #pragma unroll 8
       for (int ch = 0; ch < L.n_chunks; ++ch) {
-        const float* r = rec + int64_t(ch) * L.att_part_stride + j * (hd + 2);
-        const float s = ld_act(r + hd + 1);
+        const int64_t r = int64_t(ch) * L.att_part_stride + j * (hd + 2);
+        const float s = ld(r + hd + 1);
         if (s == 0.f) continue;  // empty chunk
-        const float f = expf(ld_act(r + hd) - m);
+        const float f = expf(ld(r + hd) - m);
         sum += f * s;
-        acc += f * ld_act(r + e);
+        acc += f * ld(r + e);
       }
       c.s_x[t] = acc / sum;
     }
   }
   csync();
   // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
-  float* out = c.p.ws + L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) { out[r] = v; });
+  const int64_t out = L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd;
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
 }
 
 }  // namespace mk::megakernel::device

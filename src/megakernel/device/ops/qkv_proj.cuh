@@ -5,19 +5,19 @@
 
 namespace mk::megakernel::device {
 
-template <bool RING>
+template <bool RING, bool FLAG>
 __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
-  residual_in(c, in.layer);
+  residual_in<FLAG>(c, in.layer);
   csync();
   // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
-  float* resid = c.p.ws + L.resid + int64_t(in.layer) * L.n_embd;
-  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) resid[i] = c.s_x[i];
+  const int64_t resid = L.resid + int64_t(in.layer) * L.n_embd;
+  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, resid + i, c.s_x[i]);
   rmsnorm_smem(c, w.attn_norm, L.n_embd, true);
-  float* out = c.p.ws + L.qkv + int64_t(in.layer) * L.qkv_dim;
+  const int64_t out = L.qkv + int64_t(in.layer) * L.qkv_dim;
   const float* bias = w.bqkv;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) { out[r] = bias ? v + bias[r] : v; });
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, bias ? v + bias[r] : v); });
 }
 
 }  // namespace mk::megakernel::device
