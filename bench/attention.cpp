@@ -320,29 +320,31 @@ void decode_focus() {
   const double ceiling = rc->tbps;
   std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
   std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
-  auto opts = [](int cps, bool early, int splits) {
+  auto opts = [](int cps, bool early, int splits, int pref = 2) {
     cuda::AttentionOptions o;
     o.decode_ctas_per_sm = cps;
     o.decode_early_kv = early;
     o.decode_splits = splits;
+    o.decode_l2_prefetch_tiles = pref;
     return o;
   };
   for (int d : {64, 128})
     for (int len : {4096, 32768})
-      for (int batch : {1, 8}) {
-        if (batch == 8 && len != 32768) continue;
+      for (int batch : {1, 8, 64}) {
+        if ((batch == 8 && len != 32768) || (batch == 64 && len != 4096)) continue;
         DecodeSetup st(d, len, batch);
-        decode_time(st, true, opts(0, false, 0), "default", ceiling);
-        decode_time(st, true, opts(2, false, 0), "cps2", ceiling);
+        decode_time(st, true, opts(0, false, 0), "default", ceiling);  // L2 prefetch of 2 tiles per warp
+        decode_time(st, true, opts(0, false, 0, 0), "nopref", ceiling);  // round 4's default
         decode_time(st, true, opts(0, true, 0), "early", ceiling);
-        decode_time(st, true, opts(2, true, 0), "cps2_early", ceiling);
         if (batch == 1) {
-          for (int n : {8, 12}) decode_time(st, true, opts(0, true, n), ("early_s" + std::to_string(n)).c_str(), ceiling);
-          for (int n : {16, 24, 32, 48})
-            decode_time(st, true, opts(2, false, n), ("cps2_s" + std::to_string(n)).c_str(), ceiling);
-          for (int n : {16, 24, 32, 48})
-            decode_time(st, true, opts(2, true, n), ("cps2_early_s" + std::to_string(n)).c_str(), ceiling);
-          decode_time(st, false, opts(2, true, 0), "cps2_early", ceiling);  // hot
+          decode_time(st, true, opts(0, false, 0, 1), "pref1", ceiling);
+          decode_time(st, true, opts(0, false, 0, 4), "pref4", ceiling);
+          decode_time(st, true, opts(2, false, 0), "cps2", ceiling);
+          decode_time(st, true, opts(2, true, 0), "cps2_early", ceiling);
+          decode_time(st, true, opts(2, false, 16), "cps2_s16", ceiling);
+          decode_time(st, true, opts(2, true, 16), "cps2_early_s16", ceiling);
+          decode_time(st, true, opts(0, false, 12), "s12", ceiling);
+          decode_time(st, false, opts(0, false, 0), "default", ceiling);  // hot
         }
         decode_time(st, true, opts(0, false, 0), "default_again", ceiling);
       }

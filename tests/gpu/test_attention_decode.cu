@@ -20,6 +20,7 @@ struct DecodeCase {
   int warps = 0;           // AttentionOptions::decode_warps
   int ctas_per_sm = 0;     // AttentionOptions::decode_ctas_per_sm
   bool early_kv = false;   // AttentionOptions::decode_early_kv
+  int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
 };
 
 // Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
@@ -29,7 +30,8 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
                 uint32_t seed) {
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
-                   " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv));
+                   " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -51,6 +53,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   opt.decode_warps = c.warps;
   opt.decode_ctas_per_sm = c.ctas_per_sm;
   opt.decode_early_kv = c.early_kv;
+  opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
   const size_t ws = cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, opt);
   DevBuf<float> d_ws(ws / sizeof(float) + 4);
   d_out.poison();
@@ -147,6 +150,21 @@ TEST(AttentionDecode, TwoCtasPerSmAndEarlyKv) {
       }
       c.splits = 0;
       run_decode({20000}, 32, 8, d, 64, c, seed++);
+    }
+}
+
+// The L2 prefetch before the PDL wait only chooses cache lines: off, one tile, and more tiles than a warp has
+// (capacity far above the lengths, so most of the block table past the lengths is never addressed).
+TEST(AttentionDecode, L2PrefetchDepths) {
+  uint32_t seed = 700;
+  for (int d : {64, 128})
+    for (int tiles : {0, 1, 64}) {
+      DecodeCase c;
+      c.l2_prefetch_tiles = tiles;
+      c.extra_capacity = 4096;
+      run_decode({1, 65, 700, 3000}, 8, 2, d, 64, c, seed++);
+      c.ctas_per_sm = 2;
+      run_decode({129, 2000}, 24, 2, d, 128, c, seed++);
     }
 }
 

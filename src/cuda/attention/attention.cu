@@ -201,6 +201,8 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.batch = a.batch;
   p.n_split = n_split;
   p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
+  p.kv_n_blocks = a.kv.kv_n_blocks;
+  p.l2_prefetch_tiles = opt.decode_pdl ? std::clamp(opt.decode_l2_prefetch_tiles, 0, 64) : 0;
   p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
   const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);

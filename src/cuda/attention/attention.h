@@ -99,6 +99,10 @@ struct AttentionOptions {
   // streaming the K/V tiles below the newest row before its PDL wait, under the previous kernel's tail; q, the
   // newest row and the workspace are touched only after the wait. Without PDL this changes nothing.
   bool decode_early_kv = false;
+  // Decode without that contract: before its PDL wait the kernel prefetches into L2 the first tiles of each
+  // warp (addresses from seq_lens_k and the block table as they are then, clamped into the pools: a stale
+  // value only wastes a prefetch, never changes a result; every value is re-read after the wait). 0 disables.
+  int decode_l2_prefetch_tiles = 2;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

@@ -41,6 +41,8 @@ struct DecodeParams {
   const int32_t* block_table;  // [batch, max_blocks_per_seq]
   int max_blocks_per_seq, block_size, n_kv_head, n_head, group;
   int batch, n_split, kv_capacity;
+  int kv_n_blocks;       // pool blocks (clamps the L2 prefetch's addresses)
+  int l2_prefetch_tiles;  // tiles per warp prefetched into L2 before the PDL wait (0 = none)
   float scale_log2;
   float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)

@@ -39,6 +39,38 @@ __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wa
 __device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t ld_b32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Before the PDL wait, without the early-K/V contract: prefetch into L2 this warp's first n tiles of K and V
+// (128-byte lines), so that DRAM works during the previous kernel's tail. seq_lens_k and the block table may be
+// being written by that kernel: their values here only choose the lines (block indices clamped into the pool,
+// so every address is inside the allocation); the kernel re-reads both after the wait (the wait's "memory"
+// clobber keeps the compiler from reusing these loads) and L2 is coherent, so a stale choice only wastes a
+// prefetch. Same split arithmetic as the kernel.
+template <int D, int W, int TK>
+__device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int b, int split, int hk, int warp,
+                                                     int lane) {
+  constexpr int LPR = D * 2 / 128;  // 128-byte lines per K/V row of one head
+  if (p.kv_n_blocks <= 0) return;
+  const int kv_len = max(0, min(p.seq_lens_k[b], p.kv_capacity));
+  const int units = (kv_len + 63) / 64;
+  const int per = max(1, (units + p.n_split - 1) / p.n_split);
+  const int k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
+  const int64_t row_stride = int64_t(p.n_kv_head) * D;
+  for (int i = 0; i < p.l2_prefetch_tiles; ++i) {
+    const int key0 = k_begin + (warp + i * W) * TK;
+    const int n_valid = min(TK, k_end - key0);
+    if (n_valid <= 0) break;
+    const int blk = min(max(bt_row[key0 / p.block_size], 0), p.kv_n_blocks - 1);
+    const int64_t base = ((int64_t(blk) * p.block_size + key0 % p.block_size) * p.n_kv_head + hk) * D;
+    for (int c = lane; c < n_valid * LPR; c += 32) {
+      const int64_t off = base + (c / LPR) * row_stride + (c % LPR) * 64;
+      prefetch_l2(p.k + off);
+      prefetch_l2(p.v + off);
+    }
+  }
+}
 
 // Arrival on a (sequence, kv head) counter [CTR_MAGIC:32 | count:32]; returns true for the n-th arrival, which
 // resets the word to MAGIC|0 for the next launch. Steady state: one atomicAdd (a compare-and-swap loop here
@@ -92,15 +124,16 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   __shared__ float s_m[W][HROWS], s_l[W][HROWS];
   __shared__ int s_last;
 
+  const int b = blockIdx.z, split = blockIdx.x;
+  const int n_chunks = (p.group + HROWS - 1) / HROWS;
+  const int hk = blockIdx.y / n_chunks;
   // Without EARLY everything below reads q / seq_lens / K/V that the previous kernel may have written.
   if constexpr (!EARLY) {
+    if (p.l2_prefetch_tiles > 0) prefetch_first_tiles<D, W, TK>(p, b, split, hk, threadIdx.x / 32, threadIdx.x % 32);
     griddep_wait();
     griddep_launch();
   }
 
-  const int b = blockIdx.z, split = blockIdx.x;
-  const int n_chunks = (p.group + HROWS - 1) / HROWS;
-  const int hk = blockIdx.y / n_chunks;
   const int h0 = hk * p.group + (blockIdx.y % n_chunks) * HROWS;
   const int n_h = min(HROWS, hk * p.group + p.group - h0);
   const int kv_len = max(0, min(p.seq_lens_k[b], p.kv_capacity));

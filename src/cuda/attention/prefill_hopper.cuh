@@ -22,6 +22,10 @@ namespace mk::cuda::attn {
 
 constexpr int HOP_BN = 128;  // keys per tile
 
+#ifndef MK_ATTN_Q_IN_REGS_D128
+#define MK_ATTN_Q_IN_REGS_D128 0  // experiment (bench/RESULTS.md, round 5): S = Q K^T with Q in registers at D=128
+#endif
+
 // Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
 template <int D, int NWG>
 struct HopperCfg {
@@ -35,6 +39,9 @@ struct HopperCfg {
   static_assert(128 * PRODUCER_REGS + 128 * NWG * CONSUMER_REGS <= 65536, "register file budget");
   static_assert(NWG == 2 || NWG == 3, "2 or 3 consumer warpgroups (named barriers 1..NWG)");
   static constexpr int STAGES = D == 64 ? 4 : 3;
+  // S = Q K^T as an RS wgmma with this warpgroup's Q rows in registers (32 per thread at D=128), instead of SS
+  // (Q re-read from shared memory by every Q K^T): cuts the shared-memory reads of Q K^T by a third.
+  static constexpr bool Q_IN_REGS = MK_ATTN_Q_IN_REGS_D128 && D == 128;
   static constexpr int ATOMS = D / 64;                     // 64-column (128-byte) swizzle atoms per row
   static constexpr int Q_BYTES = BM * D * 2;               // [ATOMS][BM rows][128 B]
   static constexpr int KV_BYTES = HOP_BN * D * 2;          // [ATOMS][128 rows][128 B]
@@ -142,8 +149,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   const int diag = kv_len - q_len;
   int n_end = kv_len;
   if (p.causal) n_end = max(0, min(kv_len, min(q_len, m0 + BM) + diag));
-  // Every consumer warpgroup takes n_tiles + 1 ping-pong turns, so that the turns stay paired (a warpgroup
-  // whose rows need fewer tiles passes its remaining turns on).
+  // Every consumer warpgroup runs all n_tiles (rows of a warpgroup past the causal limit are masked), so that
+  // the ping-pong turns stay paired.
   const int n_tiles = (n_end + HOP_BN - 1) / HOP_BN;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
 
@@ -218,6 +225,25 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   };
   if (pp && c == NWG - 1) named_bar_arrive(1, 256);
   mbar_wait(q_full, 0);
+  // Q in registers (L::Q_IN_REGS): A fragments of this warp's 16 rows, k-step kk: {row g, row g + 8} x
+  // {columns 16kk + 2t, 16kk + 8 + 2t}, read from the TMA's 128-byte-swizzled tile (16-byte chunk ^ row % 8).
+  uint32_t q_frag[L::Q_IN_REGS ? D / 16 : 1][4];
+  if constexpr (L::Q_IN_REGS) {
+    const unsigned char* qb = reinterpret_cast<const unsigned char*>(s_q);
+    auto q_at = [&](int r, int col) {
+      const int cc = col % 64;
+      return *reinterpret_cast<const uint32_t*>(qb + (col / 64) * BM * 128 + r * 128 + (((cc / 8) ^ (r & 7)) * 16) +
+                                                (cc % 8) * 2);
+    };
+    const int r0 = c * 64 + warp * 16 + g;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      q_frag[kk][0] = q_at(r0, kk * 16 + 2 * t);
+      q_frag[kk][1] = q_at(r0 + 8, kk * 16 + 2 * t);
+      q_frag[kk][2] = q_at(r0, kk * 16 + 8 + 2 * t);
+      q_frag[kk][3] = q_at(r0 + 8, kk * 16 + 8 + 2 * t);
+    }
+  }
 
   auto issue_qk = [&](float (&sc)[NT][4], int st) {
     const uint32_t k_addr = smem_u32(s_k(st));
@@ -225,7 +251,10 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
       const uint32_t koff = (kk / 4) * HOP_BN * 128 + (kk % 4) * 32;
-      wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
+      if constexpr (L::Q_IN_REGS)
+        wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
+      else
+        wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
     }
   };
   auto issue_pv = [&](const uint32_t (&pf)[NT / 2][4], int st) {
@@ -267,17 +296,12 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   if (p.overlap && n_tiles > 0) {  // (n_tiles == 0: a sequence shorter than its queries; nothing to do)
     // Intra-warpgroup overlap (FA3): S(it) = Q K(it)^T and O += P(it-1) V(it-1) are in flight together; the
     // softmax of S(it) runs while P V still occupies the tensor cores; O's rescale waits for P V to land.
-    // Causal: this warpgroup's rows see only the first n_need tiles (the CTA's other rows may see more); the
-    // tiles after those are skipped: their stages are only released and the turns passed on ("idle rounds").
-    // A warpgroup whose rows all lie past the sequence's queries (the last row block) skips every tile.
-    int n_need = m0_wg < q_len ? n_tiles : 0;
-    if (p.causal && n_need > 0) {
-      const int key_end = min(kv_len, min(q_len, m0_wg + 64) + diag);
-      n_need = min(n_tiles, key_end > 0 ? (key_end + HOP_BN - 1) / HOP_BN : 0);
-    }
+    // Causal: every warpgroup runs all n_tiles (its rows past the causal limit are masked), so that the ping-pong
+    // turns stay paired. (v6 skipped the tiles a warpgroup's rows cannot see, with idle turns: measured 2-5%
+    // slower on every shape, non-causal included, because of the loop's code; bench/RESULTS.md, round 5.)
     uint32_t p_frag[NT / 2][4];
     float alpha[2];
-    if (n_need > 0) {
+    {
       float s[NT][4];
       mbar_wait(&k_full[0], 0);
       turn_begin();
@@ -291,12 +315,9 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       mask(s, 0);
       softmax_scores(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, n_poly);  // o == 0
       fence_operands(p_frag);
-    } else {
-      turn_begin();  // the first round's turn
-      turn_end();
     }
 #pragma unroll 1
-    for (int it = 1; it < n_need; ++it) {
+    for (int it = 1; it < n_tiles; ++it) {
       const int st = it % STAGES, st_prev = (it - 1) % STAGES;
       const uint32_t ph = (it / STAGES) & 1, ph_prev = ((it - 1) / STAGES) & 1;
       float s[NT][4];
@@ -324,20 +345,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       if (rescale) rescale_o(o, alpha);
       pack_p(s, p_frag);  // the previous P's registers are free now
     }
-    if (n_need > 0) {
-      pv_alone(p_frag, (n_need - 1) % STAGES, ((n_need - 1) / STAGES) & 1);
-    }
-#pragma unroll 1
-    for (int it = n_need; it < n_tiles; ++it) {  // idle rounds: n_tiles + 1 turns in all, as the others take
-      const int st = it % STAGES;
-      const uint32_t ph = (it / STAGES) & 1;
-      mbar_wait(&k_full[st], ph);  // a stage is released only once it holds this tile (the barrier phase)
-      release(&k_empty[st]);
-      mbar_wait(&v_full[st], ph);
-      release(&v_empty[st]);
-      turn_begin();
-      turn_end();
-    }
+    pv_alone(p_frag, (n_tiles - 1) % STAGES, ((n_tiles - 1) / STAGES) & 1);
   } else {
 #pragma unroll 1
     for (int it = 0; it < n_tiles; ++it) {
@@ -401,11 +409,15 @@ cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, 
   return cudaGetLastError();
 }
 
-// Instance for the FA-4 (a) setting: the polynomial-exp2 variants only when a fraction is asked for.
+// Instance for the FA-4 (a) setting. Head dim 64: the lean instance (no polynomial variants) when no fraction
+// is asked for; head dim 128 always runs the POLY = true instance (with the fraction 0 at run time): in one
+// call on the H200 the lean instance measured +1.5% causal at 64 but -2.5% non-causal at 128 (RESULTS, round 5).
 template <int D, int NWG>
 cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  return p.n_poly > 0 ? launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s)
-                      : launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
+  if constexpr (D == 64) {
+    if (p.n_poly == 0) return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
+  }
+  return launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s);
 }
 
 }  // namespace mk::cuda::attn
