@@ -1,5 +1,6 @@
 // Thin inline-PTX wrappers of the Hopper warpgroup MMA (wgmma) and shared-memory matrix descriptors used by the
-// FA3-style prefill kernel (generated shapes only: m64n128k16 SS for S = Q K^T, m64n{64,128}k16 RS for O += P V).
+// FA3-style prefill kernel (generated shapes only: m64n128k16 SS or RS (K-major B) for S = Q K^T, m64n{64,128}k16
+// RS for O += P V).
 // Accumulator layout per warp w of the warpgroup (rows 16w..16w+15), per 8-column chunk j: d[j][0..1] =
 // (row g, cols 8j+2t..+1), d[j][2..3] = (row g+8, same cols), g = lane/4, t = lane%4 -- the mma.sync m16n8
 // layout, so the softmax code is shared with the FA2 kernel.
