@@ -114,24 +114,24 @@ void bench_shape(const std::string& name, double gbs) {
     // Configurations: the default (prefetch before the wait on, publish mode as set), then the version-5
     // switches one at a time: prefetch off, publish modes (device::PublishMode), at ctx 32 also the
     // unfenced-publish bound (NOT correct). The ring is on (version 4 measured it against no ring and L2 run-ahead).
-    struct Variant { const char* name; bool prefetch; int publish; bool unfenced; int kv_ahead; bool flags, mid; };
-    const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid();
+    struct Variant { std::string name; bool prefetch; int publish; bool unfenced; int kv_ahead; bool flags, mid, rope; };
+    const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead();
-    std::vector<Variant> vars = {{build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, pm0, false, ka0, fl0, mi0}};
-    // Version 7's switches (run-time, same build): flag-in-data publishing, the mid-layer residual, both.
+    std::vector<Variant> vars = {{build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, pm0, false, ka0, fl0, mi0, ro0}};
+    // Version 7's switches (run-time, same build): flag-in-data publishing, the mid-layer residual, RoPE
+    // cos/sin before the wait; each combination as bits (flags 1, mid 2, rope 4) toggled from the default.
     if (build == 0)
-      for (int v = 1; v < 4; ++v) {
-        const bool f = (v & 1) != fl0, m = ((v & 2) != 0) != mi0;
-        vars.push_back({v == 1 ? "v7 switch: flags toggled" : v == 2 ? "v7 switch: mid_resid toggled" : "v7 switch: flags + mid_resid toggled",
-                        pf0, pm0, false, ka0, f, m});
+      for (int v : {1, 2, 4, 3, 6, 7}) {
+        const bool f = ((v & 1) != 0) != fl0, m = ((v & 2) != 0) != mi0, r = ((v & 4) != 0) != ro0;
+        vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, pm0, false, ka0, f, m, r});
       }
-    if (build == 0 && ctx == 32) vars.push_back({"prefetch off", !pf0, pm0, false, ka0, fl0, mi0});
+    if (build == 0 && ctx == 32) vars.push_back({"prefetch off", !pf0, pm0, false, ka0, fl0, mi0, ro0});
     if (ctx == 32 && !fl0)
       for (int m = 0; m < 3; ++m)
         if (m != pm0)
           vars.push_back({m == 0 ? "publish fence.sc" : m == 1 ? "publish red.release" : "publish red.release, no wait fence", pf0, m,
-                          false, ka0, fl0, mi0});
-    if (ctx == 32 && !fl0) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true, ka0, fl0, mi0});
+                          false, ka0, fl0, mi0, ro0});
+    if (ctx == 32 && !fl0) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true, ka0, fl0, mi0, ro0});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_publish_mode(v.publish);
@@ -139,16 +139,17 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_unfenced_publish_for_measurement(v.unfenced);
       (*b)->set_flag_publish(v.flags);
       (*b)->set_mid_resid(v.mid);
+      (*b)->set_rope_early(v.rope);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
         std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d, kv ahead %d, flags %d, mid %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                    ctx, spl, (*b)->ring_pages(), v.name, int(v.prefetch), v.publish, v.kv_ahead, int(v.flags), int(v.mid), ms,
+                    ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), v.publish, v.kv_ahead, int(v.flags), int(v.mid), ms,
                     bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
       // and the v7 variants at every context, at ctx 32 also the others but the unsafe bound.
-      const bool v7 = std::string(v.name).rfind("v7", 0) == 0;
+      const bool v7 = v.name.rfind("v7", 0) == 0;
       if (v.unfenced || !(&v == &vars[0] || ctx == 32 || v7)) continue;
       if (ctx == 32 && !v7 && &v != &vars[0]) continue;  // keep the log short: prefetch/publish modes are v5's
       if (!(*b)->set_timing(true).ok()) continue;
@@ -156,7 +157,7 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->truncate(ctx);
       auto st = (*b)->generate_greedy(1, ctx, out, 16);
       auto rep = (*b)->timing_report();
-      if (st.ok() && rep) std::printf("  [%s] %s", v.name, rep->c_str());
+      if (st.ok() && rep) std::printf("  [%s] %s", v.name.c_str(), rep->c_str());
       (void)(*b)->set_timing(false);
     }
     (*b)->set_prefetch(pf0);
@@ -165,6 +166,7 @@ void bench_shape(const std::string& name, double gbs) {
     (*b)->set_unfenced_publish_for_measurement(false);
     (*b)->set_flag_publish(fl0);
     (*b)->set_mid_resid(mi0);
+    (*b)->set_rope_early(ro0);
     }
     auto wl = cuda::random_device_weights(*c, 1234);
     if (!wl) continue;

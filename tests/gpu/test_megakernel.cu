@@ -203,12 +203,13 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
                                 MegakernelOptions{.attn_chunk_len = 16}}) {
     std::vector<float> first;
-    for (int mode = 0; mode < 4; ++mode) {  // bit 0: flags, bit 1: mid_resid
+    for (int mode = 0; mode < 8; ++mode) {  // bit 0: flags, bit 1: mid_resid, bit 2: RoPE table before the wait
       SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
       auto b = make_mk(m, 160, opt);
       ASSERT_TRUE(b);
       b->set_flag_publish(mode & 1);
       b->set_mid_resid(mode & 2);
+      b->set_rope_early(mode & 4);
       std::vector<float> a(ref.size());
       auto st = b->forward(prompt, 0, a);
       ASSERT_TRUE(st.ok()) << st.message();
@@ -226,6 +227,7 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
     for (int v = 0; v < 4; ++v) {  // 7 SMs: counters, flags + mid 1 and 8 steps/launch; flags + mid split 8 steps
       auto b = make_mk(mc, 64, {.n_sm = 7, .attn_chunk_len = v == 3 ? 12 : 0, .flag_publish = v > 0, .mid_resid = v > 0});
       ASSERT_TRUE(b);
+      b->set_rope_early(v > 0);
       ASSERT_TRUE(b->forward(p5, 0, logits).ok());
       std::vector<int32_t> out(24);
       auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, v >= 2 ? 8 : 1);
@@ -262,6 +264,7 @@ TEST(Megakernel, MatchesLayeredBackend) {
   // The flag protocol + mid-layer residual (also what compute-sanitizer checks with this test).
   auto mk_f = make_mk(m, 64, {.flag_publish = true, .mid_resid = true});
   ASSERT_TRUE(mk_f);
+  mk_f->set_rope_early(true);
   std::vector<float> f(a.size());
   ASSERT_TRUE(mk_f->forward(prompt, 0, f).ok());
   EXPECT_EQ(f, a);

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0};
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
     c.step = step, c.pos = p.pos0 + step, c.synced = false;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       // Loads that do not depend on this step's producers go out before the wait (MkParams::prefetch):
       // the norm weights, and for attention the block table and the cached K/V (attn_preload says why
       // that is safe). They land while thread 0 polls, so after the wait one L2 round trip remains.
-      c.staged = false, c.at_pos = -1;
+      c.staged = false, c.at_pos = -1, c.rope_ready = false;
       if (p.prefetch) {
         switch (in.op) {
           case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;

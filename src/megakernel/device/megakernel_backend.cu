@@ -87,7 +87,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // attention K/V stage (4 x 16 B per consumer thread); both fit the n_ff floats of the supported models.
   smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
   smem_aux_floats_ =
-      (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2)}) + 3) / 4 * 4;
+      (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;  // + hd: RoPE table
   const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_) + 64;  // + static
   if (smem > dev->smem_per_block_optin)
     return make_error("megakernel: needs ", smem, " B of shared memory per block, the GPU allows ",
@@ -188,7 +188,9 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.error = error_;
   p.L = schedule_.layout;
   p.eps = config_.rms_norm_eps;
-  p.epoch0 = epoch_;
+  // Counters reach (epoch + 1) * count only through counter-protocol steps, so that protocol counts its own
+  // epochs; flag tags use the total step count (unique per step whatever protocol ran before).
+  p.epoch0 = flags_ ? epoch_ : counter_steps_;
   p.pos0 = pos;
   p.n_steps = n_steps;
   p.watchdog_cycles = watchdog_cycles_;
@@ -198,6 +200,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.unfenced_publish = unfenced_publish_ ? 1 : 0;
   p.publish_mode = publish_mode_;
   p.prefetch = prefetch_ ? 1 : 0;
+  p.rope_early = rope_early_ ? 1 : 0;
   p.kv_l2_ahead = kv_l2_ahead_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
@@ -213,7 +216,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.n_active = n_active_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
   epoch_ += uint32_t(n_steps);
-  if (flags_) flag_steps_ += uint32_t(n_steps);
+  (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n_steps);
   return {};
 }
 
@@ -302,6 +305,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   schedule_.flatten(instrs, offsets);
   constexpr int N_OP = int(Op::Count);
   double wait[N_OP] = {}, prep[N_OP] = {}, comp[N_OP] = {}, page[N_OP] = {}, sig[N_OP] = {};
+  double att_prep[N_OP] = {}, att_range[N_OP] = {};  // attention ops: q/k/v + RoPE + append; the attention
   int count[N_OP] = {};
   unsigned long long t_min = ~0ull, t_max = 0;
   for (size_t i = 0; i < n_instr; ++i) {
@@ -314,6 +318,10 @@ Expected<std::string> MegakernelBackend::timing_report() {
     comp[op] += double(r[device::T_COMPUTE_END] - mv);
     page[op] += double(r[device::T_PAGE_WAIT]);
     sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
+    if (r[device::T_ATT_PREP] && r[device::T_ATT_RANGE]) {
+      att_prep[op] += double(r[device::T_ATT_PREP] - r[device::T_WAIT_END]);
+      att_range[op] += double(r[device::T_ATT_RANGE] - r[device::T_ATT_PREP]);
+    }
     t_min = std::min(t_min, r[device::T_WAIT_START]);
     t_max = std::max(t_max, r[device::T_SIGNAL_END]);
   }
@@ -336,6 +344,13 @@ Expected<std::string> MegakernelBackend::timing_report() {
     out += line;
     tw += wait[op], tq += prep[op], tc += comp[op], tp += page[op], ts += sig[op];
   }
+  for (int op = 0; op < N_OP; ++op)
+    if (att_prep[op] > 0) {
+      std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f, merge/normalise %.1f\n",
+                    op_name(Op(op)), att_prep[op] * per, att_range[op] * per,
+                    (prep[op] - att_prep[op] - att_range[op]) * per);
+      out += line;
+    }
   std::snprintf(line, sizeof line, "    %-13s %6zu %28.1f %8.1f %8.1f %8.1f %12.1f\n", "total", n_instr, tw * per, tq * per,
                 tc * per, tp * per, ts * per);
   out += line;

@@ -85,6 +85,9 @@ class MegakernelBackend final : public Backend {
   bool flag_publish() const { return flags_; }
   void set_mid_resid(bool on) { mid_resid_ = on; }
   bool mid_resid() const { return mid_resid_; }
+  // RoPE cos/sin of the step's position computed before the dependency wait (with prefetch on; bit-identical).
+  void set_rope_early(bool on) { rope_early_ = on; }
+  bool rope_early() const { return rope_early_; }
   // Loads that do not depend on this step's producers issued before the dependency wait (on by default).
   void set_prefetch(bool on) { prefetch_ = on; }
   bool prefetch() const { return prefetch_; }
@@ -125,6 +128,8 @@ class MegakernelBackend final : public Backend {
   unsigned long long* ftokens_ = nullptr;  // [MAX_STEPS + 1] flagged tokens
   bool flags_ = false, mid_resid_ = false;
   uint32_t flag_steps_ = 0;  // steps run with the flag protocol (its step barrier's counter / n_active)
+  uint32_t counter_steps_ = 0;  // steps run with the counter protocol (the counters' epoch)
+  bool rope_early_ = false;  // v7 switch, not yet measured
   int n_active_ = 0;         // SMs with a non-empty queue
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit

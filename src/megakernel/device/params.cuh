@@ -60,7 +60,8 @@ struct MkLayer {
 // [flat instruction index][TIMING_FIELDS].
 // T_MATVEC_START: the first matvec page (what comes before is the op's preparation: residual sum, norm,
 // attention); 0 for ops without weights.
-enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, TIMING_FIELDS };
+// T_ATT_PREP / T_ATT_RANGE (attention ops): q/k/v loaded + RoPE + append done; attention over the cache done.
+enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_ATT_PREP, T_ATT_RANGE, TIMING_FIELDS };
 // After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
 // kernel start, kernel end (ns).
 enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_UNUSED, BLOCK_FIELDS };
@@ -105,6 +106,7 @@ struct MkParams {
   int unfenced_publish;         // MEASUREMENT ONLY, NOT CORRECT: publish without the release fence, to
                                 // bound what a fence-free scheme (flag-in-data) could gain
   int publish_mode;             // PublishMode (common.cuh signal / wait_deps)
+  int rope_early;               // 1 (with prefetch): the RoPE cos/sin of pos computed before the dependency wait
   int prefetch;                 // 1: issue the loads that do not depend on this step's producers (norm
                                 // weights, K/V cache positions < pos, block table) before the dependency wait
   int kv_l2_ahead;              // attention: L2 prefetch of the K/V cache this many iterations ahead (0 = off)
@@ -137,6 +139,7 @@ struct Ctx {
   mutable uint32_t page;             // pages consumed so far by this warp (same sequence as the loader)
   mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
+  mutable bool rope_ready;           // attn_preload filled the RoPE table (ops/attention.cuh attn_rope_table)
 };
 
 }  // namespace mk::megakernel::device

@@ -5,11 +5,24 @@
 // cache holds them.
 //
 // Shared memory (s_aux, floats): s_h [(group + 2) * head_dim] (q heads, k, v of this step),
-// s_o [group * head_dim], s_m [group], s_s [group], s_wp [warps][group][head_dim + 2] per-warp partials.
+// s_o [group * head_dim], s_m [group], s_s [group], s_wp [warps][group][head_dim + 2] per-warp partials,
+// s_rope [head_dim] (cos, then sin, of pos * inv_freq[e] for e < head_dim / 2; MkParams::rope_early).
 #pragma once
 #include "megakernel/device/common.cuh"
 
 namespace mk::megakernel::device {
+
+// Timestamp `field` of the current instruction (MkParams::timing; thread 0).
+__device__ __forceinline__ void attn_stamp(const Ctx& c, int field) {
+  if (c.p.timing && threadIdx.x == 0) c.p.timing[size_t(c.instr) * TIMING_FIELDS + size_t(field)] = global_ns();
+}
+
+// s_rope (see above): where it starts in s_aux.
+__device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
+  const Layout& L = c.p.L;
+  const int hd = L.head_dim, G = L.group;
+  return c.s_aux + (G + 2) * hd + G * hd + 2 * G + WARPS * G * (hd + 2);
+}
 
 __device__ __forceinline__ int64_t kv_offset(const MkParams& p, int pos, int g) {
   const int blk = __ldg(p.block_table + pos / p.kv_block_size);
@@ -47,10 +60,12 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
     csync();
   }
   const int half = hd / 2;
+  const float* s_rope = attn_rope_table(c);  // written before the wait; the barrier above orders it
   for (int i = threadIdx.x; i < (G + 1) * half; i += NCT) {
     const int h = i / half, e = i % half;
     float sn, cs;
-    sincosf(float(c.pos) * c.p.inv_freq[e], &sn, &cs);
+    if (c.rope_ready) cs = s_rope[e], sn = s_rope[half + e];
+    else sincosf(float(c.pos) * c.p.inv_freq[e], &sn, &cs);
     float* x = s_h + h * hd;
     const float x0 = x[e], x1 = x[e + half];
     x[e] = x0 * cs - x1 * sn;
@@ -241,9 +256,16 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // first step of a launch (earlier launches are complete), every position < pos is in memory. Only this
 // step's k/v (position pos) and qkv depend on the instruction's own wait; they are loaded after it.
 __device__ void attn_preload(const Ctx& c, const Instr& in) {
-  c.staged = false, c.at_pos = -1;
-  if (!c.p.prefetch || !(c.synced || c.step == 0)) return;
+  c.staged = false, c.at_pos = -1, c.rope_ready = false;
+  if (!c.p.prefetch) return;
   const Layout& L = c.p.L;
+  if (c.p.rope_early) {  // depends on pos only: the same sincosf as attn_prepare's, so the same bits
+    float* s_rope = attn_rope_table(c);
+    const int half = L.head_dim / 2;
+    for (int e = threadIdx.x; e < half; e += NCT) sincosf(float(c.pos) * c.p.inv_freq[e], &s_rope[half + e], &s_rope[e]);
+    c.rope_ready = true;
+  }
+  if (!(c.synced || c.step == 0)) return;
   const int g = in.group;
   c.at_pos = kv_offset(c.p, c.pos, g);
   if (size_t(c.p.smem_x_floats) * sizeof(float) < size_t(4 * NCT) * sizeof(uint4)) return;
@@ -281,7 +303,9 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
   const bool append = p0 <= c.pos && c.pos < p1;
   attn_prepare<FLAG>(c, in.layer, in.group, append, s_h);
+  attn_stamp(c, T_ATT_PREP);
   attn_range(c, in.layer, in.group, p0, p1, s_h, s_o, s_m, s_s, s_wp);
+  attn_stamp(c, T_ATT_RANGE);
   const int64_t rec = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
   for (int t = threadIdx.x; t < G * (hd + 2); t += NCT) {
     const int j = t / (hd + 2), e = t % (hd + 2);
@@ -300,7 +324,9 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   float* s_wp = s_s + G;
   if (L.n_chunks == 1) {
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    attn_stamp(c, T_ATT_PREP);
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
+    attn_stamp(c, T_ATT_RANGE);
     for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
   } else {
     // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag
