@@ -98,10 +98,12 @@ struct AttentionOptions {
   // seq_lens_k[b] - 1, e.g. the row a fused append just wrote). Then the kernel reads those and starts
   // streaming the K/V tiles below the newest row before its PDL wait, under the previous kernel's tail; q, the
   // newest row and the workspace are touched only after the wait. Without PDL this changes nothing.
+  // Measured (H200, batch 1): 32k -0.8..-1.4 us (head dim 128: 4.10 TB/s), 4k -0.4..-1.7 us.
   bool decode_early_kv = false;
   // Decode without that contract: before its PDL wait the kernel prefetches into L2 the first tiles of each
   // warp (addresses from seq_lens_k and the block table as they are then, clamped into the pools: a stale
   // value only wastes a prefetch, never changes a result; every value is re-read after the wait). 0 disables.
+  // Measured (H200, batch 1, 32k): -0.5 us at head dim 64, -0.9 at 128; batch 8 / 64: +0.1..0.9%.
   int decode_l2_prefetch_tiles = 2;
 };
 
