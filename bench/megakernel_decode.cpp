@@ -114,7 +114,7 @@ void bench_shape(const std::string& name, double gbs) {
     // Configurations: the default (prefetch before the wait on, publish mode as set), then the version-5
     // switches one at a time: prefetch off, publish modes (device::PublishMode), at ctx 32 also the
     // unfenced-publish bound (NOT correct). The ring is on (version 4 measured it against no ring and L2 run-ahead).
-    struct Variant { std::string name; bool prefetch; int publish; bool unfenced; int kv_ahead; bool flags, mid, rope; };
+    struct Variant { std::string name; bool prefetch; int publish; bool unfenced; int kv_ahead; bool flags, mid, rope; int pages = 0; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead();
     std::vector<Variant> vars = {{build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, pm0, false, ka0, fl0, mi0, ro0}};
@@ -125,6 +125,10 @@ void bench_shape(const std::string& name, double gbs) {
         const bool f = ((v & 1) != 0) != fl0, m = ((v & 2) != 0) != mi0, r = ((v & 4) != 0) != ro0;
         vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, pm0, false, ka0, f, m, r});
       }
+    // Fewer ring pages: fewer bytes in flight per SM, so the latency-bound loads of the short stages (activations,
+    // K/V) may queue less behind the weight stream (Little's law), at the cost of run-ahead.
+    if (build == 0 && ctx < 16384)
+      for (int pg : {3, 4}) vars.push_back({cat("default with ", pg, " ring pages"), pf0, pm0, false, ka0, fl0, mi0, ro0, pg});
     if (build == 0 && ctx == 32) vars.push_back({"prefetch off", !pf0, pm0, false, ka0, fl0, mi0, ro0});
     if (ctx == 32 && !fl0)
       for (int m = 0; m < 3; ++m)
@@ -140,6 +144,8 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_flag_publish(v.flags);
       (*b)->set_mid_resid(v.mid);
       (*b)->set_rope_early(v.rope);
+      const int pages0 = (*b)->ring_pages();
+      if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, 5);
@@ -147,6 +153,7 @@ void bench_shape(const std::string& name, double gbs) {
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), v.publish, v.kv_ahead, int(v.flags), int(v.mid), ms,
                     bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
       }
+      (*b)->set_ring_pages(pages0);
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
       // and the v7 variants at every context, at ctx 32 also the others but the unsafe bound.
       const bool v7 = v.name.rfind("v7", 0) == 0;

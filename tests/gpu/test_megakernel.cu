@@ -85,8 +85,9 @@ TEST(Megakernel, MatchesCpuAllSmsInlineAttention) {
 TEST(Megakernel, MatchesCpuFlagPublish) {
   uint64_t seed = 31;
   for (const Case& k : cases()) {
-    compare(k, {.flag_publish = true, .mid_resid = true}, seed++);
-    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .flag_publish = true}, seed++);
+    compare(k, {.flag_publish = 1, .mid_resid = true}, seed++);
+    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .flag_publish = 1, .mid_resid = false}, seed++);
+    compare(k, {.flag_publish = 0, .mid_resid = false}, seed++);  // version 6's protocol
   }
 }
 
@@ -142,15 +143,16 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
       v6.push_back(out);
     }
     EXPECT_EQ(v6[0], v6[1]);
-    // CPU greedy: equal up to the first near-tie.
+    // CPU greedy: equal up to the first near-tie. out[i] is the token chosen after feeding the previous one
+    // (out[0]: after feeding the prompt's argmax at position prompt.size()).
     CpuBackend cpu(m, 64);
     ASSERT_TRUE(cpu.forward(prompt, 0, logits).ok());
     int32_t t = argmax(logits);
     for (size_t i = 0; i < outs[0].size(); ++i) {
-      if (near_tie(logits)) break;
-      ASSERT_EQ(outs[0][i], t) << "token " << i;
       ASSERT_TRUE(cpu.forward(std::span(&t, 1), int(prompt.size() + i), logits).ok());
+      if (near_tie(logits)) break;
       t = argmax(logits);
+      ASSERT_EQ(outs[0][i], t) << "token " << i;
     }
   }
 }
@@ -174,7 +176,9 @@ TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
       SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
       auto b = make_mk(m, 160, opt);
       ASSERT_TRUE(b);
-      // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch
+      // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch. Counter protocol
+      // (the publish modes are its; the inline case would default to flags).
+      b->set_flag_publish(false);
       b->set_prefetch(mode != 1);
       if (mode >= 2 && mode <= 4) b->set_publish_mode(mode - 2);
       if (mode == 5) b->set_kv_l2_ahead(0);
@@ -225,7 +229,7 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
     std::vector<float> logits(static_cast<size_t>(kc.c.n_vocab));
     std::vector<std::vector<int32_t>> outs;
     for (int v = 0; v < 4; ++v) {  // 7 SMs: counters, flags + mid 1 and 8 steps/launch; flags + mid split 8 steps
-      auto b = make_mk(mc, 64, {.n_sm = 7, .attn_chunk_len = v == 3 ? 12 : 0, .flag_publish = v > 0, .mid_resid = v > 0});
+      auto b = make_mk(mc, 64, {.n_sm = 7, .attn_chunk_len = v == 3 ? 12 : 0, .flag_publish = v > 0 ? 1 : 0, .mid_resid = v > 0});
       ASSERT_TRUE(b);
       b->set_rope_early(v > 0);
       ASSERT_TRUE(b->forward(p5, 0, logits).ok());
@@ -241,10 +245,10 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
     ASSERT_TRUE(cpu.forward(p5, 0, logits).ok());
     int32_t t = argmax(logits);
     for (size_t i = 0; i < outs[3].size(); ++i) {
-      if (near_tie(logits)) break;
-      ASSERT_EQ(outs[3][i], t) << "token " << i;
       ASSERT_TRUE(cpu.forward(std::span(&t, 1), int(p5.size() + i), logits).ok());
+      if (near_tie(logits)) break;
       t = argmax(logits);
+      ASSERT_EQ(outs[3][i], t) << "token " << i;
     }
   }
 }
@@ -261,10 +265,10 @@ TEST(Megakernel, MatchesLayeredBackend) {
   ASSERT_TRUE(mk_b->forward(prompt, 0, a).ok());
   ASSERT_TRUE((*layered)->forward(prompt, 0, b).ok());
   EXPECT_LT(rel_err(a, b), LOGITS_TOL);
-  // The flag protocol + mid-layer residual (also what compute-sanitizer checks with this test).
-  auto mk_f = make_mk(m, 64, {.flag_publish = true, .mid_resid = true});
+  // The other protocol and residual source (compute-sanitizer checks both with this test).
+  auto mk_f = make_mk(m, 64, {.flag_publish = 0, .mid_resid = false});  // counters (the default here is flags)
   ASSERT_TRUE(mk_f);
-  mk_f->set_rope_early(true);
+  mk_f->set_rope_early(false);
   std::vector<float> f(a.size());
   ASSERT_TRUE(mk_f->forward(prompt, 0, f).ok());
   EXPECT_EQ(f, a);

@@ -68,7 +68,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.attn_chunks_dynamic = opt.attn_chunks_dynamic;
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
-  flags_ = opt.flag_publish;
   mid_resid_ = opt.mid_resid;
   auto s = build_schedule(config_, so);
   if (!s) return s.error();
@@ -99,6 +98,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
                    : 0;
   if (max_pages_ < 2) max_pages_ = 0;
   n_pages_ = opt.weight_ring ? max_pages_ : 0;
+  // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
+  flags_ = opt.flag_publish < 0 ? (L.n_chunks == 1 && n_pages_ > 0) : opt.flag_publish != 0;
   if (opt.ring_loader != device::RING_BULK && opt.ring_loader != device::RING_CP_ASYNC)
     return make_error("megakernel: ring_loader ", opt.ring_loader, ", expected 0 (bulk copies) or 1 (cp.async)");
   ring_loader_ = opt.ring_loader;
