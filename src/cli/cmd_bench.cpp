@@ -86,15 +86,17 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
   return cuda::CudaBackend::create(c, std::move(*w), max_ctx, opt);
 }
 
-// A decode variant: '+'-joined features on top of the defaults, e.g. "rope-fused+l2next1+guo16".
-//   rope-fused     RoPE + K/V write in the QKV matvec epilogue (rope-pair weight rows)
+// A decode variant: '+'-joined features on top of the defaults, e.g. "rope-kernel+l2next1+guo16".
+//   rope-kernel    the separate RoPE kernel (HF row order) instead of the default fused epilogue (rope-fused)
 //   bulk-auto, bulk-all, bulk-all-static   the bulk-copy matvec where one launch holds W / everywhere (+ O prefetch)
 //   graph          no PDL;  eager+pdl  no CUDA graph;  prefetch-o  the QKV matvec warms the O weights in L2
 //   l2next<N>      split-K blocks ask the L2 for their next N groups before the PDL wait
 //   guq<MB>, guo<MB>  the QKV / O matvec ask the L2 for the first MB of the gate/up weights (guo: after guq's)
+//   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
+//   early-add      the O and down projections read their residual rows before the PDL wait
 struct Variant {
   cuda::CudaBackendOptions opt;
-  bool fuse_rope = false, bulk_static = false;
+  bool fuse_rope = true, bulk_static = false;  // as make_cuda_backend
   std::string matvec = "splitk";
   int l2next = 0;
 };
@@ -118,6 +120,7 @@ Expected<Variant> parse_variant(const std::string& name) {
       return std::stol(f.substr(n));
     };
     if (f == "rope-fused") v.fuse_rope = true;
+    else if (f == "rope-kernel") v.fuse_rope = false;
     else if (f == "bulk-auto") v.matvec = "bulk-auto", v.opt.prefetch_o = true;
     else if (f == "bulk-all") v.matvec = "bulk", v.opt.prefetch_o = true;
     else if (f == "bulk-all-static") v.matvec = "bulk", v.bulk_static = true, v.opt.prefetch_o = true;
@@ -126,10 +129,12 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (num("l2next") >= 0) v.l2next = int(num("l2next"));
     else if (num("guq") >= 0) v.opt.l2_gu_qkv = size_t(num("guq")) << 20;
     else if (num("guo") >= 0) v.opt.l2_gu_o = size_t(num("guo")) << 20;
+    else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
+    else if (f == "early-add") v.opt.add_early = true;
     else
       return make_error("--variants: '", f, "' in '", name,
-                        "' is not a variant feature (expected rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, joined by '+')");
+                        "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
+                        "eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, early-add, joined by '+')");
   }
   return v;
 }
@@ -165,10 +170,10 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   std::fprintf(human(o), "  decode: median of per-token times (CUDA event pair around each graph replay, %d tokens x %d"
                " repeats, after 16 warm-up steps) and back-to-back mean (one event pair around %d replays, median of"
                " the repeats); %% of the read ceiling, weights + K/V bytes\n", o.n_tokens, o.repeats, o.n_tokens);
-  // Default first: split-K matvec, the RoPE kernel, cuda/attention's decode (CudaBackendOptions defaults).
+  // Default first: split-K matvec, RoPE fused into the QKV matvec, cuda/attention's decode (make_cuda_backend).
   std::vector<std::string> names = {"graph+pdl"};
-  const std::vector<std::string> ablation = {"rope-fused", "bulk-auto", "bulk-all", "bulk-all-static", "graph",
-                                             "eager+pdl", "l2next1", "guo16", "guq12+guo12"};
+  const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-all-static", "graph",
+                                             "eager+pdl", "l2next1", "guo16", "guq16+guo16"};
   for (const std::string& n : o.ablation ? ablation : o.variants)
     if (n != "graph+pdl") names.push_back(n);
   if (o.backend == "megakernel") names.clear();
@@ -292,8 +297,8 @@ Command add_bench_command(CLI::App& parent) {
   sub->add_flag("--ablation", opts->ablation,
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
-                  "Ablation variants to time at the first context: '+'-joined features (rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>)")
+                  "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
+                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, early-add)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

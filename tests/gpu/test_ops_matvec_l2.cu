@@ -1,6 +1,6 @@
-// The L2 prefetch knobs of the split-K decode matvec (src/cuda/ops/matvec.cu): a share of another buffer
-// (MatvecArgs::l2_prefetch) and each block's next groups (set_matvec_l2_next) are hints issued before the PDL wait;
-// they must not change a single output bit, nor read outside the buffers (compute-sanitizer memcheck), at sizes
+// The pre-wait knobs of the split-K decode matvec (src/cuda/ops/matvec.cu): a share of another buffer
+// (MatvecArgs::l2_prefetch) and each block's next groups (set_matvec_l2_next) are L2 hints, and add_early reads the
+// residual rows early; all act before the PDL wait and must not change a single output bit, nor read outside the buffers (compute-sanitizer memcheck), at sizes
 // where blocks own several groups, odd row counts, and prefetch sizes that are not multiples of 16 bytes.
 // Run: test_gpu --gtest_filter='MatvecL2*'
 #include <random>
@@ -54,7 +54,7 @@ TEST(MatvecL2, PrefetchKnobsDoNotChangeResults) {
     DeviceArray<uint16_t> dw(w.bits);
     DeviceArray<float> dx(x), dnw(nw), dout(static_cast<size_t>(n_out));
     DeviceArray<uint8_t> other(c.other_bytes ? c.other_bytes : 16);
-    auto run = [&](int l2next, bool with_other) {
+    auto run = [&](int l2next, bool with_other, bool add_early) {
       if (c.mode == MatvecOut::ADD) dout.upload(out0);
       else dout.poison();
       MatvecArgs a;
@@ -66,6 +66,7 @@ TEST(MatvecL2, PrefetchKnobsDoNotChangeResults) {
       a.eps = 1e-5f;
       a.out = dout.p;
       a.mode = c.mode;
+      a.add_early = add_early;
       if (with_other && c.other_bytes) {
         a.l2_prefetch = other.p;
         a.l2_prefetch_bytes = c.other_bytes;
@@ -76,10 +77,14 @@ TEST(MatvecL2, PrefetchKnobsDoNotChangeResults) {
       CUDA_CHECK_LAUNCH();
       return dout.download();
     };
-    const std::vector<float> plain = run(0, false), hinted = run(c.l2next, true);
+    const std::vector<float> plain = run(0, false, false), hinted = run(c.l2next, true, false);
     EXPECT_LT(rel_err(plain, want), 2e-5);
     EXPECT_LT(rel_err(hinted, want), 2e-5);
     EXPECT_EQ(plain, hinted) << "the prefetch hints changed the result bits";
+    if (c.mode == MatvecOut::ADD) {  // residual rows read before the PDL wait: the same bits
+      EXPECT_EQ(run(0, false, true), plain) << "add_early changed the result bits";
+      EXPECT_EQ(run(c.l2next, true, true), plain) << "add_early + hints changed the result bits";
+    }
   }
 }
 

@@ -75,27 +75,29 @@ Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, in
   cudaStream_t s = b.stream();
   const int32_t first = 1000 % c.n_vocab;
   // Warm-up.
+  // K steps per replay (CudaBackendOptions::graph_steps): per-token = per-replay time / K.
+  const int k = b.decode_steps_per_replay(), n_replays = std::max(1, n_tokens / k);
   MK_TRY(b.begin_decode(first, context));
-  for (int i = 0; i < 16; ++i) b.replay_decode();
+  for (int i = 0; i < std::max(1, 16 / k); ++i) b.replay_decode_k();
   MK_TRY(cuda_status(cudaStreamSynchronize(s), "decode warm-up"));
-  Events ev(size_t(n_tokens) + 1);
+  Events ev(size_t(n_replays) + 1);
   std::vector<double> per_token, means;
   for (int r = 0; r < repeats; ++r) {
     MK_TRY(b.begin_decode(first, context));
     CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
-    for (int i = 0; i < n_tokens; ++i) {
-      b.replay_decode();
+    for (int i = 0; i < n_replays; ++i) {
+      b.replay_decode_k();
       CUDA_CHECK(cudaEventRecord(ev.ev[size_t(i) + 1], s));
     }
     MK_TRY(cuda_status(cudaStreamSynchronize(s), "timing decode"));
-    for (int i = 0; i < n_tokens; ++i) per_token.push_back(ev.ms(size_t(i), size_t(i) + 1));
+    for (int i = 0; i < n_replays; ++i) per_token.push_back(ev.ms(size_t(i), size_t(i) + 1) / k);
     // Back to back, no events in between (what a generation loop sees).
     MK_TRY(b.begin_decode(first, context));
     CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
-    for (int i = 0; i < n_tokens; ++i) b.replay_decode();
+    for (int i = 0; i < n_replays; ++i) b.replay_decode_k();
     CUDA_CHECK(cudaEventRecord(ev.ev[1], s));
     MK_TRY(cuda_status(cudaStreamSynchronize(s), "timing decode"));
-    means.push_back(ev.ms(0, 1) / n_tokens);
+    means.push_back(ev.ms(0, 1) / (n_replays * k));
   }
   t.ms_median = median(per_token);
   t.ms_mean = median(means);

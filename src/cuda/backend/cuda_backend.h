@@ -7,6 +7,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -40,6 +41,12 @@ struct CudaBackendOptions {
   // PDL waits: DRAM is otherwise nearly idle from the QKV projection to the end of the O projection.
   size_t l2_gu_qkv = 0;
   size_t l2_gu_o = 0;
+  // Decode steps per graph launch for generate_greedy and replay_decode_k (the steps chain with PDL inside the
+  // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
+  int graph_steps = 1;
+  // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
+  // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
+  bool add_early = false;
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
@@ -76,6 +83,9 @@ class CudaBackend final : public Backend {
   // Sets the decode state (token at pos) without running anything; then replay_decode() runs one step each.
   Status begin_decode(int32_t token, int pos);
   void replay_decode();
+  // Runs decode_steps_per_replay() steps (one graph launch when graphs are on).
+  void replay_decode_k();
+  int decode_steps_per_replay() const { return std::max(1, opt_.graph_steps); }
   // Runs a prefill of `tokens` at pos without copying logits back (asynchronous).
   Status enqueue_prefill_only(std::span<const int32_t> tokens, int pos);
   cudaStream_t stream() const { return stream_; }
@@ -97,6 +107,7 @@ class CudaBackend final : public Backend {
   void attend_decode(const Stream& s, int layer);
   void attend_prefill(const Stream& s, int layer, int n_tokens);
   Status ensure_graph();
+  Status capture_steps(int n_steps, cudaGraphExec_t* out);
 
   ModelConfig config_;
   DeviceWeights weights_;
@@ -105,7 +116,8 @@ class CudaBackend final : public Backend {
   int max_context_ = 0;
   int n_cached_ = 0;
   cudaStream_t stream_ = nullptr;
-  cudaGraphExec_t graph_ = nullptr;
+  cudaGraphExec_t graph_ = nullptr;    // one decode step
+  cudaGraphExec_t graph_k_ = nullptr;  // graph_steps decode steps (graph_steps > 1)
   std::unique_ptr<Gemm> gemm_;
 
   // Device buffers (one arena). Decode: fixed addresses captured by the graph.

@@ -154,6 +154,7 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     o.x_bf16 = attn_;
     o.out = x_;
     o.mode = MatvecOut::ADD;
+    o.add_early = opt_.add_early;  // x_ was last written by the previous layer's down projection (or the embedding)
     if (gu_o) {
       o.l2_prefetch = reinterpret_cast<const unsigned char*>(w.w_gate_up) + gu_q;
       o.l2_prefetch_bytes = gu_o;
@@ -178,6 +179,7 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     d.x = h_;
     d.out = x_;
     d.mode = MatvecOut::ADD;
+    d.add_early = opt_.add_early;  // x_ was last written by the O projection, two kernels back
     matvec(s, d);
   }
   MatvecArgs head;  // logits[V] = Wlm rmsnorm(x), argmax into state
@@ -229,12 +231,18 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
 
 Status CudaBackend::ensure_graph() {
   if (!opt_.graph || graph_) return {};
+  MK_TRY(capture_steps(1, &graph_));
+  if (decode_steps_per_replay() > 1) MK_TRY(capture_steps(decode_steps_per_replay(), &graph_k_));
+  return {};
+}
+
+Status CudaBackend::capture_steps(int n_steps, cudaGraphExec_t* out) {
   // Relaxed: the first launch of each kernel variant sets its attributes (not a stream operation).
   MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing the decode graph"));
-  enqueue_decode(Stream(stream_, opt_.pdl));
+  for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl));
   cudaGraph_t g = nullptr;
   MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing the decode graph"));
-  cudaError_t err = cudaGraphInstantiate(&graph_, g, 0);
+  cudaError_t err = cudaGraphInstantiate(out, g, 0);
   cudaGraphDestroy(g);
   return cuda_status(err, "instantiating the decode graph");
 }
@@ -244,6 +252,13 @@ void CudaBackend::replay_decode() {
   else enqueue_decode(Stream(stream_, opt_.pdl));
 }
 
+void CudaBackend::replay_decode_k() {
+  if (graph_k_) {
+    CUDA_CHECK(cudaGraphLaunch(graph_k_, stream_));
+  } else {
+    for (int i = 0; i < decode_steps_per_replay(); ++i) replay_decode();
+  }
+}
 
 RopeQkvArgs CudaBackend::rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const {
   const ModelConfig& c = config_;

@@ -89,6 +89,19 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   // come from L2. A share of another buffer (a.l2_prefetch, e.g. the next matvec's weights), and this warp's
   // slice of its next l2next groups (lanes 0 and 1: one row each).
   if (a.l2_prefetch_bytes) l2_prefetch_share(a);
+  // ADD with a.add_early: the first group's residual values are read now, so that the read-modify-write of `out`
+  // at the end of the kernel costs no L2 round trip (the caller guarantees that the kernel before this one does not
+  // write `out`, see MatvecArgs::add_early).
+  float base0 = 0.f, base1 = 0.f;
+  bool have_base = false;
+  if constexpr (MODE == MatvecOut::ADD) {
+    const int pair = grp * p.P + pi;
+    if (a.add_early && si == 0 && lane == 0 && grp < p.n_groups && pair < p.n_pairs) {
+      base0 = __ldcg(a.out + 2 * pair);
+      if (2 * pair + 1 < a.n_rows) base1 = __ldcg(a.out + 2 * pair + 1);
+      have_base = true;
+    }
+  }
   for (int k = 1; k <= p.l2next; ++k) {
     const int g = blockIdx.x + k * gridDim.x, pair = g * p.P + pi, row = 2 * pair + lane;
     const int c0 = si * SLICE, c1 = min(c0 + SLICE, n_chunks);
@@ -175,8 +188,19 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
     if (valid && si == 0 && lane == 0) {
       const int r = 2 * pair;
-      store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best);
+      if (MODE == MatvecOut::ADD && have_base) {  // same arithmetic as store_row_pair's ADD: out + (y + bias)
+        float y0 = acc0 * inv, y1 = acc1 * inv;
+        if (a.bias) {
+          y0 += a.bias[r];
+          if (r + 1 < a.n_rows) y1 += a.bias[r + 1];
+        }
+        a.out[r] = base0 + y0;
+        if (r + 1 < a.n_rows) a.out[r + 1] = base1 + y1;
+      } else {
+        store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best);
+      }
     }
+    have_base = false;
   }
   if constexpr (ARGMAX) {
     if (lane == 0) s_best[warp] = best;

@@ -55,6 +55,10 @@ struct MatvecArgs {
   // Argmax over y (STORE mode only): atomicMax of argmax_pack(y, r) into *argmax; the caller resets it to 0.
   unsigned long long* argmax = nullptr;
   MatvecRope rope;  // ROPE_QKV mode only
+  // ADD mode, split-K kernel: read the first rows of `out` before the PDL wait. Only when the kernel launched just
+  // before this one does not write `out` and calls launch_dependents after its own PDL wait (then every earlier
+  // writer of `out` has finished before this kernel starts). Bitwise the same results.
+  bool add_early = false;
   // Split-K and bulk kernels (ignored by rowpair): after requesting its own weights and before waiting on the
   // previous kernel, the grid asks the L2 to fetch these bytes (e.g. the first part of a matvec that follows
   // kernels which leave DRAM idle). 16-byte aligned; bytes rounded down to a multiple of 16.
