@@ -77,10 +77,14 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
           own(owners, cat("o_part", l, in.group), L.n_embd, in.row_begin, in.row_end);
           if (in.flags & FLAG_APPEND_KV) own(owners, cat("append", l), L.n_kv_head, in.group, in.group + 1);
           break;
-        case Op::MlpGateUp: own(owners, "act" + l, L.n_ff, in.row_begin, in.row_end); break;
+        case Op::MlpGateUp:
+          own(owners, "act" + l, L.n_ff, in.row_begin, in.row_end);
+          own(owners, "resid_mid" + l, L.n_embd, in.aux_begin, in.aux_end);  // the mid-layer residual's slices
+          break;
         case Op::MlpDown: own(owners, "down" + l, L.n_embd, in.row_begin, in.row_end); break;
         case Op::MlpGateUpDown:
           own(owners, "act" + l, L.n_ff, in.row_begin, in.row_end);
+          own(owners, "resid_mid" + l, L.n_embd, in.aux_begin, in.aux_end);
           own(owners, "down" + l, L.n_down_parts, in.chunk, in.chunk + 1);
           break;
         case Op::LmHead:
@@ -94,7 +98,8 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
   }
   for (auto& [buf, v] : owners)
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], 1) << buf << " row " << i;
-  size_t expect_bufs = size_t(c.n_layer) * (4 + size_t(c.n_kv_head) + (L.n_chunks > 1 ? size_t(c.n_kv_head) : 0) +
+  EXPECT_EQ(L.mid_resid, o.mid_resid ? 1 : 0);
+  size_t expect_bufs = size_t(c.n_layer) * (5 + size_t(c.n_kv_head) + (L.n_chunks > 1 ? size_t(c.n_kv_head) : 0) +
                                             (L.n_chunks > 1 ? 0 : 1)) + 3;
   EXPECT_EQ(owners.size(), expect_bufs);
   // Every wait's count is the number of instructions that signal that counter in one step.
@@ -109,7 +114,7 @@ TEST(Schedule, OwnsEveryRowOnceAndWaitsOnEarlierStages) {
     check_schedule(tiny_config(Family::Qwen3, 6, 1, 128, 96, 100, 3), {.n_sm = n_sm, .max_context = 33, .attn_chunk_len = 8});
     check_schedule(tiny_config(Family::Qwen2, 8, 8, 64, 130, 77), {.n_sm = n_sm, .max_context = 5, .attn_chunk_len = 2});
     check_schedule(tiny_config(Family::Llama, 8, 2, 64, 200, 300),
-                   {.n_sm = n_sm, .max_context = 40, .attn_chunk_len = 16, .fuse_down = true});
+                   {.n_sm = n_sm, .max_context = 40, .attn_chunk_len = 16, .fuse_down = true, .mid_resid = true});
   }
   for (const char* name : {"llama-3.2-1b", "qwen3-0.6b"}) {
     auto c = shape_config(name);
