@@ -93,7 +93,7 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   l2next<N>      split-K blocks ask the L2 for their next N groups before the PDL wait
 //   guq<MB>, guo<MB>  the QKV / O matvec ask the L2 for the first MB of the gate/up weights (guo: after guq's)
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
-//   early-add      the O and down projections read their residual rows before the PDL wait
+//   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 struct Variant {
   cuda::CudaBackendOptions opt;
   bool fuse_rope = true, bulk_static = false;  // as make_cuda_backend
@@ -130,11 +130,12 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (num("guq") >= 0) v.opt.l2_gu_qkv = size_t(num("guq")) << 20;
     else if (num("guo") >= 0) v.opt.l2_gu_o = size_t(num("guo")) << 20;
     else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
-    else if (f == "early-add") v.opt.add_early = true;
+    else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
+    else if (f == "late-add") v.opt.add_early = false;
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, early-add, joined by '+')");
+                        "eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, late-add, joined by '+')");
   }
   return v;
 }
@@ -173,7 +174,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   // Default first: split-K matvec, RoPE fused into the QKV matvec, cuda/attention's decode (make_cuda_backend).
   std::vector<std::string> names = {"graph+pdl"};
   const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-all-static", "graph",
-                                             "eager+pdl", "l2next1", "guo16", "guq16+guo16"};
+                                             "eager+pdl", "l2next1", "guo16", "guq16+guo16", "late-add", "steps8"};
   for (const std::string& n : o.ablation ? ablation : o.variants)
     if (n != "graph+pdl") names.push_back(n);
   if (o.backend == "megakernel") names.clear();
@@ -298,7 +299,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, early-add)")
+                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, late-add)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

@@ -43,10 +43,11 @@ struct CudaBackendOptions {
   size_t l2_gu_o = 0;
   // Decode steps per graph launch for generate_greedy and replay_decode_k (the steps chain with PDL inside the
   // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
-  int graph_steps = 1;
+  int graph_steps = 1;  // H200 1B, 8 steps: 0.836 / 0.828 ms/token vs 0.840 / 0.831 (bench/RESULTS.md, round 6)
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
-  bool add_early = false;
+  // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.
+  bool add_early = true;
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
