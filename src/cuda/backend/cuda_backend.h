@@ -38,7 +38,8 @@ struct CudaBackendOptions {
   bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights
   // Decode: bytes of the layer's gate/up weights (from their start, i.e. the rows the gate/up matvec reads first)
   // that the QKV matvec (l2_gu_qkv) and then the O matvec (the next l2_gu_o bytes) ask the L2 to fetch before their
-  // PDL waits: DRAM is otherwise nearly idle from the QKV projection to the end of the O projection.
+  // PDL waits: DRAM is otherwise nearly idle from the QKV projection to the end of the O projection. Measured slower
+  // on the H200 (layered round 6: guo16 +7, guq16+guo16 +46 us/token; likewise set_matvec_l2_next), so 0.
   size_t l2_gu_qkv = 0;
   size_t l2_gu_o = 0;
   // Decode steps per graph launch for generate_greedy and replay_decode_k (the steps chain with PDL inside the

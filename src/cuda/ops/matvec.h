@@ -75,7 +75,8 @@ void matvec(const Stream& s, const MatvecArgs& a);
 const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
 // Split-K kernel: before its PDL wait each block asks the L2 for the weights of its next `groups` work groups
-// (0 = off, the default; at most 8; environment MK_MATVEC_L2NEXT). For launches enqueued afterwards.
+// (0 = off, the default; at most 8; environment MK_MATVEC_L2NEXT). For launches enqueued afterwards. Measured
+// slower on the H200 (bench/RESULTS.md, layered round 6: 1 group +18 us/token, 2 groups +56).
 void set_matvec_l2_next(int groups);
 // Measurement knob of the bulk kernel: units assigned grid-stride instead of claimed from a counter
 // (environment MK_MATVEC_BULK_STATIC=1).
