@@ -191,6 +191,9 @@ void bench_shape(const std::string& name, double gbs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line-buffered: a peer that aborts the process (as the layered path's MK_CHECK did once) must not take the
+  // lines measured before it along.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<std::string> shapes;
   for (int i = 1; i < argc; ++i) shapes.push_back(argv[i]);
   if (shapes.empty()) shapes.push_back("llama-3.2-1b");

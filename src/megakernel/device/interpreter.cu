@@ -27,7 +27,10 @@
 // Version 7: flag-in-data publishing (FLAG instance, MkParams::flags; params.cuh says why it is ordered):
 // no counter waits or signals, each op polls the (value, epoch) pairs it reads, a release/acquire step
 // barrier per step; and the mid-layer residual materialised by MlpGateUp (Layout::mid_resid), so QkvProj
-// and LmHead sum 2 vectors instead of 2 + n_kv_head.
+// and LmHead sum 2 vectors instead of 2 + n_kv_head. Measured (H200, bench/RESULTS.md): flags + mid-layer residual
+// 1.016-1.019 ms/token at ctx 32 (v6 1.075); with split attention flags lose (1.284 vs 1.239 at ctx 4096), so
+// the default publishes with flags exactly when attention is inline; counters + mid residual 1.239 / 1.610 at
+// ctx 4096 / 16384 (v6 1.259 / 1.656).
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
