@@ -236,11 +236,9 @@ __device__ void poll_region(const Ctx& c, const u64* p, int n) {
   }
   csync();
 }
-__device__ __forceinline__ float ld_flag_val(const u64* p) {
-  uint32_t v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p));  // the value half (little endian)
-  return __uint_as_float(v);
-}
+// The whole pair again (same size as the writer's store, so the two are morally strong in the PTX model and
+// read-read coherence applies), its value half returned.
+__device__ __forceinline__ float ld_flag_val(const u64* p) { return flag_val(ld_flag(p)); }
 
 // Stores one activation element: the plain float (counter protocol) or the flagged pair.
 template <bool FLAG>
