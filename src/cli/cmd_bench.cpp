@@ -61,19 +61,15 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
   // The bulk kernel's probes are left out since it measured slower everywhere but 2048-3072 rows (RESULTS.md).
-  for (auto [r, c, kname, l2next] :
-       {std::tuple{8192, 2048, "splitk", 0}, std::tuple{2048, 8192, "splitk", 0}, std::tuple{16384, 2048, "splitk", 0},
-        std::tuple{3072, 2048, "splitk", 0}, std::tuple{2048, 2048, "splitk", 0}, std::tuple{8192, 2048, "splitk", 1},
-        std::tuple{2048, 8192, "splitk", 1}, std::tuple{16384, 2048, "splitk", 1}}) {
-    cuda::set_matvec_l2_next(l2next);
-    auto mv = cuda::measure_matvec(r, c, 20, kname);
-    cuda::set_matvec_l2_next(0);
+  for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}, std::pair{16384, 2048}, std::pair{3072, 2048},
+                      std::pair{2048, 2048}}) {
+    auto mv = cuda::measure_matvec(r, c, 20, "splitk");
     if (!mv) return mv.error();
-    j["matvec"].push_back({{"kernel", kname}, {"l2next", l2next}, {"rows", r}, {"cols", c}, {"us_single", mv->us_single},
+    j["matvec"].push_back({{"kernel", "splitk"}, {"rows", r}, {"cols", c}, {"us_single", mv->us_single},
                            {"us_chained", mv->us_chained}, {"tbps_single", mv->tbps_single},
                            {"tbps_chained", mv->tbps_chained}});
-    std::fprintf(human(o), "matvec %-6s l2next %d %5dx%-5d one launch %6.2f us (%.2f TB/s, %3.0f%%); in a PDL graph %6.2f us (%.2f TB/s, %3.0f%%)\n",
-                 kname, l2next, r, c, mv->us_single, mv->tbps_single, 100 * mv->tbps_single / read_tbps, mv->us_chained,
+    std::fprintf(human(o), "matvec splitk %5dx%-5d one launch %6.2f us (%.2f TB/s, %3.0f%%); in a PDL graph %6.2f us (%.2f TB/s, %3.0f%%)\n",
+                 r, c, mv->us_single, mv->tbps_single, 100 * mv->tbps_single / read_tbps, mv->us_chained,
                  mv->tbps_chained, 100 * mv->tbps_chained / read_tbps);
   }
   return j;
@@ -86,19 +82,17 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
   return cuda::CudaBackend::create(c, std::move(*w), max_ctx, opt);
 }
 
-// A decode variant: '+'-joined features on top of the defaults, e.g. "rope-kernel+l2next1+guo16".
+// A decode variant: '+'-joined features on top of the defaults, e.g. "rope-kernel+late-add".
 //   rope-kernel    the separate RoPE kernel (HF row order) instead of the default fused epilogue (rope-fused)
 //   bulk-auto, bulk-all, bulk-all-static   the bulk-copy matvec where one launch holds W / everywhere (+ O prefetch)
 //   graph          no PDL;  eager+pdl  no CUDA graph;  prefetch-o  the QKV matvec warms the O weights in L2
-//   l2next<N>      split-K blocks ask the L2 for their next N groups before the PDL wait
-//   guq<MB>, guo<MB>  the QKV / O matvec ask the L2 for the first MB of the gate/up weights (guo: after guq's)
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
+//   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
 struct Variant {
   cuda::CudaBackendOptions opt;
   bool fuse_rope = true, bulk_static = false;  // as make_cuda_backend
   std::string matvec = "splitk";
-  int l2next = 0;
 };
 
 Expected<Variant> parse_variant(const std::string& name) {
@@ -126,16 +120,14 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "bulk-all-static") v.matvec = "bulk", v.bulk_static = true, v.opt.prefetch_o = true;
     else if (f == "graph") v.opt.pdl = false;
     else if (f == "prefetch-o") v.opt.prefetch_o = true;
-    else if (num("l2next") >= 0) v.l2next = int(num("l2next"));
-    else if (num("guq") >= 0) v.opt.l2_gu_qkv = size_t(num("guq")) << 20;
-    else if (num("guo") >= 0) v.opt.l2_gu_o = size_t(num("guo")) << 20;
     else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
     else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
     else if (f == "late-add") v.opt.add_early = false;
+    else if (f == "late-kv") v.opt.attn_early_kv = false;
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, late-add, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, joined by '+')");
   }
   return v;
 }
@@ -174,7 +166,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   // Default first: split-K matvec, RoPE fused into the QKV matvec, cuda/attention's decode (make_cuda_backend).
   std::vector<std::string> names = {"graph+pdl"};
   const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-all-static", "graph",
-                                             "eager+pdl", "l2next1", "guo16", "guq16+guo16", "late-add", "steps8"};
+                                             "eager+pdl", "late-add", "late-kv", "steps8"};
   for (const std::string& n : o.ablation ? ablation : o.variants)
     if (n != "graph+pdl") names.push_back(n);
   if (o.backend == "megakernel") names.clear();
@@ -183,7 +175,6 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     if (!v) return v.error();
     cuda::set_matvec_kernel(v->bulk_static ? "bulk" : v->matvec.c_str());  // read when the graph is captured
     cuda::set_matvec_bulk_static(v->bulk_static);
-    cuda::set_matvec_l2_next(v->l2next);
     auto b = build(what, c, m, max_ctx, v->opt, v->fuse_rope);
     if (!b) return b.error();
     const bool main_variant = &name == &names.front();
@@ -200,7 +191,6 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   }
   cuda::set_matvec_kernel("splitk");
   cuda::set_matvec_bulk_static(false);
-  cuda::set_matvec_l2_next(0);
   if (o.backend != "layered") {
     MegakernelBenchArgs a{o.contexts, o.n_tokens, o.repeats, wbytes, read_tbps, human(o)};
     if (m) std::fprintf(human(o), "  (the megakernel is timed on random weights of the same shapes)\n");
@@ -299,7 +289,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, l2next<N>, guq<MB>, guo<MB>, steps<K>, late-add)")
+                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

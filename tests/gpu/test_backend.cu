@@ -115,15 +115,12 @@ TEST(Backend, RandomModelsMatchCpu) {
       compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, c.f != Family::Qwen3 || c.D == 128);
       cuda::set_matvec_kernel("splitk");
     }
-    {  // L2 hints: each block's next groups, and the gate/up weights from the QKV and O matvecs (same results)
-      SCOPED_TRACE("l2next 2 + gate/up prefetch + late residual reads");
+    {  // the early reads before the PDL waits off (residual rows in O / down, K/V in decode attention)
+      SCOPED_TRACE("late residual reads + late K/V");
       cuda::CudaBackendOptions opt;
       opt.add_early = false;
-      opt.l2_gu_qkv = 1000;           // not a multiple of 16: rounded down
-      opt.l2_gu_o = size_t(1) << 30;  // more than the matrix: clamped to the rest of it
-      cuda::set_matvec_l2_next(2);
+      opt.attn_early_kv = false;
       compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, c.f != Family::Qwen3 || c.D == 128);
-      cuda::set_matvec_l2_next(0);
     }
   }
 }

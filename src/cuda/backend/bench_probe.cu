@@ -52,13 +52,6 @@ double time_ms(cudaStream_t s, const std::function<void()>& fn, int repeats, int
   return median(ts);
 }
 
-int sm_count() {
-  int dev = 0, n = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  return n;
-}
-
 struct DevBuf {
   void* p = nullptr;
   ~DevBuf() {

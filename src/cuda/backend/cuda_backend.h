@@ -35,13 +35,7 @@ struct CudaBackendOptions {
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
   // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 3-5), so off by default:
-  bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights
-  // Decode: bytes of the layer's gate/up weights (from their start, i.e. the rows the gate/up matvec reads first)
-  // that the QKV matvec (l2_gu_qkv) and then the O matvec (the next l2_gu_o bytes) ask the L2 to fetch before their
-  // PDL waits: DRAM is otherwise nearly idle from the QKV projection to the end of the O projection. Measured slower
-  // on the H200 (layered round 6: guo16 +7, guq16+guo16 +46 us/token; likewise set_matvec_l2_next), so 0.
-  size_t l2_gu_qkv = 0;
-  size_t l2_gu_o = 0;
+  bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
   // Decode steps per graph launch for generate_greedy and replay_decode_k (the steps chain with PDL inside the
   // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
   int graph_steps = 1;  // H200 1B, 8 steps: 0.836 / 0.828 ms/token vs 0.840 / 0.831 (bench/RESULTS.md, round 6)
@@ -49,6 +43,11 @@ struct CudaBackendOptions {
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
   // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.
   bool add_early = true;
+  // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
+  // (AttentionOptions::decode_early_kv). Its contract holds here: the kernel before it (the QKV matvec with the RoPE
+  // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
+  // PDL wait, so the previous step's finish kernel (seq_len) has completed when attention starts.
+  bool attn_early_kv = true;
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).

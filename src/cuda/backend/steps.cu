@@ -1,6 +1,5 @@
 // The kernels one step enqueues (see cuda_backend.h): the decode step (captured as a CUDA graph) and a prefill
 // chunk. Shapes: E = n_embd, F = n_ff, Q = q_dim, KV = kv_dim, V = n_vocab, T = tokens in the chunk.
-#include <algorithm>
 #include <cmath>
 
 // cuda/attention/ (split-KV decode, FA2-style prefill) is linked: use it unless the options say otherwise.
@@ -70,7 +69,9 @@ void CudaBackend::attend_decode(const Stream& s, int layer) {
     a.max_seqlen_k = kv_.capacity();
     a.workspace = attn_ws_;
     a.workspace_bytes = attn_ws_bytes_;
-    Status st = attention_decode(s.stream, a);
+    AttentionOptions opt;
+    opt.decode_early_kv = opt_.attn_early_kv;  // the contract: see CudaBackendOptions::attn_early_kv
+    Status st = attention_decode(s.stream, a, opt);
     MK_CHECK(st.ok());
     return;
   }
@@ -116,15 +117,9 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     qkv.norm_w = w.attn_norm;
     qkv.eps = c.rms_norm_eps;
     qkv.out = qkv_;
-    // L2 warm-up of later weights (CudaBackendOptions): the first part of gate/up, or the O weights.
-    const size_t gu_bytes = size_t(2) * size_t(F) * size_t(E) * sizeof(__nv_bfloat16);
-    const size_t gu_q = std::min(opt_.l2_gu_qkv, gu_bytes) & ~size_t(15), gu_o = std::min(opt_.l2_gu_o, gu_bytes - gu_q);
     if (opt_.prefetch_o) {  // the O projection starts behind the attention kernels: warm its weights in L2 now
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
-    } else if (gu_q) {
-      qkv.l2_prefetch = w.w_gate_up;
-      qkv.l2_prefetch_bytes = gu_q;
     }
     if (weights_.rope_pair_rows && !w.q_norm) {
       // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
@@ -155,10 +150,6 @@ void CudaBackend::enqueue_decode(const Stream& s) {
     o.out = x_;
     o.mode = MatvecOut::ADD;
     o.add_early = opt_.add_early;  // x_ was last written by the previous layer's down projection (or the embedding)
-    if (gu_o) {
-      o.l2_prefetch = reinterpret_cast<const unsigned char*>(w.w_gate_up) + gu_q;
-      o.l2_prefetch_bytes = gu_o;
-    }
     matvec(s, o);
 
     MatvecArgs gu;  // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)

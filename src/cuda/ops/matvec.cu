@@ -31,7 +31,6 @@ struct Params {
   MatvecArgs a;
   int S, P, n_pairs, n_groups;
   int ring;  // 1: prefetch the next group's weights while consuming the current one
-  int l2next;  // groups after the first whose weights this block asks the L2 for before the PDL wait
 };
 
 // Loads per lane per row per item of the build fitted to MINB blocks per SM (16 x 16-byte buffers do not fit 80
@@ -84,11 +83,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   if constexpr (NORM)
     for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4)
       *reinterpret_cast<float4*>(s_x + i) = *reinterpret_cast<const float4*>(a.norm_w + i);
-  // L2 prefetches, also independent of the previous kernel: they keep DRAM busy through the kernel boundary
-  // (while this block waits, the previous kernel drains and x is staged), so the weights read after the wait
-  // come from L2. A share of another buffer (a.l2_prefetch, e.g. the next matvec's weights), and this warp's
-  // slice of its next l2next groups (lanes 0 and 1: one row each).
-  if (a.l2_prefetch_bytes) l2_prefetch_share(a);
   // ADD with a.add_early: the first group's residual values are read now, so that the read-modify-write of `out`
   // at the end of the kernel costs no L2 round trip (the caller guarantees that the kernel before this one does not
   // write `out`, see MatvecArgs::add_early).
@@ -101,13 +95,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
       if (2 * pair + 1 < a.n_rows) base1 = __ldcg(a.out + 2 * pair + 1);
       have_base = true;
     }
-  }
-  for (int k = 1; k <= p.l2next; ++k) {
-    const int g = blockIdx.x + k * gridDim.x, pair = g * p.P + pi, row = 2 * pair + lane;
-    const int c0 = si * SLICE, c1 = min(c0 + SLICE, n_chunks);
-    if (g >= p.n_groups) break;
-    if (lane < 2 && pair < p.n_pairs && row < a.n_rows && c1 > c0)
-      bulk_prefetch_l2(a.w + size_t(row) * size_t(a.n_cols) + size_t(c0) * 8, uint32_t(c1 - c0) * 16);
   }
   pdl_wait();
   // Stage x (each thread rescales the very elements it staged the norm weight of: no barrier needed between).
@@ -188,17 +175,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
     if (valid && si == 0 && lane == 0) {
       const int r = 2 * pair;
-      if (MODE == MatvecOut::ADD && have_base) {  // same arithmetic as store_row_pair's ADD: out + (y + bias)
-        float y0 = acc0 * inv, y1 = acc1 * inv;
-        if (a.bias) {
-          y0 += a.bias[r];
-          if (r + 1 < a.n_rows) y1 += a.bias[r + 1];
-        }
-        a.out[r] = base0 + y0;
-        if (r + 1 < a.n_rows) a.out[r + 1] = base1 + y1;
-      } else {
-        store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best);
-      }
+      store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best, have_base, base0,
+                                   base1);
     }
     have_base = false;
   }
@@ -224,13 +202,6 @@ int env_int(const char* name, int dflt) {
   return v;
 }
 
-// Groups ahead a block asks the L2 for before its PDL wait (set_matvec_l2_next; environment MK_MATVEC_L2NEXT).
-int& l2_next_setting() {
-  static int v = std::max(0, env_int("MK_MATVEC_L2NEXT", 0));
-  return v;
-}
-int matvec_l2_next() { return l2_next_setting(); }
-
 int device_sm_count() {
   static int n = [] {
     int dev = 0, v = 0;
@@ -252,8 +223,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   const int sms = device_sm_count();
   const int n_chunks = a.n_cols / 8;
   constexpr int slice = mv_ks(MINB) * 32;
-  Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0,
-           matvec_l2_next()};
+  Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
   while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
@@ -329,8 +299,6 @@ const char* matvec_kernel_name() {
 }
 
 void set_matvec_kernel(const char* name) { selected_kernel() = kernel_from_name(name); }
-
-void set_matvec_l2_next(int groups) { l2_next_setting() = std::max(0, std::min(groups, 8)); }
 
 void matvec(const Stream& s, const MatvecArgs& a) {
   MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));

@@ -59,9 +59,8 @@ struct MatvecArgs {
   // before this one does not write `out` and calls launch_dependents after its own PDL wait (then every earlier
   // writer of `out` has finished before this kernel starts). Bitwise the same results.
   bool add_early = false;
-  // Split-K and bulk kernels (ignored by rowpair): after requesting its own weights and before waiting on the
-  // previous kernel, the grid asks the L2 to fetch these bytes (e.g. the first part of a matvec that follows
-  // kernels which leave DRAM idle). 16-byte aligned; bytes rounded down to a multiple of 16.
+  // Bulk kernel only (ignored by the others): after requesting its own weights, the grid asks the L2 to fetch
+  // these bytes (e.g. the weights of a matvec that follows kernels which cannot overlap with it). 16-byte aligned.
   const void* l2_prefetch = nullptr;
   size_t l2_prefetch_bytes = 0;
 };
@@ -74,10 +73,6 @@ void matvec(const Stream& s, const MatvecArgs& a);
 // rowpair. The bulk kernel assumes its launches on one stream are not interleaved with another thread's.
 const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
-// Split-K kernel: before its PDL wait each block asks the L2 for the weights of its next `groups` work groups
-// (0 = off, the default; at most 8; environment MK_MATVEC_L2NEXT). For launches enqueued afterwards. Measured
-// slower on the H200 (bench/RESULTS.md, layered round 6: 1 group +18 us/token, 2 groups +56).
-void set_matvec_l2_next(int groups);
 // Measurement knob of the bulk kernel: units assigned grid-stride instead of claimed from a counter
 // (environment MK_MATVEC_BULK_STATIC=1).
 void set_matvec_bulk_static(bool on);

@@ -2,7 +2,6 @@
 // matvec_bulk.cu: the opt-in bulk-copy ring).
 #pragma once
 #include "cuda/common/device.cuh"
-#include "cuda/common/mbarrier.cuh"
 #include "cuda/ops/matvec.h"
 
 namespace mk::cuda {
@@ -45,10 +44,12 @@ __device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y
 }
 
 // Epilogue of one finished row pair, the same in every kernel: rows r and (when has1) r + 1 get the bias, then go
-// out in the kernel's mode; STORE with ARGMAX also folds them into the thread's running argmax `best`.
+// out in the kernel's mode; STORE with ARGMAX also folds them into the thread's running argmax `best`. ADD adds to
+// old0/old1 (the rows of out read earlier, see MatvecArgs::add_early) when use_old, else to out as it is now.
 template <MatvecOut MODE, bool ARGMAX>
 __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool has1, float y0, float y1,
-                                               unsigned long long& best) {
+                                               unsigned long long& best, bool use_old = false, float old0 = 0.f,
+                                               float old1 = 0.f) {
   if (a.bias) {
     y0 += a.bias[r];
     if (has1) y1 += a.bias[r + 1];
@@ -61,24 +62,13 @@ __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool 
       if (has1) best = max(best, argmax_pack(y1, r + 1));
     }
   } else if constexpr (MODE == MatvecOut::ADD) {
-    a.out[r] += y0;
-    if (has1) a.out[r + 1] += y1;
+    a.out[r] = (use_old ? old0 : a.out[r]) + y0;
+    if (has1) a.out[r + 1] = (use_old ? old1 : a.out[r + 1]) + y1;
   } else if constexpr (MODE == MatvecOut::SWIGLU) {
     a.out[r >> 1] = y0 / (1.f + __expf(-y0)) * y1;
   } else {
     rope_store(a.rope, r, y0, y1);
   }
-}
-
-// This block's share of a.l2_prefetch (bytes split evenly over the grid, 16 KB bulk prefetch requests, one per
-// thread). A hint to the L2: it reads nothing into the SM and never faults the kernel's own data.
-__device__ __forceinline__ void l2_prefetch_share(const MatvecArgs& a) {
-  const size_t bytes = a.l2_prefetch_bytes & ~size_t(15);
-  const size_t share = (bytes / gridDim.x + 15) / 16 * 16;
-  const size_t b0 = share * blockIdx.x, b1 = b0 + share < bytes ? b0 + share : bytes;
-  const unsigned char* src = static_cast<const unsigned char*>(a.l2_prefetch);
-  for (size_t b = b0 + size_t(threadIdx.x) * 16384; b < b1; b += size_t(blockDim.x) * 16384)
-    bulk_prefetch_l2(src + b, uint32_t(b1 - b < 16384 ? b1 - b : 16384));
 }
 
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);
