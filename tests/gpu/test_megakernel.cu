@@ -253,6 +253,64 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   }
 }
 
+// Version 8 switches: the block table in shared memory and the K/V issued one instruction early (into the
+// ring page left free) change no arithmetic: bit-identical logits over 140 positions (inline attention with
+// flags, split attention with counters on 7 and all SMs), and K steps per launch = 1 step per launch.
+TEST(Megakernel, BlockTableAndEarlyKvBitIdentical) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 91);
+  std::vector<int32_t> prompt(140);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 11) % size_t(k.c.n_vocab));
+  CpuBackend cpu(m, 160);
+  std::vector<float> ref(static_cast<size_t>(k.c.n_vocab));
+  ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
+  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
+                                MegakernelOptions{.attn_chunk_len = 16}}) {
+    std::vector<float> first;
+    for (int mode = 0; mode < 4; ++mode) {  // 0: v7; 1: blk_smem; 2: + kv_early (ring - 1 page); 3: kv_early, 2 pages
+      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
+      auto b = make_mk(m, 160, opt);
+      ASSERT_TRUE(b);
+      b->set_blk_smem(mode == 1 || mode == 2);
+      b->set_kv_early(mode >= 2);
+      if (mode == 2) b->set_ring_pages(b->max_ring_pages() - 1);
+      if (mode == 3) b->set_ring_pages(2);
+      ASSERT_EQ(b->kv_early(), mode >= 2);
+      std::vector<float> a(ref.size());
+      auto st = b->forward(prompt, 0, a);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
+      if (first.empty()) first = a;
+      else EXPECT_EQ(a, first);
+    }
+  }
+}
+
+// The same switches with K steps per launch (steps > 0 of a launch issue the early K/V after the step's
+// first wait): 8 steps per launch with them = 1 step per launch without. Small (the memcheck case).
+TEST(Megakernel, EarlyKvKStepsEqualOneStep) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 91);
+  for (int chunk : {0, 12}) {
+    SCOPED_TRACE(cat("chunk ", chunk));
+    std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+    std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
+    std::vector<std::vector<int32_t>> outs;
+    for (int v = 0; v < 2; ++v) {  // v7 with 1 step/launch; blk_smem + kv_early with 8 steps/launch
+      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = chunk, .blk_smem = v == 1, .kv_early = v == 1});
+      ASSERT_TRUE(b);
+      if (v == 1) b->set_ring_pages(b->max_ring_pages() - 1);
+      ASSERT_EQ(b->kv_early(), v == 1);
+      ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+      std::vector<int32_t> out(24);
+      auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, v == 1 ? 8 : 1);
+      ASSERT_TRUE(st.ok()) << st.message();
+      outs.push_back(out);
+    }
+    EXPECT_EQ(outs[0], outs[1]);
+  }
+}
+
 TEST(Megakernel, MatchesLayeredBackend) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 7);

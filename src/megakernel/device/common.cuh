@@ -129,6 +129,9 @@ __device__ __forceinline__ void cp_async16_ca(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// All of this thread's cp.async groups but the newest have landed (the newest: MkParams::kv_early's K/V).
+__device__ __forceinline__ void cp_async_wait_but_newest() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 // Where the prefetched norm weights go: s_x[n_embd, 2 n_embd) when s_x is that large (it is when
 // n_ff >= 2 n_embd, as in every supported family), else nowhere (rmsnorm reads global memory).
@@ -330,7 +333,10 @@ __device__ void residual_in(const Ctx& c, int l) {
 __device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = false) {
   if (staged) {
     if (const float* st = norm_stage(c)) w = st;
-    cp_async_wait_all();  // this thread's copies; the barrier below publishes them to the others
+    // This thread's copies; the barrier below publishes them to the others. When this instruction issued the
+    // next one's K/V early (kv_early, the newest group), those may stay in flight.
+    if (c.v8 && c.early_for == int(c.instr) + 1) cp_async_wait_but_newest();
+    else cp_async_wait_all();
   }
   csync();
   float ss = 0.f;

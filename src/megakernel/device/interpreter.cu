@@ -41,17 +41,15 @@ namespace mk::megakernel::device {
 
 namespace {
 
-// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages].
-constexpr size_t BAR_BYTES = 2 * MAX_PAGES * sizeof(uint64_t);
-
+// Dynamic shared memory: params.cuh (BAR_BYTES, blk_smem_offset).
 __host__ __device__ size_t ring_offset(const MkParams& p) {
-  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64);
+  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64 + p.blk_ints);
   return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
 }
 
 }  // namespace
 
-template <bool RING, bool FLAG>
+template <bool RING, bool FLAG, bool V8>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
@@ -73,9 +71,14 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false, -1, V8};
+  if (V8 && p.blk_ints > 0) {  // s_blk (after s_red): the block table, written by the host before the launch
+    int* s_blk = reinterpret_cast<int*>(smem_raw + blk_smem_offset(p));
+    for (int k = threadIdx.x; k < p.blk_ints; k += NCT) s_blk[k] = p.block_table[k];
+    csync();
+  }
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
-    c.step = step, c.pos = p.pos0 + step, c.synced = false;
+    c.step = step, c.pos = p.pos0 + step, c.synced = false, c.early_for = -1;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
     c.epoch = epoch;
     for (uint32_t i = begin; i < end; ++i) {
@@ -109,6 +112,14 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
       }
       if (t) t[T_WAIT_END] = global_ns();
+      // MkParams::kv_early: the next instruction's K/V (attention) go out now, one instruction before their
+      // use, into s_kv -- unless this instruction reads s_kv itself. The same condition as attn_preload's
+      // (a wait of this step passed), so the same argument makes it safe (ops/attention.cuh).
+      if (V8 && p.kv_early && p.prefetch && c.early_for != int(i) && i + 1 < end && (c.synced || c.step == 0)) {
+        const Instr& nx = p.instrs[i + 1];  // by reference: only the fields the issue reads are loaded
+        const Op op = nx.op;
+        if (op == Op::AttnPartial || (op == Op::AttnOProj && p.L.n_chunks == 1)) attn_issue_early(c, nx, i + 1);
+      }
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING, FLAG>(c, in); break;
         case Op::AttnPartial: op_attn_partial<FLAG>(c, in); break;
@@ -135,11 +146,11 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   if (blk && threadIdx.x == 0) blk[B_END] = global_ns();
 }
 
-size_t smem_bytes(const MkParams& p) { return ring_offset(p) + size_t(p.n_pages) * PAGE_BYTES; }
+size_t smem_bytes(const MkParams& p) { return ring_offset(p) + size_t(p.n_pages + (p.kv_early ? 1 : 0)) * PAGE_BYTES; }
 
-size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
+size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats, int blk_ints) {
   MkParams p{};
-  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats;
+  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats, p.blk_ints = blk_ints;
   return ring_offset(p);
 }
 
@@ -147,9 +158,13 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   const size_t smem = smem_bytes(p);
   // The flag protocol runs with the weight ring only (the backend refuses it otherwise).
   if (p.flags && p.n_pages == 0) return cudaErrorInvalidValue;
-  const void* kernel = p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true>)
-                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false>)
-                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false>);
+  // Version 8's switches run in their own instances (with the ring only; the backend turns them off without).
+  const bool v8 = (p.kv_early || p.blk_smem) && p.n_pages > 0;
+  const void* kernel = p.flags ? (v8 ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true>)
+                                     : reinterpret_cast<const void*>(megakernel_kernel<true, true, false>))
+                       : p.n_pages > 0 ? (v8 ? reinterpret_cast<const void*>(megakernel_kernel<true, false, true>)
+                                             : reinterpret_cast<const void*>(megakernel_kernel<true, false, false>))
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

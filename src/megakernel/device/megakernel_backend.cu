@@ -87,7 +87,10 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;  // + hd: RoPE table
-  const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_) + 64;  // + static
+  // s_blk: the block table entries of positions [0, max_context) (at most 2048: 8 KB; beyond, global reads).
+  blk_ints_ = std::min((max_context_ + cuda::KV_BLOCK_SIZE - 1) / cuda::KV_BLOCK_SIZE, 2048);
+  blk_smem_ = opt.blk_smem, kv_early_ = opt.kv_early;
+  const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_, blk_ints_) + 64;  // + static
   if (smem > dev->smem_per_block_optin)
     return make_error("megakernel: needs ", smem, " B of shared memory per block, the GPU allows ",
                       dev->smem_per_block_optin, "; use the layered backend");
@@ -203,6 +206,9 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.prefetch = prefetch_ ? 1 : 0;
   p.rope_early = rope_early_ ? 1 : 0;
   p.kv_l2_ahead = kv_l2_ahead_;
+  p.blk_ints = std::min(blk_ints_, kv_.capacity() / cuda::KV_BLOCK_SIZE);  // entries the table has
+  p.blk_smem = blk_smem_ && p.blk_ints * cuda::KV_BLOCK_SIZE >= max_context_ ? 1 : 0;  // s_blk covers every position
+  p.kv_early = kv_early() ? 1 : 0;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;
@@ -307,6 +313,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   constexpr int N_OP = int(Op::Count);
   double wait[N_OP] = {}, prep[N_OP] = {}, comp[N_OP] = {}, page[N_OP] = {}, sig[N_OP] = {};
   double att_prep[N_OP] = {}, att_range[N_OP] = {};  // attention ops: q/k/v + RoPE + append; the attention
+  double att_kv[N_OP] = {};  // of the attention: thread 0 waiting for its staged K/V copies
   int count[N_OP] = {};
   unsigned long long t_min = ~0ull, t_max = 0;
   for (size_t i = 0; i < n_instr; ++i) {
@@ -322,6 +329,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
     if (r[device::T_ATT_PREP] && r[device::T_ATT_RANGE]) {
       att_prep[op] += double(r[device::T_ATT_PREP] - r[device::T_WAIT_END]);
       att_range[op] += double(r[device::T_ATT_RANGE] - r[device::T_ATT_PREP]);
+      if (r[device::T_ATT_KV]) att_kv[op] += double(r[device::T_ATT_KV] - r[device::T_ATT_PREP]);
     }
     t_min = std::min(t_min, r[device::T_WAIT_START]);
     t_max = std::max(t_max, r[device::T_SIGNAL_END]);
@@ -333,9 +341,9 @@ Expected<std::string> MegakernelBackend::timing_report() {
   const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
-                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages, publish %s, mid_resid %d): step span %.1f us\n",
+                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages, publish %s, mid_resid %d, blk_smem %d, kv_early %d): step span %.1f us\n",
                 timing_steps_, n_pages_, ring_loader_ ? "cp.async" : "bulk", l2_ahead_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
-                int(mid_resid_), double(t_max - t_min) * 1e-3);
+                int(mid_resid_), int(blk_smem_), int(kv_early()), double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
   for (int op = 0; op < N_OP; ++op) {
@@ -347,8 +355,8 @@ Expected<std::string> MegakernelBackend::timing_report() {
   }
   for (int op = 0; op < N_OP; ++op)
     if (att_prep[op] > 0) {
-      std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f, merge/normalise %.1f\n",
-                    op_name(Op(op)), att_prep[op] * per, att_range[op] * per,
+      std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait %.1f), merge/normalise %.1f\n",
+                    op_name(Op(op)), att_prep[op] * per, att_range[op] * per, att_kv[op] * per,
                     (prep[op] - att_prep[op] - att_range[op]) * per);
       out += line;
     }

@@ -41,6 +41,11 @@ struct MegakernelOptions {
   // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h; bit-identical; measured 1-2.5%
   // faster at every context).
   bool mid_resid = true;
+  // Version 8 (bench/RESULTS.md "Megakernel v8"): the block table in shared memory (attention's cache offsets
+  // without an L2 round trip), and attention's first K/V loads issued one instruction early into a page taken
+  // from the ring (kv_early: the ring runs with one page fewer than fit).
+  bool blk_smem = false;
+  bool kv_early = false;
 };
 
 class MegakernelBackend final : public Backend {
@@ -99,6 +104,13 @@ class MegakernelBackend final : public Backend {
   // Attention: L2 prefetch of the K/V cache this many loop iterations ahead (0 = off; >= 0).
   void set_kv_l2_ahead(int n) { kv_l2_ahead_ = std::max(0, std::min(n, 8)); }
   int kv_l2_ahead() const { return kv_l2_ahead_; }
+  // Version 8 switches (MegakernelOptions). kv_early takes effect only while the ring leaves a page free
+  // (ring_pages() < max_ring_pages()); kv_early() says whether it does.
+  void set_blk_smem(bool on) { blk_smem_ = on; }
+  bool blk_smem() const { return blk_smem_; }
+  void set_kv_early(bool on) { kv_early_ = on; }
+  bool kv_early() const { return kv_early_ && prefetch_ && n_pages_ > 0 && n_pages_ < max_pages_; }
+  int max_ring_pages() const { return max_pages_; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
@@ -144,6 +156,8 @@ class MegakernelBackend final : public Backend {
   int publish_mode_ = 2;  // device::PUBLISH_RELEASE_NOFENCE_WAIT: measured fastest (v5, bench/RESULTS.md)
   bool prefetch_ = true;
   int kv_l2_ahead_ = 0;  // measured (v5 R2): 0 / 1 / 2 / 4 iterations 1.649 / 1.671 / 1.674 / 1.679 ms at 16k
+  int blk_ints_ = 0;      // block-table entries in shared memory (device::MkParams::blk_ints)
+  bool blk_smem_ = false, kv_early_ = false;
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing
 

@@ -61,7 +61,8 @@ struct MkLayer {
 // T_MATVEC_START: the first matvec page (what comes before is the op's preparation: residual sum, norm,
 // attention); 0 for ops without weights.
 // T_ATT_PREP / T_ATT_RANGE (attention ops): q/k/v loaded + RoPE + append done; attention over the cache done.
-enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_ATT_PREP, T_ATT_RANGE, TIMING_FIELDS };
+// T_ATT_KV (attention ops): thread 0's staged K/V copies landed (inside attn_range, before the first score).
+enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_ATT_PREP, T_ATT_RANGE, T_ATT_KV, TIMING_FIELDS };
 // After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
 // kernel start, kernel end (ns).
 enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_UNUSED, BLOCK_FIELDS };
@@ -119,7 +120,27 @@ struct MkParams {
   uint32_t* step_counter;       // one counter: + n_active per step
   uint32_t step_base;           // flag-protocol steps completed before this launch
   int n_active;                 // blocks with a non-empty queue (the others return at once)
+  // Version 8 (bench/RESULTS.md "Megakernel v8"):
+  int blk_ints;                 // s_blk: the first blk_ints entries of block_table, copied to shared memory at
+                                // kernel start (always reserved; the host writes the table before the launch)
+  int blk_smem;                 // 1: kv_offset reads s_blk instead of global memory (no L2 round trip before
+                                // the K/V loads can be issued)
+  int kv_early;                 // 1: the K/V preload of an attention instruction is issued at the SM's previous
+                                // instruction (after its wait) into s_kv, the ring slot n_pages (needs
+                                // n_pages < the pages that fit; smem_bytes reserves the extra page)
 };
+
+// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][s_blk blk_ints][pad to 128 B]
+// [ring pages][s_kv: one more page with MkParams::kv_early] (interpreter.cu).
+constexpr size_t BAR_BYTES = 2 * MAX_PAGES * sizeof(uint64_t);
+// Byte offset of s_blk: computed from the parameters where used (no pointer held in a register).
+__host__ __device__ __forceinline__ size_t blk_smem_offset(const MkParams& p) {
+  return BAR_BYTES + size_t(p.smem_x_floats + p.smem_aux_floats + 64) * sizeof(float);
+}
+
+// s_kv (MkParams::kv_early): [2 positions][K|V][NCT] x 16 B per consumer thread, in the page after the ring.
+constexpr int KV_STAGE_BYTES = 4 * NCT * 16;
+static_assert(KV_STAGE_BYTES <= PAGE_BYTES, "the early K/V stage takes one ring page");
 
 // What an op needs while it runs on one block (each consumer thread has its own copy).
 struct Ctx {
@@ -140,6 +161,9 @@ struct Ctx {
   mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
   mutable bool rope_ready;           // attn_preload filled the RoPE table (ops/attention.cuh attn_rope_table)
+  mutable int early_for;             // MkParams::kv_early: instruction whose K/V are staged in s_kv (-1: none)
+  bool v8;  // the kernel instance with version 8's switches (a constant after inlining: the v7 instance's code
+            // and register allocation stay as they were)
 };
 
 }  // namespace mk::megakernel::device

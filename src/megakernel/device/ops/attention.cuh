@@ -24,10 +24,31 @@ __device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
   return c.s_aux + (G + 2) * hd + G * hd + 2 * G + WARPS * G * (hd + 2);
 }
 
-__device__ __forceinline__ int64_t kv_offset(const MkParams& p, int pos, int g) {
+// Cache offset of (pos, kv head g), block id from global memory (attn_range's loop: L1-cached reads).
+__device__ __forceinline__ int64_t kv_offset(const Ctx& c, int pos, int g) {
+  const MkParams& p = c.p;
   const int blk = __ldg(p.block_table + pos / p.kv_block_size);
   const int64_t row = int64_t(blk) * p.kv_block_size + pos % p.kv_block_size;
   return (row * p.L.n_kv_head + g) * p.L.head_dim;
+}
+// The same for the loads issued ahead (attn_issue_kv, the append offset). MkParams::blk_smem: the block id
+// from s_blk (copied at kernel start), so no L2 round trip stands before the K/V loads' issue (the host sets
+// blk_smem only when s_blk covers every position < max_context). Kept out of attn_range's loop: there the
+// extra path raised ptxas's spills (28 -> 60 B in the counter instance).
+__device__ __forceinline__ int64_t kv_offset_ahead(const Ctx& c, int pos, int g) {
+  const MkParams& p = c.p;
+  const int b = pos / p.kv_block_size;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int blk = c.v8 && p.blk_smem ? reinterpret_cast<const int*>(smem_raw + blk_smem_offset(p))[b] : __ldg(p.block_table + b);
+  const int64_t row = int64_t(blk) * p.kv_block_size + pos % p.kv_block_size;
+  return (row * p.L.n_kv_head + g) * p.L.head_dim;
+}
+
+// Where attn_preload's K/V of the current instruction are: s_kv (the page after the ring) when they were
+// issued early (MkParams::kv_early), else the stage in s_x.
+__device__ __forceinline__ uint4* attn_stage(const Ctx& c) {
+  return c.v8 && c.early_for == int(c.instr) ? reinterpret_cast<uint4*>(c.ring + size_t(c.p.n_pages) * PAGE_BYTES)
+                                     : reinterpret_cast<uint4*>(c.s_x);
 }
 
 // Loads q (group heads), k, v of kv head g from qkv[l] (flag protocol: polls exactly these pairs -- the
@@ -72,7 +93,7 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
     x[e + half] = x1 * cs + x0 * sn;
   }
   csync();
-  const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset(c.p, c.pos, g);
+  const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset_ahead(c, c.pos, g);
   for (int e = threadIdx.x; e < 2 * hd; e += NCT) {
     const bf16 b = __float2bfloat16(s_h[G * hd + e]);
     s_h[G * hd + e] = __bfloat162float(b);
@@ -126,8 +147,9 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   const float* v_new = s_h + (G + 1) * hd;
   const int stride = n_warp * PPW;
   // attn_preload's loads of the first iteration (this thread's, positions base + u * stride + slot).
-  const uint4* stage = reinterpret_cast<const uint4*>(c.s_x);
+  const uint4* stage = attn_stage(c);
   if (c.staged) cp_async_wait_all();
+  attn_stamp(c, T_ATT_KV);
   for (int hb0 = 0; hb0 < G; hb0 += HB) {
     float m[HB], s[HB], acc[HB][8];
 #pragma unroll
@@ -147,7 +169,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
         for (int u = 0; u < KU; ++u) {
           const int p = base + (c.p.kv_l2_ahead * KU + u) * stride + slot;
           if (p < end) {
-            const int64_t at = kv_offset(c.p, p, g) + e0;
+            const int64_t at = kv_offset(c, p, g) + e0;
             asm volatile("prefetch.global.L2 [%0];" ::"l"(w.k_cache + at));
             asm volatile("prefetch.global.L2 [%0];" ::"l"(w.v_cache + at));
           }
@@ -167,7 +189,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
             kr[u] = stage[(2 * u) * NCT + threadIdx.x];
             vr[u] = stage[(2 * u + 1) * NCT + threadIdx.x];
           } else {
-            const int64_t at = kv_offset(c.p, p, g) + e0;
+            const int64_t at = kv_offset(c, p, g) + e0;
             kr[u] = __ldcg(reinterpret_cast<const uint4*>(w.k_cache + at));
             vr[u] = __ldcg(reinterpret_cast<const uint4*>(w.v_cache + at));
           }
@@ -244,6 +266,41 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   csync();
 }
 
+// This thread's K/V loads of attn_range's first iteration for instruction `in` into `stage` (the part of
+// attn_preload that MkParams::kv_early issues one instruction earlier).
+__device__ void attn_issue_kv(const Ctx& c, const Instr& in, uint4* stage) {
+  const Layout& L = c.p.L;
+  const int g = in.group;
+  const bool split = in.op == Op::AttnPartial;
+  int p0 = 0, p1 = L.max_context;
+  if (split) attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
+  const int end = min(p1, c.pos + 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
+  const MkLayer& w = c.p.layers[in.layer];
+  const int base = p0 + warp * PPW;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int p = base + u * stride + slot;
+    if (p < end && p != c.pos) {
+      const int64_t at = kv_offset_ahead(c, p, g) + e0;
+      cp_async16_ca(stage + (2 * u) * NCT + threadIdx.x, w.k_cache + at);
+      cp_async16_ca(stage + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
+    }
+  }
+}
+
+// MkParams::kv_early, at instruction `index - 1` after its wait: the K/V of the SM's next instruction `in`
+// into s_kv, as their own cp.async group (rmsnorm_smem then waits only for the older group of norm weights).
+// Safe by attn_preload's argument: the caller checked the same condition (a wait of this step passed), and
+// only positions < pos of this step are read. s_kv is free: its previous reader is an earlier instruction.
+__device__ void attn_issue_early(const Ctx& c, const Instr& in, uint32_t index) {
+  cp_async_commit();
+  attn_issue_kv(c, in, reinterpret_cast<uint4*>(c.ring + size_t(c.p.n_pages) * PAGE_BYTES));
+  cp_async_commit();
+  c.early_for = int(index);
+}
+
 // Issued BEFORE the instruction's dependency wait (MkParams::prefetch): the cache offset of (pos, group)
 // for the append, and this thread's K/V loads of attn_range's first iteration (positions < pos only),
 // cp.async into a stage in s_x (2 positions x K, V x 16 B per thread, [u][K|V][thread] so that a warp's
@@ -266,27 +323,13 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     c.rope_ready = true;
   }
   if (!(c.synced || c.step == 0)) return;
-  const int g = in.group;
-  c.at_pos = kv_offset(c.p, c.pos, g);
-  if (size_t(c.p.smem_x_floats) * sizeof(float) < size_t(4 * NCT) * sizeof(uint4)) return;
-  const bool split = in.op == Op::AttnPartial;
-  int p0 = 0, p1 = L.max_context;
-  if (split) attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
-  const int end = min(p1, c.pos + 1);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
-  const MkLayer& w = c.p.layers[in.layer];
-  uint4* stage = reinterpret_cast<uint4*>(c.s_x);
-  const int base = p0 + warp * PPW;
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int p = base + u * stride + slot;
-    if (p < end && p != c.pos) {
-      const int64_t at = kv_offset(c.p, p, g) + e0;
-      cp_async16_ca(stage + (2 * u) * NCT + threadIdx.x, w.k_cache + at);
-      cp_async16_ca(stage + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
-    }
+  c.at_pos = kv_offset_ahead(c, c.pos, in.group);
+  if (c.v8 && c.early_for == int(c.instr)) {  // issued at the previous instruction (kv_early)
+    c.staged = true;
+    return;
   }
+  if (size_t(c.p.smem_x_floats) * sizeof(float) < size_t(4 * NCT) * sizeof(uint4)) return;
+  attn_issue_kv(c, in, reinterpret_cast<uint4*>(c.s_x));
   c.staged = true;
 }
 
