@@ -3,7 +3,8 @@
 # golden models end to end on each backend (greedy ids must equal the CPU reference's), then `megakernel bench`
 # with both backends in one process (Llama-3.2-1B at contexts 32/4096/16384, Llama-3.1-8B at 32), the
 # megakernel's own benchmark (timestamps), and, when .carry/attn exists, the attention round
-# (bench/attention_run.sh prefill ablation quick peers). Logs under $OUT; summary last.
+# (bench/attention_run.sh prefill ablation quick peers); with TORCH_PEERS set, bench/compare_torch.py against the
+# same bench.json. Logs under $OUT; summary last.
 set -u
 export MK_REQUIRE_GPU=1  # a missing GPU here is a failure, not a skip
 B=${1:-.carry/lead}
@@ -28,6 +29,11 @@ echo "bench 1b exit $?" >> "$OUT/summary.txt"
 timeout 60 "$B/megakernel" bench --shape llama-3.1-8b --backend all --no-ceilings --prefill 32 --context 32 --repeats 3 \
   --json > "$OUT/bench8b.json" 2> "$OUT/bench8b.txt"
 echo "bench 8b exit $?" >> "$OUT/summary.txt"
+if [ -n "${TORCH_PEERS:-}" ]; then  # e.g. TORCH_PEERS=gptfast,hfcompile PEER_LIMITS=gptfast=45,hfcompile=90
+  PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --ours "$OUT/bench.json" --shapes llama-3.2-1b --modes "$TORCH_PEERS" \
+    --limits "${PEER_LIMITS:-gptfast=45,eager=25,hfcompile=90}" --reps 3 --out "$OUT/peers.json" > "$OUT/peers.log" 2>&1
+  echo "torch peers exit $?" >> "$OUT/summary.txt"
+fi
 if [ -z "${SKIP_MK_DECODE:-}" ]; then  # the megakernel's own benchmark (timestamps, ring variants)
   timeout 90 "$B/megakernel_decode" llama-3.2-1b > "$OUT/mk_decode.txt" 2>&1
   echo "megakernel_decode exit $?" >> "$OUT/summary.txt"
@@ -44,6 +50,7 @@ elif [ -x .carry/attn/attn_bench ]; then  # benchmark only: test_gpu above holds
   grep -v RESULT "$OUT/attn_bench.log" | grep -v "table" >> "$OUT/attn.txt"
 fi
 cat "$OUT/bench.txt" "$OUT/bench8b.txt" "$OUT"/mk_decode.txt 2>/dev/null
+[ -f "$OUT/peers.log" ] && grep -vE "^\s*(File|\^|return|raise)" "$OUT/peers.log" | tail -12
 [ -f "$OUT/attn.txt" ] && grep -E "rc=|TFLOP|ratio|vs" "$OUT/attn.txt" | tail -60
 echo "================ summary ================"
 cat "$OUT/summary.txt"
