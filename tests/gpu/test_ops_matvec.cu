@@ -1,6 +1,7 @@
 // Decode matvec (src/cuda/ops/matvec.cu) against cpu::matvec / rmsnorm / swiglu / add / argmax, on random data
 // with poisoned outputs and awkward sizes. Inputs are f32 (or bf16) and weights bf16 on both sides, so only the
 // summation order differs: relative error bound 2e-5 (f32 accumulation over up to 8192 terms).
+// The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical.
 // Run: test_gpu --gtest_filter='Matvec*'
 #include <cstdlib>
 #include <memory>
@@ -96,6 +97,13 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
     // Exact: the fused argmax must pick what cpu::argmax picks on the kernel's own outputs (first on ties).
     int32_t dev_arg = cuda::argmax_unpack(dam.download()[0]);
     EXPECT_EQ(dev_arg, cpu::argmax(got.data(), n_out));
+  }
+  if (kernel == Kernel::SPLITK && c.mode == MatvecOut::ADD) {  // residual rows read before the PDL wait: same bits
+    dout.upload(out0);
+    a.add_early = true;
+    cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
+    CUDA_CHECK_LAUNCH();
+    EXPECT_EQ(dout.download(), got) << "add_early changed the result bits";
   }
 }
 
