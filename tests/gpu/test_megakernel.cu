@@ -253,8 +253,8 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   }
 }
 
-// Version 8 switches: the block table in shared memory and the K/V issued one instruction early (into the
-// ring page left free) change no arithmetic: bit-identical logits over 140 positions (inline attention with
+// Version 8 switches: the block table in shared memory, the K/V issued one instruction early (into the
+// ring page left free) and attn_range's skip of empty position slots change no arithmetic: bit-identical logits over 140 positions (inline attention with
 // flags, split attention with counters on 7 and all SMs), and K steps per launch = 1 step per launch.
 TEST(Megakernel, BlockTableAndEarlyKvBitIdentical) {
   const Case k = cases()[0];
@@ -267,15 +267,17 @@ TEST(Megakernel, BlockTableAndEarlyKvBitIdentical) {
   for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
                                 MegakernelOptions{.attn_chunk_len = 16}}) {
     std::vector<float> first;
-    for (int mode = 0; mode < 4; ++mode) {  // 0: v7; 1: blk_smem; 2: + kv_early (ring - 1 page); 3: kv_early, 2 pages
+    // 0: v7; 1: blk_smem; 2: + kv_early (ring - 1 page); 3: kv_early, 2 pages; 4: attn_skip; 5: all three
+    for (int mode = 0; mode < 6; ++mode) {
       SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
       auto b = make_mk(m, 160, opt);
       ASSERT_TRUE(b);
-      b->set_blk_smem(mode == 1 || mode == 2);
-      b->set_kv_early(mode >= 2);
-      if (mode == 2) b->set_ring_pages(b->max_ring_pages() - 1);
+      b->set_blk_smem(mode == 1 || mode == 2 || mode == 5);
+      b->set_kv_early(mode == 2 || mode == 3 || mode == 5);
+      b->set_attn_skip(mode >= 4);
+      if (mode == 2 || mode == 5) b->set_ring_pages(b->max_ring_pages() - 1);
       if (mode == 3) b->set_ring_pages(2);
-      ASSERT_EQ(b->kv_early(), mode >= 2);
+      ASSERT_EQ(b->kv_early(), mode == 2 || mode == 3 || mode == 5);
       std::vector<float> a(ref.size());
       auto st = b->forward(prompt, 0, a);
       ASSERT_TRUE(st.ok()) << st.message();
@@ -296,8 +298,8 @@ TEST(Megakernel, EarlyKvKStepsEqualOneStep) {
     std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
     std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
     std::vector<std::vector<int32_t>> outs;
-    for (int v = 0; v < 2; ++v) {  // v7 with 1 step/launch; blk_smem + kv_early with 8 steps/launch
-      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = chunk, .blk_smem = v == 1, .kv_early = v == 1});
+    for (int v = 0; v < 2; ++v) {  // v7 with 1 step/launch; blk_smem + kv_early + attn_skip with 8 steps/launch
+      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = chunk, .blk_smem = v == 1, .kv_early = v == 1, .attn_skip = v == 1});
       ASSERT_TRUE(b);
       if (v == 1) b->set_ring_pages(b->max_ring_pages() - 1);
       ASSERT_EQ(b->kv_early(), v == 1);

@@ -49,7 +49,8 @@ __host__ __device__ size_t ring_offset(const MkParams& p) {
 
 }  // namespace
 
-template <bool RING, bool FLAG, bool V8>
+// V: 0 = version 7's code; 1 = with kv_early / blk_smem (and attn_skip); 2 = with attn_skip only.
+template <bool RING, bool FLAG, int V>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
@@ -71,8 +72,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false, -1, V8};
-  if (V8 && p.blk_ints > 0) {  // s_blk (after s_red): the block table, written by the host before the launch
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false, -1, V == 1, V >= 1};
+  if (V == 1 && p.blk_ints > 0) {  // s_blk (after s_red): the block table, written by the host before the launch
     int* s_blk = reinterpret_cast<int*>(smem_raw + blk_smem_offset(p));
     for (int k = threadIdx.x; k < p.blk_ints; k += NCT) s_blk[k] = p.block_table[k];
     csync();
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       // MkParams::kv_early: the next instruction's K/V (attention) go out now, one instruction before their
       // use, into s_kv -- unless this instruction reads s_kv itself. The same condition as attn_preload's
       // (a wait of this step passed), so the same argument makes it safe (ops/attention.cuh).
-      if (V8 && p.kv_early && p.prefetch && c.early_for != int(i) && i + 1 < end && (c.synced || c.step == 0)) {
+      if (V == 1 && p.kv_early && p.prefetch && c.early_for != int(i) && i + 1 < end && (c.synced || c.step == 0)) {
         const Instr& nx = p.instrs[i + 1];  // by reference: only the fields the issue reads are loaded
         const Op op = nx.op;
         if (op == Op::AttnPartial || (op == Op::AttnOProj && p.L.n_chunks == 1)) attn_issue_early(c, nx, i + 1);
@@ -159,12 +160,14 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   // The flag protocol runs with the weight ring only (the backend refuses it otherwise).
   if (p.flags && p.n_pages == 0) return cudaErrorInvalidValue;
   // Version 8's switches run in their own instances (with the ring only; the backend turns them off without).
-  const bool v8 = (p.kv_early || p.blk_smem) && p.n_pages > 0;
-  const void* kernel = p.flags ? (v8 ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true>)
-                                     : reinterpret_cast<const void*>(megakernel_kernel<true, true, false>))
-                       : p.n_pages > 0 ? (v8 ? reinterpret_cast<const void*>(megakernel_kernel<true, false, true>)
-                                             : reinterpret_cast<const void*>(megakernel_kernel<true, false, false>))
-                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, false>);
+  const int v = p.n_pages == 0 ? 0 : (p.kv_early || p.blk_smem) ? 1 : p.attn_skip ? 2 : 0;
+  const void* kernel = p.flags ? (v == 1   ? reinterpret_cast<const void*>(megakernel_kernel<true, true, 1>)
+                                  : v == 2 ? reinterpret_cast<const void*>(megakernel_kernel<true, true, 2>)
+                                           : reinterpret_cast<const void*>(megakernel_kernel<true, true, 0>))
+                       : p.n_pages > 0 ? (v == 1   ? reinterpret_cast<const void*>(megakernel_kernel<true, false, 1>)
+                                          : v == 2 ? reinterpret_cast<const void*>(megakernel_kernel<true, false, 2>)
+                                                   : reinterpret_cast<const void*>(megakernel_kernel<true, false, 0>))
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, 0>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

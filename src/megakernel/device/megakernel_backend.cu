@@ -100,9 +100,10 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
                    ? std::min<int>(device::MAX_PAGES, int((dev->smem_per_block_optin - smem) / device::PAGE_BYTES))
                    : 0;
   if (max_pages_ < 2) max_pages_ = 0;
-  n_pages_ = opt.weight_ring ? max_pages_ : 0;
+  n_pages_ = opt.weight_ring ? (opt.ring_pages > 0 ? std::min(max_pages_, std::max(2, opt.ring_pages)) : max_pages_) : 0;
   // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
   flags_ = opt.flag_publish < 0 ? (L.n_chunks == 1 && n_pages_ > 0) : opt.flag_publish != 0;
+  attn_skip_ = opt.attn_skip < 0 ? flags_ : opt.attn_skip != 0;
   if (opt.ring_loader != device::RING_BULK && opt.ring_loader != device::RING_CP_ASYNC)
     return make_error("megakernel: ring_loader ", opt.ring_loader, ", expected 0 (bulk copies) or 1 (cp.async)");
   ring_loader_ = opt.ring_loader;
@@ -209,6 +210,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.blk_ints = std::min(blk_ints_, kv_.capacity() / cuda::KV_BLOCK_SIZE);  // entries the table has
   p.blk_smem = blk_smem_ && p.blk_ints * cuda::KV_BLOCK_SIZE >= max_context_ ? 1 : 0;  // s_blk covers every position
   p.kv_early = kv_early() ? 1 : 0;
+  p.attn_skip = attn_skip_ ? 1 : 0;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;
@@ -341,9 +343,9 @@ Expected<std::string> MegakernelBackend::timing_report() {
   const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
-                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages, publish %s, mid_resid %d, blk_smem %d, kv_early %d): step span %.1f us\n",
+                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages, publish %s, mid_resid %d, blk_smem %d, kv_early %d, attn_skip %d): step span %.1f us\n",
                 timing_steps_, n_pages_, ring_loader_ ? "cp.async" : "bulk", l2_ahead_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
-                int(mid_resid_), int(blk_smem_), int(kv_early()), double(t_max - t_min) * 1e-3);
+                int(mid_resid_), int(blk_smem_), int(kv_early()), int(attn_skip_), double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
   for (int op = 0; op < N_OP; ++op) {

@@ -46,6 +46,13 @@ struct MegakernelOptions {
   // from the ring (kv_early: the ring runs with one page fewer than fit).
   bool blk_smem = false;
   bool kv_early = false;
+  // attn_range skips the position slots, slot merges and warp partials that hold no position (bit-identical;
+  // short contexts). -1: on exactly where flags publish (inline attention), 1 on, 0 off.
+  int attn_skip = -1;
+  // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
+  // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
+  // 1.627 with 3; 8B shapes: 4 fit (5.110 ms) and 3 lose 7% (5.459).
+  int ring_pages = 4;
 };
 
 class MegakernelBackend final : public Backend {
@@ -109,6 +116,8 @@ class MegakernelBackend final : public Backend {
   void set_blk_smem(bool on) { blk_smem_ = on; }
   bool blk_smem() const { return blk_smem_; }
   void set_kv_early(bool on) { kv_early_ = on; }
+  void set_attn_skip(bool on) { attn_skip_ = on; }
+  bool attn_skip() const { return attn_skip_; }
   bool kv_early() const { return kv_early_ && prefetch_ && n_pages_ > 0 && n_pages_ < max_pages_; }
   int max_ring_pages() const { return max_pages_; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
@@ -157,7 +166,7 @@ class MegakernelBackend final : public Backend {
   bool prefetch_ = true;
   int kv_l2_ahead_ = 0;  // measured (v5 R2): 0 / 1 / 2 / 4 iterations 1.649 / 1.671 / 1.674 / 1.679 ms at 16k
   int blk_ints_ = 0;      // block-table entries in shared memory (device::MkParams::blk_ints)
-  bool blk_smem_ = false, kv_early_ = false;
+  bool blk_smem_ = false, kv_early_ = false, attn_skip_ = false;
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing
 

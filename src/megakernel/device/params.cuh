@@ -125,6 +125,8 @@ struct MkParams {
                                 // kernel start (always reserved; the host writes the table before the launch)
   int blk_smem;                 // 1: kv_offset reads s_blk instead of global memory (no L2 round trip before
                                 // the K/V loads can be issued)
+  int attn_skip;                // 1: attn_range skips position slots, slot merges and warp partials that hold no
+                                // position (short contexts: most of a warp's work; bit-identical)
   int kv_early;                 // 1: the K/V preload of an attention instruction is issued at the SM's previous
                                 // instruction (after its wait) into s_kv, the ring slot n_pages (needs
                                 // n_pages < the pages that fit; smem_bytes reserves the extra page)
@@ -162,8 +164,8 @@ struct Ctx {
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
   mutable bool rope_ready;           // attn_preload filled the RoPE table (ops/attention.cuh attn_rope_table)
   mutable int early_for;             // MkParams::kv_early: instruction whose K/V are staged in s_kv (-1: none)
-  bool v8;  // the kernel instance with version 8's switches (a constant after inlining: the v7 instance's code
-            // and register allocation stay as they were)
+  bool v8;    // the kernel instance with kv_early / blk_smem (constants after inlining: the other instances'
+  bool skip;  // code and register allocation stay as they were); the instances where attn_skip may act
 };
 
 }  // namespace mk::megakernel::device

@@ -201,6 +201,9 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
       }
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
+        // MkParams::attn_skip: no lane of this warp has a position in u (or later): the scores would be
+        // masked anyway (warp-uniform, so the shuffles stay collective; the same bits).
+        if (c.skip && c.p.attn_skip && base + u * stride >= end) break;
 #pragma unroll
         for (int j = 0; j < HB; ++j) {
           if (hb0 + j >= G) break;
@@ -219,8 +222,10 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
         }
       }
     }
-    // Merge the warp's PPW position slots (lanes sub, sub + LP, ...) by shuffles, in slot order.
-    for (int o = LP; o < 32; o <<= 1) {
+    // Merge the warp's PPW position slots (lanes sub, sub + LP, ...) by shuffles, in slot order. With
+    // attn_skip, a warp without positions keeps (m, s, acc) = (-inf, 0, 0), which is what the merge gives.
+    const bool idle = c.skip && c.p.attn_skip && p0 + warp * PPW >= end;
+    for (int o = LP; o < 32 && !idle; o <<= 1) {
 #pragma unroll
       for (int j = 0; j < HB; ++j) {
         const float mo = __shfl_xor_sync(0xffffffffu, m[j], o), so = __shfl_xor_sync(0xffffffffu, s[j], o);
@@ -249,11 +254,13 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
     }
   }
   csync();
+  // attn_skip: warps past the last position saw none (m = -inf, s = 0: no effect on the max, skipped in the sum).
+  const int n_act = c.skip && c.p.attn_skip ? max(0, min(n_warp, (end - p0 + PPW - 1) / PPW)) : n_warp;
   for (int t = threadIdx.x; t < G * hd; t += NCT) {
     const int j = t / hd, e = t % hd;
     float mm = -INFINITY, ss = 0.f, o = 0.f;
-    for (int k = 0; k < n_warp; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (hd + 2) + hd]);
-    for (int k = 0; k < n_warp; ++k) {
+    for (int k = 0; k < n_act; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (hd + 2) + hd]);
+    for (int k = 0; k < n_act; ++k) {
       const float* r = s_wp + (k * G + j) * (hd + 2);
       if (r[hd + 1] == 0.f) continue;  // this warp saw no position
       const float f = expf(r[hd] - mm);
