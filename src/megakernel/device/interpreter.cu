@@ -31,6 +31,16 @@
 // 1.016-1.019 ms/token at ctx 32 (v6 1.075); with split attention flags lose (1.284 vs 1.239 at ctx 4096), so
 // the default publishes with flags exactly when attention is inline; counters + mid residual 1.239 / 1.610 at
 // ctx 4096 / 16384 (v6 1.259 / 1.656).
+// Version 8 (bench/RESULTS.md "Megakernel v8"): the ring runs at most 4 pages (MegakernelOptions::ring_pages; 128 KB
+// in flight per SM measured best: 1B 0.996 vs 1.021 ms/token with all 5 that fit, 3 pages no better than 5), and
+// attn_range skips empty position slots, idle warps' merges and empty warp partials where attention is inline
+// (attn_skip, bit-identical; −0.9% at ctx 32, +2% at 16384 in the counter instance, so tied to flags):
+// 0.985 / 1.236 / 1.615 ms/token at ctx 32 / 4096 / 16384, 8B 5.084 (v7 1.023 / 1.246 / 1.619 / 5.109, same
+// process). The attention's K/V wait was measured (T_ATT_KV): 3.5 of its 86-100 us per SM per step, so the
+// inline attention is instruction latency, not memory; issuing its K/V one instruction early (kv_early) or
+// without the block-table round trip (blk_smem) gained nothing (kv_early loses 4-5% at long contexts): both off.
+// Template V selects the instance: 0 = version 7's code (spills 262 / 28 / 128 B: no ring / counters / flags),
+// 2 = with attn_skip (84 / 136 B), 1 = with kv_early / blk_smem too (92 / 192 B).
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"

@@ -43,11 +43,13 @@ struct MegakernelOptions {
   bool mid_resid = true;
   // Version 8 (bench/RESULTS.md "Megakernel v8"): the block table in shared memory (attention's cache offsets
   // without an L2 round trip), and attention's first K/V loads issued one instruction early into a page taken
-  // from the ring (kv_early: the ring runs with one page fewer than fit).
+  // from the ring (kv_early: needs a ring page left free). Measured (H200, 1B): no gain at ctx 32 (1.033 / 1.014
+  // vs 1.021 / 0.996 without), kv_early −4–5% at long contexts: both off.
   bool blk_smem = false;
   bool kv_early = false;
   // attn_range skips the position slots, slot merges and warp partials that hold no position (bit-identical;
-  // short contexts). -1: on exactly where flags publish (inline attention), 1 on, 0 off.
+  // short contexts). -1: on exactly where flags publish (inline attention), 1 on, 0 off. Measured (H200): 1B ctx 32
+  // 0.985 vs 0.994 ms/token, 8B 5.084 vs 5.109; split attention (counters) ctx 16384 1.650 vs 1.615: off there.
   int attn_skip = -1;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
