@@ -89,7 +89,6 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
-//   unfused-o      attention and the O projection as two kernels at every context (default: one up to 256)
 struct Variant {
   cuda::CudaBackendOptions opt;
   bool fuse_rope = true, bulk_static = false;  // as make_cuda_backend
@@ -125,11 +124,10 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
-    else if (f == "unfused-o") v.opt.fuse_attn_o = false;
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, unfused-o, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, joined by '+')");
   }
   return v;
 }
@@ -168,7 +166,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   // Default first: split-K matvec, RoPE fused into the QKV matvec, cuda/attention's decode (make_cuda_backend).
   std::vector<std::string> names = {"graph+pdl"};
   const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-all-static", "graph",
-                                             "eager+pdl", "late-add", "late-kv", "unfused-o", "steps8"};
+                                             "eager+pdl", "late-add", "late-kv", "steps8"};
   for (const std::string& n : o.ablation ? ablation : o.variants)
     if (n != "graph+pdl") names.push_back(n);
   if (o.backend == "megakernel") names.clear();
@@ -291,7 +289,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, unfused-o)")
+                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

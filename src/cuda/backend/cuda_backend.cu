@@ -9,7 +9,6 @@
 #include "cpu/ops.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/device_info.h"
-#include "cuda/ops/attn_oproj.h"
 
 namespace mk {
 namespace cuda {
@@ -25,8 +24,6 @@ CudaBackend::CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context,
 CudaBackend::~CudaBackend() {
   if (graph_) cudaGraphExecDestroy(graph_);
   if (graph_k_) cudaGraphExecDestroy(graph_k_);
-  if (graph_short_) cudaGraphExecDestroy(graph_short_);
-  if (graph_short_k_) cudaGraphExecDestroy(graph_short_k_);
   if (stream_) cudaStreamDestroy(stream_);
   if (arena_) cudaFree(arena_);
   if (attn_ws_) cudaFree(attn_ws_);
@@ -74,8 +71,6 @@ Status CudaBackend::init() {
       {reinterpret_cast<void**>(&pattn_), C * Q * 2},
       {reinterpret_cast<void**>(&pgu_), C * 2 * F * 4},
       {reinterpret_cast<void**>(&ph_), C * F * 2},
-      {reinterpret_cast<void**>(&oparts_), size_t(c.n_kv_head) * E * 4},
-      {reinterpret_cast<void**>(&ocount_), size_t(attn_oproj_slices(c.n_kv_head)) * 4},
   };
   size_t total = 0;
   for (auto& b : bufs) total += align_up(b.second);
@@ -102,7 +97,6 @@ Status CudaBackend::init() {
   } else {
     opt_.attention_lib = false;
   }
-  fused_ok_ = opt_.fuse_attn_o && attn_oproj_supported(c.n_head, c.n_kv_head, c.head_dim);
   return {};
 }
 
@@ -128,7 +122,6 @@ void CudaBackend::set_state(int32_t token, int pos, int n_tokens) {
   s.cu_seqlens_q[1] = n_tokens;
   s.n_generated = 0;
   s.argmax = 0;
-  decode_pos_ = pos;
   // Pageable source: the copy is staged before the call returns, so `s` may go out of scope.
   CUDA_CHECK(cudaMemcpyAsync(state_, &s, sizeof(s), cudaMemcpyHostToDevice, stream_));
 }

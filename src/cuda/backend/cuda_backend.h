@@ -48,10 +48,6 @@ struct CudaBackendOptions {
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
   // PDL wait, so the previous step's finish kernel (seq_len) has completed when attention starts.
   bool attn_early_kv = true;
-  // Decode while the sequence holds at most ATTN_OPROJ_MAX_LEN positions: attention, the O projection and its
-  // residual add in one kernel (ops/attn_oproj.h) instead of two. A second decode graph, which replay picks from
-  // the position the host tracks (decode_pos_).
-  bool fuse_attn_o = true;
 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
@@ -104,8 +100,7 @@ class CudaBackend final : public Backend {
   void set_state(int32_t token, int pos, int n_tokens);
   // Decode graph: the layers, the LM head with its argmax, and a finish kernel that feeds the argmax back (token,
   // position, the next step's embedding row in x_). begin_step (after set_state for one token) embeds the first.
-  // fused: attention + O projection as one kernel (ops/attn_oproj.h), valid while seq_len <= ATTN_OPROJ_MAX_LEN.
-  void enqueue_decode(const Stream& s, bool fused);
+  void enqueue_decode(const Stream& s);
   void begin_step();
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
   // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
@@ -113,9 +108,7 @@ class CudaBackend final : public Backend {
   void attend_decode(const Stream& s, int layer);
   void attend_prefill(const Stream& s, int layer, int n_tokens);
   Status ensure_graph();
-  Status capture_steps(int n_steps, bool fused, cudaGraphExec_t* out);
-  // Whether the next n_steps decode steps may all run the fused attention + O projection.
-  bool use_fused(int n_steps) const;
+  Status capture_steps(int n_steps, cudaGraphExec_t* out);
 
   ModelConfig config_;
   DeviceWeights weights_;
@@ -126,9 +119,6 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaGraphExec_t graph_ = nullptr;    // one decode step
   cudaGraphExec_t graph_k_ = nullptr;  // graph_steps decode steps (graph_steps > 1)
-  cudaGraphExec_t graph_short_ = nullptr, graph_short_k_ = nullptr;  // the same with fused attention + O
-  bool fused_ok_ = false;  // fuse_attn_o and the shape is supported
-  int decode_pos_ = 0;     // position of the next decode step, as the host enqueued them
   std::unique_ptr<Gemm> gemm_;
 
   // Device buffers (one arena). Decode: fixed addresses captured by the graph.
@@ -142,8 +132,6 @@ class CudaBackend final : public Backend {
   float* h_ = nullptr;             // [n_ff]
   float* logits_ = nullptr;        // [n_vocab]
   float* inv_freq_ = nullptr;      // [head_dim / 2]
-  float* oparts_ = nullptr;        // [n_kv_head, n_embd] partial O rows of the fused attention + O
-  int* ocount_ = nullptr;          // [attn_oproj_slices] its arrival counters (zero between calls)
   void* attn_ws_ = nullptr;        // attention decode workspace
   size_t attn_ws_bytes_ = 0;
   // Prefill chunk buffers, C = prefill_chunk.

@@ -9,7 +9,6 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 #include "cuda/ops/attention_simple.h"
-#include "cuda/ops/attn_oproj.h"
 #include "cuda/ops/embed.h"
 #include "cuda/ops/matvec.h"
 #include "cuda/ops/rmsnorm.h"
@@ -104,7 +103,7 @@ void CudaBackend::attend_prefill(const Stream& s, int layer, int n_tokens) {
                    config_.n_head, 0.f);
 }
 
-void CudaBackend::enqueue_decode(const Stream& s, bool fused) {
+void CudaBackend::enqueue_decode(const Stream& s) {
   const ModelConfig& c = config_;
   const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
   // x_ holds the embedding of state_->token and state_->argmax is 0 (begin_step, or the previous step's finish).
@@ -141,33 +140,17 @@ void CudaBackend::enqueue_decode(const Stream& s, bool fused) {
       rope_qkv(s, rope_args(l, qkv_, q_, 1));  // bias, q/k norm, RoPE: q[Q] bf16, K/V rows of this position into the cache
     }
 
-    if (fused) {  // x += Wo attention(q, cache), one kernel
-      AttnOprojArgs ao;
-      ao.q = q_;
-      ao.kv = kv_.layer(l);
-      ao.block_table = kv_.block_table_data();
-      ao.seq_len = &state_->seq_len;
-      ao.wo = w.wo;
-      ao.x = x_;
-      ao.partial = oparts_;
-      ao.counters = ocount_;
-      ao.n_head = c.n_head;
-      ao.n_embd = E;
-      ao.max_len = ATTN_OPROJ_MAX_LEN;
-      attn_oproj(s, ao);
-    } else {
-      attend_decode(s, l);  // attn[Q] bf16
+    attend_decode(s, l);  // attn[Q] bf16
 
-      MatvecArgs o;  // x += Wo attn
-      o.w = w.wo;
-      o.n_rows = E;
-      o.n_cols = Q;
-      o.x_bf16 = attn_;
-      o.out = x_;
-      o.mode = MatvecOut::ADD;
-      o.add_early = opt_.add_early;  // x_ was last written by the previous layer's down projection (or the embedding)
-      matvec(s, o);
-    }
+    MatvecArgs o;  // x += Wo attn
+    o.w = w.wo;
+    o.n_rows = E;
+    o.n_cols = Q;
+    o.x_bf16 = attn_;
+    o.out = x_;
+    o.mode = MatvecOut::ADD;
+    o.add_early = opt_.add_early;  // x_ was last written by the previous layer's down projection (or the embedding)
+    matvec(s, o);
 
     MatvecArgs gu;  // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
     gu.w = w.w_gate_up;
@@ -239,20 +222,15 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
 
 Status CudaBackend::ensure_graph() {
   if (!opt_.graph || graph_) return {};
-  const int k = decode_steps_per_replay();
-  MK_TRY(capture_steps(1, false, &graph_));
-  if (k > 1) MK_TRY(capture_steps(k, false, &graph_k_));
-  if (fused_ok_) {
-    MK_TRY(capture_steps(1, true, &graph_short_));
-    if (k > 1) MK_TRY(capture_steps(k, true, &graph_short_k_));
-  }
+  MK_TRY(capture_steps(1, &graph_));
+  if (decode_steps_per_replay() > 1) MK_TRY(capture_steps(decode_steps_per_replay(), &graph_k_));
   return {};
 }
 
-Status CudaBackend::capture_steps(int n_steps, bool fused, cudaGraphExec_t* out) {
+Status CudaBackend::capture_steps(int n_steps, cudaGraphExec_t* out) {
   // Relaxed: the first launch of each kernel variant sets its attributes (not a stream operation).
   MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing the decode graph"));
-  for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl), fused);
+  for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl));
   cudaGraph_t g = nullptr;
   MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing the decode graph"));
   cudaError_t err = cudaGraphInstantiate(out, g, 0);
@@ -260,24 +238,16 @@ Status CudaBackend::capture_steps(int n_steps, bool fused, cudaGraphExec_t* out)
   return cuda_status(err, "instantiating the decode graph");
 }
 
-bool CudaBackend::use_fused(int n_steps) const {
-  return fused_ok_ && decode_pos_ + n_steps <= ATTN_OPROJ_MAX_LEN;  // seq_len of the last step
-}
-
 void CudaBackend::replay_decode() {
-  const bool fused = use_fused(1);
-  if (cudaGraphExec_t g = fused ? graph_short_ : graph_) CUDA_CHECK(cudaGraphLaunch(g, stream_));
-  else enqueue_decode(Stream(stream_, opt_.pdl), fused);
-  decode_pos_ += 1;
+  if (graph_) CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
+  else enqueue_decode(Stream(stream_, opt_.pdl));
 }
 
 void CudaBackend::replay_decode_k() {
-  const int k = decode_steps_per_replay();
-  if (cudaGraphExec_t g = use_fused(k) ? graph_short_k_ : graph_k_) {
-    CUDA_CHECK(cudaGraphLaunch(g, stream_));
-    decode_pos_ += k;
+  if (graph_k_) {
+    CUDA_CHECK(cudaGraphLaunch(graph_k_, stream_));
   } else {
-    for (int i = 0; i < k; ++i) replay_decode();
+    for (int i = 0; i < decode_steps_per_replay(); ++i) replay_decode();
   }
 }
 
