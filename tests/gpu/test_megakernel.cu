@@ -36,6 +36,21 @@ bool near_tie(std::vector<float> v) {
   return v[0] - v[1] < TIE * std::max(1.f, std::fabs(v[0]));
 }
 
+// The CPU's greedy tokens after `prompt` equal `out` up to the first near-tie (out[i] is the token chosen after
+// feeding the previous one; out[0] after feeding the prompt's argmax at position prompt.size()).
+void expect_cpu_greedy_prefix(const Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& out) {
+  CpuBackend cpu(m, int(prompt.size() + out.size()) + 1);
+  std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
+  ASSERT_TRUE(cpu.forward(prompt, 0, logits).ok());
+  int32_t t = argmax(logits);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_TRUE(cpu.forward(std::span(&t, 1), int(prompt.size() + i), logits).ok());
+    if (near_tie(logits)) break;
+    t = argmax(logits);
+    ASSERT_EQ(out[i], t) << "token " << i;
+  }
+}
+
 std::unique_ptr<MegakernelBackend> make_mk(const Model& m, int max_ctx, MegakernelOptions opt) {
   auto w = cuda::upload_weights(m.config, m.weights);
   EXPECT_TRUE(w) << w.message();
@@ -143,17 +158,7 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
       v6.push_back(out);
     }
     EXPECT_EQ(v6[0], v6[1]);
-    // CPU greedy: equal up to the first near-tie. out[i] is the token chosen after feeding the previous one
-    // (out[0]: after feeding the prompt's argmax at position prompt.size()).
-    CpuBackend cpu(m, 64);
-    ASSERT_TRUE(cpu.forward(prompt, 0, logits).ok());
-    int32_t t = argmax(logits);
-    for (size_t i = 0; i < outs[0].size(); ++i) {
-      ASSERT_TRUE(cpu.forward(std::span(&t, 1), int(prompt.size() + i), logits).ok());
-      if (near_tie(logits)) break;
-      t = argmax(logits);
-      ASSERT_EQ(outs[0][i], t) << "token " << i;
-    }
+    expect_cpu_greedy_prefix(m, prompt, outs[0]);
   }
 }
 
@@ -240,16 +245,7 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
     }
     EXPECT_EQ(outs[0], outs[1]);
     EXPECT_EQ(outs[1], outs[2]);
-    // Split attention (other arithmetic): the CPU's greedy tokens up to the first near-tie.
-    CpuBackend cpu(mc, 64);
-    ASSERT_TRUE(cpu.forward(p5, 0, logits).ok());
-    int32_t t = argmax(logits);
-    for (size_t i = 0; i < outs[3].size(); ++i) {
-      ASSERT_TRUE(cpu.forward(std::span(&t, 1), int(p5.size() + i), logits).ok());
-      if (near_tie(logits)) break;
-      t = argmax(logits);
-      ASSERT_EQ(outs[3][i], t) << "token " << i;
-    }
+    expect_cpu_greedy_prefix(mc, p5, outs[3]);  // split attention: other arithmetic
   }
 }
 
