@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -19,6 +19,7 @@ int main() {
 
 #include "../tests/gpu/test_attention_fixture.h"
 #include "cuda/common/read_ceiling.h"
+#include "cuda/attention/attn_internal.h"
 #include "cuda/attention/testing.h"
 
 using namespace mk;
@@ -350,11 +351,55 @@ void decode_focus() {
       }
 }
 
+// 'decclust': the cluster split combine (AttentionOptions::decode_cluster_combine) against the default and the
+// early-K/V / 2-CTAs-per-SM variants, batch 1 at 4k / 32k, batch 8 x 32k and 64 x 4k; the default again last.
+void decode_cluster() {
+  const auto rc = cuda::measure_read_ceiling(4.0, 15);
+  MK_CHECK(rc.ok());
+  const double ceiling = rc->tbps;
+  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
+  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
+  for (int d : {64, 128})
+    for (int cps : {1, 2})
+      for (int n : {2, 8, 16})
+        std::printf("[decode] D=%d ctas_per_sm=%d: clusters of %2d CTAs held at once: %d (GQA 4) / %d (GQA 12)\n", d,
+                    cps, n, cuda::attn::decode_cluster_capacity(d, n, cps, false),
+                    cuda::attn::decode_cluster_capacity(d, n, cps, true));
+  auto opts = [](bool cl, int cps, bool early, int splits = 0) {
+    cuda::AttentionOptions o;
+    o.decode_cluster_combine = cl;
+    o.decode_ctas_per_sm = cps;
+    o.decode_early_kv = early;
+    o.decode_splits = splits;
+    return o;
+  };
+  for (int d : {64, 128})
+    for (int len : {4096, 32768})
+      for (int batch : {1, 8, 64}) {
+        if ((batch == 8 && len != 32768) || (batch == 64 && len != 4096)) continue;
+        DecodeSetup st(d, len, batch);
+        decode_time(st, true, opts(false, 0, false), "default", ceiling);
+        decode_time(st, true, opts(true, 0, false), "cluster", ceiling);
+        decode_time(st, true, opts(false, 0, true), "early", ceiling);
+        decode_time(st, true, opts(true, 0, true), "cl_early", ceiling);
+        if (batch == 1) {
+          decode_time(st, true, opts(false, 2, true, 16), "cps2_early_s16", ceiling);
+          decode_time(st, true, opts(true, 2, true, 16), "cl_cps2_early_s16", ceiling);
+          decode_time(st, true, opts(true, 2, false, 16), "cl_cps2_s16", ceiling);
+          decode_time(st, true, opts(true, 0, false, 8), "cl_s8", ceiling);
+          decode_time(st, false, opts(false, 0, false), "default", ceiling);  // hot
+          decode_time(st, false, opts(true, 0, false), "cluster", ceiling);   // hot
+        }
+        decode_time(st, true, opts(false, 0, false), "default_again", ceiling);
+        decode_time(st, true, opts(true, 0, false), "cluster_again", ceiling);
+      }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
-       want_focus = false;
+       want_focus = false, want_clust = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -363,12 +408,14 @@ int main(int argc, char** argv) {
     quick |= a == "quick";
     want_settle |= a == "settle";
     want_focus |= a == "decfocus";
+    want_clust |= a == "decclust";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
   ATT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (want_focus) decode_focus();
+  if (want_clust) decode_cluster();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();

@@ -7,9 +7,9 @@
 # with at most PEER_MAX_GB of K+V)
 set -uo pipefail
 OUT=${OUT:-/tmp/dec_out}; mkdir -p "$OUT"
-A=.carry/attn
+A=${A:-.carry/attn}  # binaries folder (A=.carry/dec for the decode engineer's own build)
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
-timeout 40 $A/attn_test --gtest_filter='AttentionDecode*:AttentionKvAppend*:AttentionSanitize.Decode*' > "$OUT/test.log" 2>&1; echo "test rc=$?"
+timeout ${TEST_TIMEOUT:-40} $A/attn_test --gtest_filter='AttentionDecode*:AttentionKvAppend*:AttentionSanitize.Decode*' > "$OUT/test.log" 2>&1; echo "test rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure|Expected|Which is|naive|differs|^\[       OK" "$OUT/test.log" | head -40
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 timeout 25 $CS --tool memcheck --error-exitcode 1 $A/attn_test --gtest_filter='AttentionSanitize.Decode*' > "$OUT/memcheck.log" 2>&1; echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -5

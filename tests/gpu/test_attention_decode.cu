@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "cuda/attention/attn_internal.h"
 #include "test_attention_fixture.h"
 
 namespace mk::attn_test {
@@ -21,6 +22,7 @@ struct DecodeCase {
   int ctas_per_sm = 0;     // AttentionOptions::decode_ctas_per_sm
   bool early_kv = false;   // AttentionOptions::decode_early_kv
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
+  bool cluster = false;    // AttentionOptions::decode_cluster_combine
 };
 
 // Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
@@ -31,7 +33,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles));
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -54,6 +56,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   opt.decode_ctas_per_sm = c.ctas_per_sm;
   opt.decode_early_kv = c.early_kv;
   opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
+  opt.decode_cluster_combine = c.cluster;
   const size_t ws = cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, opt);
   DevBuf<float> d_ws(ws / sizeof(float) + 4);
   d_out.poison();
@@ -202,6 +205,56 @@ TEST(AttentionSanitize, DecodeSmall) {
   }
 }
 
+// The cluster split combine (partials in shared memory, combined through DSMEM after a cluster barrier):
+// split counts 2 .. 16 with splits past the keys (short contexts: empty partials, or a single used split that
+// writes alone), GQA with live rows g + 8, both ring sizes, with and without the early K/V contract, many
+// clusters in several waves (batch 64 x 3 splits). The device must hold the clusters (else the launch would
+// silently fall back to the counter combine and this test would not test it).
+TEST(AttentionDecode, ClusterCombine) {
+  uint32_t seed = 900;
+  for (int d : {64, 128}) {
+    for (int cps : {1, 2}) {
+      const int cap16 = cuda::attn::decode_cluster_capacity(d, 16, cps, false);
+      const int cap3 = cuda::attn::decode_cluster_capacity(d, 3, cps, true);
+      ASSERT_GT(cap16, 0) << "D=" << d << " ctas_per_sm=" << cps << ": no 16-CTA cluster fits";
+      ASSERT_GT(cap3, 0);
+      std::printf("D=%d ctas_per_sm=%d: 16-CTA clusters held %d, 3-CTA %d\n", d, cps, cap16, cap3);
+    }
+    for (const auto& [cps, early] : {std::pair{0, false}, std::pair{0, true}, std::pair{2, true}}) {
+      DecodeCase c;
+      c.cluster = true;
+      c.ctas_per_sm = cps;
+      c.early_kv = early;
+      for (int splits : {2, 3, 5, 16}) {
+        c.splits = splits;
+        for (int ratio : {4, 12}) run_decode({1, 63, 65, 700, 64 * 9 + 1}, 2 * ratio, 2, d, 64, c, seed++);
+      }
+      c.splits = 0;
+      run_decode({20000}, 32, 8, d, 64, c, seed++);
+      run_decode({1, 5, 300}, 32, 8, d, 64, c, seed++);
+    }
+    std::vector<int> lens(64);
+    std::mt19937 rng(seed);
+    for (int& l : lens) l = 1 + int(rng() % 3000);
+    DecodeCase c;
+    c.cluster = true;
+    c.splits = 3;
+    run_decode(lens, 32, 8, d, 64, c, seed++);
+  }
+}
+
+TEST(AttentionSanitize, DecodeCluster) {
+  for (int d : {64, 128}) {
+    DecodeCase c;
+    c.cluster = true;
+    c.splits = 3;
+    run_decode({200, 1}, 24, 2, d, 64, c, 35);  // 12 heads per kv head; the second sequence uses one split
+    c.early_kv = true;
+    c.ctas_per_sm = 2;
+    run_decode({130, 17}, 8, 2, d, 64, c, 36);
+  }
+}
+
 TEST(AttentionDecode, Batch64) {
   std::vector<int> lens(64);
   std::mt19937 rng(3);
@@ -222,7 +275,8 @@ TEST(AttentionDecode, Context128k) {
 // The kernel launched with PDL right after kv_append must see the row kv_append wrote (griddepcontrol.wait
 // before its first read): the cache holds a wrong last row until the append.
 void decode_after_append(const cuda::AttentionOptions& opt) {
-  SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm));
+  SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm, " cluster=",
+                   opt.decode_cluster_combine));
   std::mt19937 rng(77);
   const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
   PagedCache cache;
@@ -288,6 +342,11 @@ TEST(AttentionDecode, AfterAppendInStream) {
   decode_after_append(early);
   early.decode_ctas_per_sm = 2;
   decode_after_append(early);
+  early.decode_cluster_combine = true;
+  decode_after_append(early);
+  cuda::AttentionOptions cl;
+  cl.decode_cluster_combine = true;
+  decode_after_append(cl);
 }
 
 TEST(AttentionDecode, RefusesBadInput) {

@@ -214,6 +214,7 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   l.warps = opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS;
   l.ctas_per_sm = opt.decode_ctas_per_sm == 2 ? 2 : 1;
   l.early_kv = opt.decode_early_kv && opt.decode_pdl && l.warps == 4;
+  l.cluster = opt.decode_cluster_combine && l.warps == 4;
   return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, l));
 }
 

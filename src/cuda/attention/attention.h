@@ -105,6 +105,12 @@ struct AttentionOptions {
   // value only wastes a prefetch, never changes a result; every value is re-read after the wait). 0 disables.
   // Measured (H200, batch 1, 32k): -0.5 us at head dim 64, -0.9 at 128; batch 8 / 64: +0.1..0.9%.
   int decode_l2_prefetch_tiles = 2;
+  // Decode: combine the splits of a (sequence, kv head) inside a thread-block cluster (one cluster per kv head,
+  // 2 .. 16 splits, 4 warps): each CTA keeps its partial in shared memory, a cluster barrier replaces the
+  // global partials + fence + arrival counter, and every CTA combines a slice of the heads' outputs through
+  // distributed shared memory. Falls back to the counter combine where the split count is outside 2 .. 16, with
+  // 8 warps, or where the device cannot hold the clusters of one wave. Measured: bench/RESULTS.md.
+  bool decode_cluster_combine = false;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

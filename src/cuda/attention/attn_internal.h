@@ -57,6 +57,7 @@ struct DecodeLaunch {
   int warps = 4;         // 4, or 8 (half-size tiles, one CTA per SM)
   int ctas_per_sm = 1;   // 1 (192 KB ring) or 2 (96 KB: half-size tiles), with 4 warps
   bool early_kv = false; // AttentionOptions::decode_early_kv (K/V tiles below the newest row before the wait)
+  bool cluster = false;  // AttentionOptions::decode_cluster_combine (split combine in a cluster, through DSMEM)
 };
 
 cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
@@ -68,5 +69,8 @@ cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, 
 // (CUtensorMap is passed as void* so that this header needs no driver API header).
 cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows);
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l);
+// Clusters of n_split decode CTAs (4 warps, ctas_per_sm ring) the device can hold at once (0: none / error);
+// the cluster combine is used only where one wave of them fits. For the benchmark's report.
+int decode_cluster_capacity(int head_dim, int n_split, int ctas_per_sm, bool two_rows);
 
 }  // namespace mk::cuda::attn

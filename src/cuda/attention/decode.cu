@@ -12,6 +12,8 @@
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
 
+#include <cooperative_groups.h>
+
 namespace mk::cuda::attn {
 namespace {
 
@@ -110,8 +112,10 @@ __device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {
 // TWO: the CTA has more than 8 query heads, so the mma rows g + 8 are live (else they are padding: skipped in
 // the softmax, their P is zero). EARLY: the caller's contract (AttentionOptions::decode_early_kv) lets the
 // kernel read seq_lens_k, the block table and every K/V row but the newest of each sequence before its PDL
-// wait, so the first tiles stream while the previous kernel finishes.
-template <int D, int W, int CPS, bool TWO, bool EARLY>
+// wait, so the first tiles stream while the previous kernel finishes. CL: the grid is launched in clusters of
+// n_split CTAs (one cluster = the splits of one (sequence, kv head chunk)); the partials stay in shared memory
+// and are combined through DSMEM after a cluster barrier (no workspace, fence or counter).
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
   constexpr int THREADS = 32 * W;
   constexpr int TK = tile_keys<D, W, CPS>();
@@ -141,7 +145,9 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   const int units = (kv_len + 63) / 64;
   const int per = max(1, (units + p.n_split - 1) / p.n_split);
   const int n_used = max(1, (units + per - 1) / per);
-  if (split >= n_used) return;
+  // CL: a split past the keys still takes part in the cluster barriers (with an empty partial), unless there is
+  // a single split, which writes the output itself (every CTA computes the same n_used: no barrier is run).
+  if (split >= n_used && (!CL || n_used == 1)) return;
   const int k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
   const int n_tiles = max(0, (k_end - k_begin + TK - 1) / TK);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -307,6 +313,10 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     if (n_used == 1) {  // the only split: final output
       store_bf16x4(p.out + (head0 + i) * D + d, acc);
       if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
+    } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
+      float* s_part = s_o + W * HROWS * D;
+      *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
+      if (d == 0) s_part[HROWS * D + i] = lse2;
     } else {
       const int64_t row = (head0 + i) * p.n_split + split;
       *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
@@ -314,6 +324,41 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     }
   }
   if (n_used == 1) return;
+
+  if constexpr (CL) {
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    // barrier.cluster arrive (release) + wait (acquire): every split's partial is in its shared memory.
+    cluster.sync();
+    float* s_part = s_o + W * HROWS * D;
+    // The (head, 4 dims) items are spread over the cluster's CTAs (rank = split: the cluster spans gridDim.x);
+    // one pass with a running max over the splits' partials in DSMEM, in split order (deterministic).
+    for (int idx = split + p.n_split * threadIdx.x; idx < n_h * (D / 4); idx += p.n_split * THREADS) {
+      const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+      float m = -INFINITY, sum = 0.f;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+      for (int sp = 0; sp < n_used; ++sp) {
+        const float* rp = cluster.map_shared_rank(s_part, sp);
+        const float l = rp[HROWS * D + i];
+        const float4 v = *reinterpret_cast<const float4*>(rp + i * D + d);
+        if (l == -INFINITY) continue;
+        const float m_new = fmaxf(m, l);
+        const float a = exp2_mufu(m - m_new);
+        const float w = exp2_mufu(l - m_new);
+        sum = fmaf(sum, a, w);
+        acc.x = fmaf(acc.x, a, w * v.x);
+        acc.y = fmaf(acc.y, a, w * v.y);
+        acc.z = fmaf(acc.z, a, w * v.z);
+        acc.w = fmaf(acc.w, a, w * v.w);
+        m = m_new;
+      }
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+      if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
+    }
+    cluster.sync();  // no CTA may exit (freeing its shared memory) while another still reads it
+    return;
+  }
 
   // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
   __threadfence();
@@ -350,46 +395,121 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   }
 }
 
-template <int D, int W, int CPS, bool TWO, bool EARLY>
-cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
+cudaError_t set_attrs() {
   constexpr int smem = smem_bytes<D, W, CPS>();
-  static bool attr_set = false;  // raise the dynamic shared-memory limit once per process
+  static bool attr_set = false;  // raise the dynamic shared-memory limit (and allow 16-CTA clusters) once
   if (!attr_set) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(decode_kernel<D, W, CPS, TWO, EARLY>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const auto k = decode_kernel<D, W, CPS, TWO, EARLY, CL>;
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess && CL) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
+  return cudaSuccess;
+}
+
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
+cudaLaunchConfig_t make_cfg(const DecodeParams& p, cudaStream_t s, bool pdl, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n_split, p.n_kv_head * ((p.group + HROWS - 1) / HROWS), p.batch);
   cfg.blockDim = dim3(32 * W);
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = smem_bytes<D, W, CPS>();
   cfg.stream = s;
-  cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, CPS, TWO, EARLY>, p);
+  if (CL) {
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = unsigned(p.n_split);
+    attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
+    cfg.numAttrs = 2;
+  }
+  return cfg;
 }
 
-template <int D, int W, int CPS, bool EARLY>
+// Clusters of n_split (2 .. 16) CTAs of this build that the device holds at once, cached per split count.
+template <int D, int CPS, bool TWO, bool EARLY>
+int cluster_cap(int n_split) {
+  static int cap[17] = {};  // cap + 1; 0 = not yet queried
+  if (n_split < 2 || n_split > 16) return 0;
+  if (cap[n_split] == 0) {
+    int n = 0;
+    if (set_attrs<D, 4, CPS, TWO, EARLY, true>() == cudaSuccess) {
+      DecodeParams p{};
+      p.n_split = n_split;
+      p.n_kv_head = p.group = p.batch = 1;
+      cudaLaunchAttribute attr[2];
+      const cudaLaunchConfig_t cfg = make_cfg<D, 4, CPS, TWO, EARLY, true>(p, nullptr, true, attr);
+      if (cudaOccupancyMaxActiveClusters(&n, decode_kernel<D, 4, CPS, TWO, EARLY, true>, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();  // a refused query is not a launch error: fall back to the counter combine
+        n = 0;
+      }
+    }
+    cap[n_split] = n + 1;
+  }
+  return cap[n_split] - 1;
+}
+
+int sm_count_here() {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      n = 1;
+  }
+  return n;
+}
+
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
+cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
+  if constexpr (CL) {
+    // Use clusters only where one wave of them fits (else the counter combine: a cluster that must wait for a
+    // whole GPC's worth of free SMs would add a wave) or the grid is several waves anyway.
+    const int cap = cluster_cap<D, CPS, TWO, EARLY>(p.n_split);
+    const int64_t clusters = int64_t(p.n_kv_head) * ((p.group + HROWS - 1) / HROWS) * p.batch;
+    const int64_t slots = int64_t(sm_count_here()) * CPS;
+    if (cap <= 0 || (cap < clusters && int64_t(cap) * p.n_split * 8 < slots * 7))
+      return launch_t<D, W, CPS, TWO, EARLY, false>(p, s, pdl);
+  }
+  const cudaError_t e = set_attrs<D, W, CPS, TWO, EARLY, CL>();
+  if (e != cudaSuccess) return e;
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg = make_cfg<D, W, CPS, TWO, EARLY, CL>(p, s, pdl, attr);
+  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, CPS, TWO, EARLY, CL>, p);
+}
+
+template <int D, int W, int CPS, bool EARLY, bool CL = false>
 cudaError_t launch_two(const DecodeParams& p, cudaStream_t s, bool pdl) {
-  return p.group > 8 ? launch_t<D, W, CPS, true, EARLY>(p, s, pdl) : launch_t<D, W, CPS, false, EARLY>(p, s, pdl);
+  return p.group > 8 ? launch_t<D, W, CPS, true, EARLY, CL>(p, s, pdl) : launch_t<D, W, CPS, false, EARLY, CL>(p, s, pdl);
+}
+
+template <int D, int CPS>
+cudaError_t launch_w4(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& l) {
+  const bool cl = l.cluster && p.n_split >= 2 && p.n_split <= 16;
+  if (cl) return l.early_kv ? launch_two<D, 4, CPS, true, true>(p, s, l.pdl) : launch_two<D, 4, CPS, false, true>(p, s, l.pdl);
+  return l.early_kv ? launch_two<D, 4, CPS, true>(p, s, l.pdl) : launch_two<D, 4, CPS, false>(p, s, l.pdl);
 }
 
 template <int D>
 cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& l) {
   if (l.warps == 8) return launch_two<D, 8, 1, false>(p, s, l.pdl);  // (no EARLY build: a measured variant only)
-  if (l.ctas_per_sm == 2)
-    return l.early_kv ? launch_two<D, 4, 2, true>(p, s, l.pdl) : launch_two<D, 4, 2, false>(p, s, l.pdl);
-  return l.early_kv ? launch_two<D, 4, 1, true>(p, s, l.pdl) : launch_two<D, 4, 1, false>(p, s, l.pdl);
+  return l.ctas_per_sm == 2 ? launch_w4<D, 2>(p, s, l) : launch_w4<D, 1>(p, s, l);
 }
 
 }  // namespace
 
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l) {
   return head_dim == 64 ? launch_d<64>(p, s, l) : launch_d<128>(p, s, l);
+}
+
+int decode_cluster_capacity(int head_dim, int n_split, int ctas_per_sm, bool two_rows) {
+  if (head_dim == 64)
+    return ctas_per_sm == 2 ? (two_rows ? cluster_cap<64, 2, true, false>(n_split) : cluster_cap<64, 2, false, false>(n_split))
+                            : (two_rows ? cluster_cap<64, 1, true, false>(n_split) : cluster_cap<64, 1, false, false>(n_split));
+  return ctas_per_sm == 2 ? (two_rows ? cluster_cap<128, 2, true, false>(n_split) : cluster_cap<128, 2, false, false>(n_split))
+                          : (two_rows ? cluster_cap<128, 1, true, false>(n_split) : cluster_cap<128, 1, false, false>(n_split));
 }
 
 }  // namespace mk::cuda::attn
