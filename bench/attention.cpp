@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -395,11 +395,83 @@ void decode_cluster() {
       }
 }
 
+// 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
+// cold calls at 32k, batch 1 (default options), averaged over calls 4..59: where the time between two calls'
+// ends goes (placement of the next call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
+void decode_trace() {
+  for (int d : {64, 128}) {
+    DecodeSetup st(d, 32768, 1);
+    const cuda::AttentionOptions opt;
+    const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
+    cudaStream_t s;
+    ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    ATT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; ++i) MK_CHECK(cuda::attention_decode(s, st.args(i % st.nbuf), opt).ok());
+    ATT_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    ATT_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    ATT_CUDA_CHECK(cudaGraphLaunch(ge, s));  // warm-up (untraced)
+    ATT_CUDA_CHECK(cudaStreamSynchronize(s));
+    DevBuf<unsigned long long> buf(size_t(calls) * ctas * 8);
+    ATT_CUDA_CHECK(cudaMemset(buf.ptr, 0, buf.n * 8));
+    if (cuda::attn::decode_trace_arm(buf.ptr, buf.n * 8) != cudaSuccess) {
+      std::printf("[trace] not a trace build (MK_DECODE_TRACE=0)\n");
+      return;
+    }
+    ATT_CUDA_CHECK(cudaGraphLaunch(ge, s));
+    ATT_CUDA_CHECK(cudaStreamSynchronize(s));
+    ATT_CUDA_CHECK(cuda::attn::decode_trace_arm(nullptr, 0));
+    const std::vector<unsigned long long> r = buf.download();
+    auto t = [&](int c, int i, int k) { return double(r[(size_t(c) * ctas + i) * 8 + 1 + k]); };
+    auto med = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    double acc[12] = {};
+    int n = 0;
+    for (int c = 4; c < calls - 4; ++c, ++n) {
+      double prev_end = 0, end = 0, first0 = 1e30, first1 = 1e30, min2 = 1e30, max2 = 0;
+      std::vector<double> w1, loop, t2, pub, comb;
+      for (int i = 0; i < ctas; ++i) {
+        prev_end = std::max(prev_end, t(c - 1, i, 5));
+        end = std::max(end, t(c, i, 5));
+      }
+      for (int i = 0; i < ctas; ++i) {
+        first0 = std::min(first0, t(c, i, 0));
+        first1 = std::min(first1, t(c, i, 1));
+        w1.push_back(t(c, i, 1) - prev_end);
+        loop.push_back(t(c, i, 2) - t(c, i, 1));
+        t2.push_back(t(c, i, 2) - prev_end);
+        min2 = std::min(min2, t(c, i, 2));
+        max2 = std::max(max2, t(c, i, 2));
+        pub.push_back(t(c, i, 4) - t(c, i, 2));
+        if (r[(size_t(c) * ctas + i) * 8] >> 48) comb.push_back(t(c, i, 5) - t(c, i, 4));
+      }
+      const double v[12] = {end - prev_end, first0 - prev_end, first1 - prev_end, med(w1), med(loop),
+                            *std::max_element(loop.begin(), loop.end()), med(t2), max2 - prev_end, max2 - min2,
+                            med(pub), comb.empty() ? 0 : med(comb), end - max2};
+      for (int k = 0; k < 12; ++k) acc[k] += v[k];
+    }
+    std::printf("[trace] D=%d 32k batch 1, %d CTAs, mean over %d calls (us; 0 = the previous call's last CTA end):\n"
+                "  period %.2f | first CTA entry %+.2f | PDL wait release first %+.2f, median %+.2f |\n"
+                "  K/V loop median %.2f, max %.2f | loop end median %+.2f, last %+.2f (spread %.2f) |\n"
+                "  publish + fence + arrive median %.2f | last CTAs' combine median %.2f | last loop end -> call end %.2f\n",
+                d, ctas, n, acc[0] / n * 1e-3, acc[1] / n * 1e-3, acc[2] / n * 1e-3, acc[3] / n * 1e-3, acc[4] / n * 1e-3,
+                acc[5] / n * 1e-3, acc[6] / n * 1e-3, acc[7] / n * 1e-3, acc[8] / n * 1e-3, acc[9] / n * 1e-3,
+                acc[10] / n * 1e-3, acc[11] / n * 1e-3);
+    std::fflush(stdout);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
-       want_focus = false, want_clust = false;
+       want_focus = false, want_clust = false, want_trace = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -409,6 +481,7 @@ int main(int argc, char** argv) {
     want_settle |= a == "settle";
     want_focus |= a == "decfocus";
     want_clust |= a == "decclust";
+    want_trace |= a == "dectrace";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
@@ -416,6 +489,7 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (want_focus) decode_focus();
   if (want_clust) decode_cluster();
+  if (want_trace) decode_trace();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();

@@ -109,7 +109,10 @@ struct AttentionOptions {
   // 2 .. 16 splits, 4 warps): each CTA keeps its partial in shared memory, a cluster barrier replaces the
   // global partials + fence + arrival counter, and every CTA combines a slice of the heads' outputs through
   // distributed shared memory. Falls back to the counter combine where the split count is outside 2 .. 16, with
-  // 8 warps, or where the device cannot hold the clusters of one wave. Measured: bench/RESULTS.md.
+  // 8 warps, or where the device cannot hold the clusters of one wave. Measured (H200, bench/RESULTS.md "Decode
+  // attention v4"): it holds only 7 clusters of 16 one-SM CTAs, so batch 1 (8 kv heads x 16 splits) falls back
+  // (= default); batch 8 x 32k (2 splits) -1.1% (d64) / -0.5% (d128); where clusters do run at batch 1 (8
+  // splits, or 2 CTAs per SM) they pack into few GPCs and lose 25-50%. Hence off by default.
   bool decode_cluster_combine = false;
 };
 

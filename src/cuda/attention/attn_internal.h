@@ -72,5 +72,8 @@ cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, c
 // Clusters of n_split decode CTAs (4 warps, ctas_per_sm ring) the device can hold at once (0: none / error);
 // the cluster combine is used only where one wave of them fits. For the benchmark's report.
 int decode_cluster_capacity(int head_dim, int n_split, int ctas_per_sm, bool two_rows);
+// Trace build only (decode.cu compiled with MK_DECODE_TRACE=1): arms per-CTA globaltimer records, 64 bytes each,
+// in `buf` (device) and resets the ticket; elsewhere returns cudaErrorNotSupported.
+cudaError_t decode_trace_arm(void* buf, size_t bytes);
 
 }  // namespace mk::cuda::attn

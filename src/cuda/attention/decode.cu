@@ -37,6 +37,43 @@ static_assert(smem_bytes<64, 4, 1>() == 196608 && smem_bytes<128, 4, 1>() == 196
               "one 192 KB CTA per SM");
 static_assert(smem_bytes<64, 4, 2>() == 98304 && smem_bytes<128, 4, 2>() == 98304, "two 96 KB CTAs per SM");
 
+// MK_DECODE_TRACE = 1 (a diagnostic build of this file only, never the library's): thread 0 of every CTA
+// stamps globaltimer at entry, after the PDL wait, after its K/V loop, after its partial is written, after the
+// arrival and at its end, into the buffer armed by decode_trace_arm (bench/attention.cpp 'dectrace').
+#ifndef MK_DECODE_TRACE
+#define MK_DECODE_TRACE 0
+#endif
+#if MK_DECODE_TRACE
+__device__ unsigned long long* g_trace;  // [tickets][8]: id word, then 6 stamps (ns) and 0
+__device__ unsigned g_trace_ticket, g_trace_cap;
+__device__ __forceinline__ unsigned long long gtime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define TR_STAMP(k) (tr_[k] = gtime())
+// Tickets are taken at a CTA's end; call N + 1's CTAs end after their PDL wait, i.e. after call N completed, so
+// every CTA of call N holds a smaller ticket than any of call N + 1.
+#define TR_STORE(last)                                                                                       \
+  do {                                                                                                       \
+    if (threadIdx.x == 0 && g_trace) {                                                                       \
+      const unsigned tk = atomicAdd(&g_trace_ticket, 1u);                                                    \
+      if (tk < g_trace_cap) {                                                                                \
+        unsigned smid;                                                                                       \
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                                    \
+        unsigned long long* r = g_trace + 8ull * tk;                                                         \
+        r[0] = blockIdx.x | (unsigned long long)blockIdx.y << 16 | (unsigned long long)smid << 32 |          \
+               (unsigned long long)(last) << 48;                                                             \
+        for (int k_ = 0; k_ < 6; ++k_) r[1 + k_] = tr_[k_];                                                  \
+        r[7] = 0;                                                                                            \
+      }                                                                                                      \
+    }                                                                                                        \
+  } while (0)
+#else
+#define TR_STAMP(k) ((void)0)
+#define TR_STORE(last) ((void)0)
+#endif
+
 __device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
@@ -128,6 +165,10 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   __shared__ float s_m[W][HROWS], s_l[W][HROWS];
   __shared__ int s_last;
 
+#if MK_DECODE_TRACE
+  unsigned long long tr_[6] = {};
+#endif
+  TR_STAMP(0);
   const int b = blockIdx.z, split = blockIdx.x;
   const int n_chunks = (p.group + HROWS - 1) / HROWS;
   const int hk = blockIdx.y / n_chunks;
@@ -136,6 +177,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     if (p.l2_prefetch_tiles > 0) prefetch_first_tiles<D, W, TK>(p, b, split, hk, threadIdx.x / 32, threadIdx.x % 32);
     griddep_wait();
     griddep_launch();
+    TR_STAMP(1);
   }
 
   const int h0 = hk * p.group + (blockIdx.y % n_chunks) * HROWS;
@@ -199,6 +241,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     }
     griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
     griddep_launch();
+    TR_STAMP(1);
     load_q();
   }
 #pragma unroll
@@ -267,6 +310,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   }
   cp_async_wait<0>();
   __syncthreads();  // all rings drained: the shared memory is reused below
+  TR_STAMP(2);
 
   // Combine the warps: s_o [W][HROWS][D] f32.
   float* s_o = reinterpret_cast<float*>(smem_raw);
@@ -361,11 +405,17 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   }
 
   // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
+  TR_STAMP(3);
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
   __syncthreads();
-  if (!s_last) return;
+  TR_STAMP(4);
+  if (!s_last) {
+    TR_STAMP(5);
+    TR_STORE(0);
+    return;
+  }
   __threadfence();
   // One pass per (head, 4 dims) with a running max, so that every split's loads are independent (in flight
   // together, 8 per unrolled step) instead of the LSEs first and the outputs after.
@@ -393,6 +443,8 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
     if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
   }
+  TR_STAMP(5);
+  TR_STORE(1);
 }
 
 template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
@@ -502,6 +554,21 @@ cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& 
 
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l) {
   return head_dim == 64 ? launch_d<64>(p, s, l) : launch_d<128>(p, s, l);
+}
+
+cudaError_t decode_trace_arm(void* buf, size_t bytes) {
+#if MK_DECODE_TRACE
+  unsigned long long* ptr = static_cast<unsigned long long*>(buf);
+  const unsigned cap = unsigned(bytes / 64), zero = 0;
+  cudaError_t e = cudaMemcpyToSymbol(g_trace, &ptr, sizeof(ptr));
+  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_trace_cap, &cap, sizeof(cap));
+  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_trace_ticket, &zero, sizeof(zero));
+  return e;
+#else
+  (void)buf;
+  (void)bytes;
+  return cudaErrorNotSupported;
+#endif
 }
 
 int decode_cluster_capacity(int head_dim, int n_split, int ctas_per_sm, bool two_rows) {
