@@ -1,0 +1,313 @@
+// The split-KV decode kernel (see decode.cu for the design; helpers in decode_device.cuh). Included only by
+// decode.cu: the template lives in that translation unit's anonymous namespace.
+#pragma once
+#include <cooperative_groups.h>
+
+#include "cuda/attention/decode_device.cuh"
+
+namespace mk::cuda::attn {
+namespace {
+
+// TWO: the CTA has more than 8 query heads, so the mma rows g + 8 are live (else they are padding: skipped in
+// the softmax, their P is zero). EARLY: the caller's contract (AttentionOptions::decode_early_kv) lets the
+// kernel read seq_lens_k, the block table and every K/V row but the newest of each sequence before its PDL
+// wait, so the first tiles stream while the previous kernel finishes. CL: the grid is launched in clusters of
+// n_split CTAs (one cluster = the splits of one (sequence, kv head chunk)); the partials stay in shared memory
+// and are combined through DSMEM after a cluster barrier (no workspace, fence or counter).
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
+__global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
+  constexpr int THREADS = 32 * W;
+  constexpr int TK = tile_keys<D, W, CPS>();
+  constexpr int NT = TK / 8;       // 8-key column blocks of S
+  constexpr int KSTEPS = D / 16;   // k-steps of Q K^T
+  constexpr int DT = D / 8;        // 8-wide column blocks of O
+  constexpr int CH = D / 8;        // 16-byte chunks per K/V row
+  constexpr int STAGE = 2 * TK * D;  // elements: K tile [TK][D] then V tile [TK][D], rows swizzled
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ float s_m[W][HROWS], s_l[W][HROWS];
+  __shared__ int s_last;
+
+#if MK_DECODE_TRACE
+  unsigned long long tr_[6] = {};
+#endif
+  TR_STAMP(0);
+  const int b = blockIdx.z, split = blockIdx.x;
+  const int n_chunks = (p.group + HROWS - 1) / HROWS;
+  const int hk = blockIdx.y / n_chunks;
+  // Without EARLY everything below reads q / seq_lens / K/V that the previous kernel may have written.
+  if constexpr (!EARLY) {
+    if (p.l2_prefetch_tiles > 0) prefetch_first_tiles<D, W, TK>(p, b, split, hk, threadIdx.x / 32, threadIdx.x % 32);
+    griddep_wait();
+    griddep_launch();
+    TR_STAMP(1);
+  }
+
+  const int h0 = hk * p.group + (blockIdx.y % n_chunks) * HROWS;
+  const int n_h = min(HROWS, hk * p.group + p.group - h0);
+  const int kv_len = max(0, min(p.seq_lens_k[b], p.kv_capacity));
+  // Split boundaries in 64-key units (same arithmetic in every CTA of the sequence).
+  const int units = (kv_len + 63) / 64;
+  const int per = max(1, (units + p.n_split - 1) / p.n_split);
+  const int n_used = max(1, (units + per - 1) / per);
+  // CL: a split past the keys still takes part in the cluster barriers (with an empty partial), unless there is
+  // a single split, which writes the output itself (every CTA computes the same n_used: no barrier is run).
+  if (split >= n_used && (!CL || n_used == 1)) return;
+  const int k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
+  const int n_tiles = max(0, (k_end - k_begin + TK - 1) / TK);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int my_tiles = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
+
+  // Q as mma A fragments: rows = query heads h0 + row (rows >= n_h are zero), columns = dims.
+  uint32_t qf[KSTEPS][4];
+  auto load_q = [&] {
+    const bf16* q0 = p.q + (int64_t(b) * p.n_head + h0) * D + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      qf[kk][0] = g < n_h ? ld_b32(q0 + g * D + kk * 16) : 0u;
+      qf[kk][2] = g < n_h ? ld_b32(q0 + g * D + kk * 16 + 8) : 0u;
+      qf[kk][1] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16) : 0u;
+      qf[kk][3] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16 + 8) : 0u;
+    }
+  };
+  if constexpr (!EARLY) load_q();
+
+  bf16* ring = reinterpret_cast<bf16*>(smem_raw) + warp * NS * STAGE;
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
+  const int64_t row_stride = int64_t(p.n_kv_head) * D;
+  // Issues this warp's i-th tile into stage i % NS; rows past k_end are zero-filled (never read from global).
+  auto issue = [&](int i) {
+    const int key0 = k_begin + (warp + i * W) * TK;
+    const int n_valid = min(TK, k_end - key0);
+    // A tile never straddles a pool block: key0 % TK == 0 and block_size % 64 == 0.
+    const int64_t base = paged_row(bt_row, p.block_size, p.n_kv_head, D, key0, hk);
+    bf16* sk = ring + (i % NS) * STAGE;
+    bf16* sv = sk + TK * D;
+#pragma unroll
+    for (int j = 0; j < TK * CH / 32; ++j) {
+      const int c = lane + 32 * j, r = c / CH, col = (c % CH) * 8;
+      const bool ok = r < n_valid;
+      const int64_t off = ok ? base + r * row_stride + col : 0;
+      cp_async16(sk + swz<D>(r, col), p.k + off, ok ? 16 : 0);
+      cp_async16(sv + swz<D>(r, col), p.v + off, ok ? 16 : 0);
+    }
+  };
+  int n_pre = 0;  // ring stages issued before the PDL wait (EARLY)
+  if constexpr (EARLY) {
+    // Only tiles that end below the newest position kv_len - 1 (the previous kernel may be the one appending
+    // it); this warp's tiles come in key order, so they form a prefix.
+#pragma unroll
+    for (; n_pre < NS - 1 && n_pre < my_tiles; ++n_pre) {
+      if (min(k_end, k_begin + (warp + n_pre * W) * TK + TK) > kv_len - 1) break;
+      issue(n_pre);
+      cp_async_commit();
+    }
+    griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
+    griddep_launch();
+    TR_STAMP(1);
+    load_q();
+  }
+#pragma unroll
+  for (int i = 0; i < NS - 1; ++i) {
+    if (i < n_pre) continue;
+    if (i < my_tiles) issue(i);
+    cp_async_commit();
+  }
+
+  float o[DT][4];
+#pragma unroll
+  for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // running max (log2 units, scaled) of rows g, g + 8
+  float l_run[2] = {0.f, 0.f};              // this thread's partial row sums
+
+  for (int i = 0; i < my_tiles; ++i) {
+    if (i + NS - 1 < my_tiles) issue(i + NS - 1);  // into the stage computed in iteration i - 1
+    cp_async_commit();
+    cp_async_wait<NS - 1>();  // tile i has landed (for this lane) ...
+    __syncwarp();             // ... and for every lane of the warp
+    const bf16* sk = ring + (i % NS) * STAGE;
+    const bf16* sv = sk + TK * D;
+    float s[NT][4];
+    warp_qk<D>(s, qf, sk, lane);
+    const int key0 = k_begin + (warp + i * W) * TK;
+    if (key0 + TK > k_end) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (key0 + j * 8 + 2 * t + (e & 1) >= k_end) s[j][e] = -INFINITY;
+    }
+    // Online softmax per live row; every tile holds at least one valid key, so m_new is finite.
+    uint32_t pf[TK / 16][4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (r == 1 && !TWO) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) pf[j / 2][(j & 1) * 2 + 1] = 0u;
+        continue;
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[r], mx * p.scale_log2);
+      const float alpha = exp2_mufu(m_run[r] - m_new);  // 0 on the first tile (m_run = -inf)
+      m_run[r] = m_new;
+      l_run[r] *= alpha;
+#pragma unroll
+      for (int j = 0; j < DT; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const float e0 = exp2_mufu(fmaf(s[j][2 * r], p.scale_log2, -m_new));
+        const float e1 = exp2_mufu(fmaf(s[j][2 * r + 1], p.scale_log2, -m_new));
+        l_run[r] += e0 + e1;
+        pf[j / 2][(j & 1) * 2 + r] = pack_bf16(e0, e1);
+      }
+    }
+    warp_pv<D>(o, pf, sv, lane);
+    __syncwarp();  // every lane done with stage i % NS before iteration i + 1 refills it
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // all rings drained: the shared memory is reused below
+  TR_STAMP(2);
+
+  // Combine the warps: s_o [W][HROWS][D] f32.
+  float* s_o = reinterpret_cast<float*>(smem_raw);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = g + 8 * r;
+    if (row < n_h) {
+#pragma unroll
+      for (int j = 0; j < DT; ++j)
+        *reinterpret_cast<float2*>(s_o + (warp * HROWS + row) * D + j * 8 + 2 * t) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+      if (t == 0) {
+        s_m[warp][row] = m_run[r];
+        s_l[warp][row] = l;
+      }
+    }
+  }
+  __syncthreads();
+  const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, s_m[w][i]);
+    float lsum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const float wt = exp2_mufu(s_m[w][i] - mx);
+        lsum += s_l[w][i] * wt;
+        const float4 v = *reinterpret_cast<const float4*>(s_o + (w * HROWS + i) * D + d);
+        acc.x = fmaf(wt, v.x, acc.x);
+        acc.y = fmaf(wt, v.y, acc.y);
+        acc.z = fmaf(wt, v.z, acc.z);
+        acc.w = fmaf(wt, v.w, acc.w);
+      }
+    }
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    const float lse2 = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
+    if (n_used == 1) {  // the only split: final output
+      store_bf16x4(p.out + (head0 + i) * D + d, acc);
+      if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
+    } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
+      float* s_part = s_o + W * HROWS * D;
+      *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
+      if (d == 0) s_part[HROWS * D + i] = lse2;
+    } else {
+      const int64_t row = (head0 + i) * p.n_split + split;
+      *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
+      if (d == 0) p.lse_part[row] = lse2;
+    }
+  }
+  if (n_used == 1) return;
+
+  if constexpr (CL) {
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    // barrier.cluster arrive (release) + wait (acquire): every split's partial is in its shared memory.
+    cluster.sync();
+    float* s_part = s_o + W * HROWS * D;
+    // The (head, 4 dims) items are spread over the cluster's CTAs (rank = split: the cluster spans gridDim.x);
+    // one pass with a running max over the splits' partials in DSMEM, in split order (deterministic).
+    for (int idx = split + p.n_split * threadIdx.x; idx < n_h * (D / 4); idx += p.n_split * THREADS) {
+      const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+      float m = -INFINITY, sum = 0.f;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+      for (int sp = 0; sp < n_used; ++sp) {
+        const float* rp = cluster.map_shared_rank(s_part, sp);
+        const float l = rp[HROWS * D + i];
+        const float4 v = *reinterpret_cast<const float4*>(rp + i * D + d);
+        if (l == -INFINITY) continue;
+        const float m_new = fmaxf(m, l);
+        const float a = exp2_mufu(m - m_new);
+        const float w = exp2_mufu(l - m_new);
+        sum = fmaf(sum, a, w);
+        acc.x = fmaf(acc.x, a, w * v.x);
+        acc.y = fmaf(acc.y, a, w * v.y);
+        acc.z = fmaf(acc.z, a, w * v.z);
+        acc.w = fmaf(acc.w, a, w * v.w);
+        m = m_new;
+      }
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+      if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
+    }
+    cluster.sync();  // no CTA may exit (freeing its shared memory) while another still reads it
+    return;
+  }
+
+  // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
+  TR_STAMP(3);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
+  __syncthreads();
+  TR_STAMP(4);
+  if (!s_last) {
+    TR_STAMP(5);
+    TR_STORE(0);
+    return;
+  }
+  __threadfence();
+  // One pass per (head, 4 dims) with a running max, so that every split's loads are independent (in flight
+  // together, 8 per unrolled step) instead of the LSEs first and the outputs after.
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    const int64_t row0 = (head0 + i) * p.n_split;
+    float m = -INFINITY, sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int sp = 0; sp < n_used; ++sp) {
+      const float l = __ldcg(p.lse_part + row0 + sp);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d));
+      if (l == -INFINITY) continue;  // a split without keys (not produced by this kernel; defensive)
+      const float m_new = fmaxf(m, l);
+      const float a = exp2_mufu(m - m_new);  // 0 on the first split (m = -inf)
+      const float w = exp2_mufu(l - m_new);
+      sum = fmaf(sum, a, w);
+      acc.x = fmaf(acc.x, a, w * v.x);
+      acc.y = fmaf(acc.y, a, w * v.y);
+      acc.z = fmaf(acc.z, a, w * v.z);
+      acc.w = fmaf(acc.w, a, w * v.w);
+      m = m_new;
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+    if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
+  }
+  TR_STAMP(5);
+  TR_STORE(1);
+}
+
+}  // namespace
+}  // namespace mk::cuda::attn
