@@ -51,7 +51,7 @@ Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, i
 
 Status bench_megakernel(const ModelConfig& c, const MegakernelBenchArgs& a, nlohmann::json& decode) {
   for (int ctx : a.contexts) {
-    auto w = cuda::random_device_weights(c, 1234);
+    auto w = a.model ? cuda::upload_weights(c, a.model->weights) : cuda::random_device_weights(c, 1234);
     if (!w) return w.error();
     auto b = megakernel::MegakernelBackend::create(c, std::move(*w), ctx + a.n_tokens + 1);
     if (!b) {  // e.g. head_dim 32: report and go on (the engine falls back to the layered path there)

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "megakernel/config.h"
+#include "megakernel/model.h"
 
 namespace mk::cli {
 
@@ -19,6 +20,7 @@ struct MegakernelBenchArgs {
   double weight_bytes = 0;    // weight bytes read per token
   double read_tbps = 0;       // ceiling measured in the same process
   FILE* out = stdout;         // table for people
+  const Model* model = nullptr;  // the checkpoint's weights; null: random weights of the config's shapes
 };
 
 // Appends one entry per (context, steps per launch) to `decode` (same fields as the layered rows, plus

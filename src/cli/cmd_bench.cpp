@@ -192,8 +192,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   cuda::set_matvec_kernel("splitk");
   cuda::set_matvec_bulk_static(false);
   if (o.backend != "layered") {
-    MegakernelBenchArgs a{o.contexts, o.n_tokens, o.repeats, wbytes, read_tbps, human(o)};
-    if (m) std::fprintf(human(o), "  (the megakernel is timed on random weights of the same shapes)\n");
+    MegakernelBenchArgs a{o.contexts, o.n_tokens, o.repeats, wbytes, read_tbps, human(o), m};
     MK_TRY(bench_megakernel(c, a, j["decode"]));
   }
   return j;
