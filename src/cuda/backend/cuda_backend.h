@@ -29,6 +29,8 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max
 
 namespace cuda {
 
+struct MatvecArgs;  // cuda/ops/matvec.h
+
 struct CudaBackendOptions {
   bool pdl = true;           // programmatic dependent launch between kernels
   bool graph = true;         // replay the decode step as a CUDA graph
@@ -105,6 +107,7 @@ class CudaBackend final : public Backend {
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
   // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
   RopeQkvArgs rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const;
+  MatvecArgs lm_head_args(const float* x) const;  // the LM head matvec with the fused argmax
   void attend_decode(const Stream& s, int layer);
   void attend_prefill(const Stream& s, int layer, int n_tokens);
   Status ensure_graph();

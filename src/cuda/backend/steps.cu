@@ -103,20 +103,20 @@ void CudaBackend::attend_prefill(const Stream& s, int layer, int n_tokens) {
                    config_.n_head, 0.f);
 }
 
+MatvecArgs CudaBackend::lm_head_args(const float* x) const {  // logits[V] = Wlm rmsnorm(x), argmax into state
+  return {.w = weights_.lm_head, .n_rows = config_.n_vocab, .n_cols = config_.n_embd, .x = x,
+          .norm_w = weights_.final_norm, .eps = config_.rms_norm_eps, .out = logits_, .argmax = &state_->argmax};
+}
+
 void CudaBackend::enqueue_decode(const Stream& s) {
   const ModelConfig& c = config_;
   const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
   // x_ holds the embedding of state_->token and state_->argmax is 0 (begin_step, or the previous step's finish).
   for (int l = 0; l < c.n_layer; ++l) {
     const DeviceLayer& w = weights_.layers[size_t(l)];
-    MatvecArgs qkv;  // qkv[Q + 2KV] = Wqkv rmsnorm(x) (+ bias)
-    qkv.w = w.wqkv;
-    qkv.n_rows = Q + 2 * KV;
-    qkv.n_cols = E;
-    qkv.x = x_;
-    qkv.norm_w = w.attn_norm;
-    qkv.eps = c.rms_norm_eps;
-    qkv.out = qkv_;
+    // qkv[Q + 2KV] = Wqkv rmsnorm(x) (+ bias)
+    MatvecArgs qkv{.w = w.wqkv, .n_rows = Q + 2 * KV, .n_cols = E, .x = x_, .norm_w = w.attn_norm,
+                   .eps = c.rms_norm_eps, .out = qkv_};
     if (opt_.prefetch_o) {  // the O projection starts behind the attention kernels: warm its weights in L2 now
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
@@ -142,47 +142,17 @@ void CudaBackend::enqueue_decode(const Stream& s) {
 
     attend_decode(s, l);  // attn[Q] bf16
 
-    MatvecArgs o;  // x += Wo attn
-    o.w = w.wo;
-    o.n_rows = E;
-    o.n_cols = Q;
-    o.x_bf16 = attn_;
-    o.out = x_;
-    o.mode = MatvecOut::ADD;
-    o.add_early = opt_.add_early;  // x_ was last written by the previous layer's down projection (or the embedding)
-    matvec(s, o);
-
-    MatvecArgs gu;  // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
-    gu.w = w.w_gate_up;
-    gu.n_rows = 2 * F;
-    gu.n_cols = E;
-    gu.x = x_;
-    gu.norm_w = w.mlp_norm;
-    gu.eps = c.rms_norm_eps;
-    gu.out = h_;
-    gu.mode = MatvecOut::SWIGLU;
-    matvec(s, gu);
-
-    MatvecArgs d;  // x += Wd h
-    d.w = w.w_down;
-    d.n_rows = E;
-    d.n_cols = F;
-    d.x = h_;
-    d.out = x_;
-    d.mode = MatvecOut::ADD;
-    d.add_early = opt_.add_early;  // x_ was last written by the O projection, two kernels back
-    matvec(s, d);
+    // x += Wo attn (add_early: x_ was last written by the previous layer's down projection, or the embedding)
+    matvec(s, {.w = w.wo, .n_rows = E, .n_cols = Q, .x_bf16 = attn_, .out = x_, .mode = MatvecOut::ADD,
+               .add_early = opt_.add_early});
+    // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
+    matvec(s, {.w = w.w_gate_up, .n_rows = 2 * F, .n_cols = E, .x = x_, .norm_w = w.mlp_norm,
+               .eps = c.rms_norm_eps, .out = h_, .mode = MatvecOut::SWIGLU});
+    // x += Wd h (add_early: x_ was last written by the O projection, two kernels back)
+    matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = h_, .out = x_, .mode = MatvecOut::ADD,
+               .add_early = opt_.add_early});
   }
-  MatvecArgs head;  // logits[V] = Wlm rmsnorm(x), argmax into state
-  head.w = weights_.lm_head;
-  head.n_rows = c.n_vocab;
-  head.n_cols = E;
-  head.x = x_;
-  head.norm_w = weights_.final_norm;
-  head.eps = c.rms_norm_eps;
-  head.out = logits_;
-  head.argmax = &state_->argmax;
-  matvec(s, head);
+  matvec(s, lm_head_args(x_));
   launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);
 }
 
@@ -208,16 +178,7 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
     gemm_->run(s.stream, px_, DType::F32, ph_, w.w_down, T, E, F, 1.f);  // x += h Wd^T
   }
   if (!logits) return;
-  MatvecArgs head;  // logits of the last token only
-  head.w = weights_.lm_head;
-  head.n_rows = c.n_vocab;
-  head.n_cols = E;
-  head.x = px_ + size_t(T - 1) * size_t(E);
-  head.norm_w = weights_.final_norm;
-  head.eps = c.rms_norm_eps;
-  head.out = logits_;
-  head.argmax = &state_->argmax;
-  matvec(s, head);
+  matvec(s, lm_head_args(px_ + size_t(T - 1) * size_t(E)));  // logits of the last token only
 }
 
 Status CudaBackend::ensure_graph() {
