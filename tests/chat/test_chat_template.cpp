@@ -9,7 +9,6 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
 namespace {
-fs::path data(const char* name) { return fs::path(MK_SOURCE_DIR) / "tests" / "chat" / "data" / name; }
 
 fs::path temp_dir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("mk_chat_" + name + "_" + std::to_string(::getpid()));

@@ -113,7 +113,9 @@ TEST_P(Golden, LogitsAndGreedyMatchTransformers) {
     for (size_t i = 0; i < want_greedy.size(); ++i) {
       int32_t next = cpu::argmax(logits.data(), n_vocab);
       got_greedy.push_back(next);
-      if (i + 1 < want_greedy.size()) ASSERT_TRUE(backend.forward(std::span(&next, 1), pos++, logits).ok());
+      if (i + 1 < want_greedy.size()) {
+        ASSERT_TRUE(backend.forward(std::span(&next, 1), pos++, logits).ok());
+      }
     }
     EXPECT_EQ(got_greedy, want_greedy);
 

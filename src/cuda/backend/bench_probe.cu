@@ -2,10 +2,9 @@
 #include "cuda/backend/bench_probe.h"
 
 #include <algorithm>
-#include <functional>
 #include <string>
-#include <vector>
 
+#include "cuda/common/bench_timing.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 #include "cuda/ops/gemm.h"
@@ -25,40 +24,6 @@ __global__ void fill_kernel(uint32_t* p, size_t n, uint32_t seed) {
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Median ms of fn() over repeats, one event pair each, after warm-up.
-double time_ms(cudaStream_t s, const std::function<void()>& fn, int repeats, int warmup = 3) {
-  for (int i = 0; i < warmup; ++i) fn();
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ts;
-  for (int i = 0; i < repeats; ++i) {
-    CUDA_CHECK(cudaEventRecord(a, s));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b, s));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(ts);
-}
-
-struct DevBuf {
-  void* p = nullptr;
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
@@ -75,7 +40,7 @@ Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
   auto run = [&] {
     (*g)->run(nullptr, c.p, DType::BF16, static_cast<const bf16*>(a.p), static_cast<const bf16*>(b.p), n, n, n);
   };
-  double ms = time_ms(nullptr, run, repeats, 10);
+  double ms = median_event_ms(nullptr, run, repeats, 10);
   MK_TRY(cuda_status(cudaDeviceSynchronize(), "measuring the matmul rate"));
   MatmulRate r;
   r.ms = ms;
@@ -112,7 +77,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   };
   set_matvec_bulk_static(kname == "bulk-static");
   int it = 0;
-  double single = time_ms(s, [&] { mv(args(it++)); }, repeats * 4);
+  double single = median_event_ms(s, [&] { mv(args(it++)); }, repeats * 4, 3);
   // Chained: a graph of `chain` matvecs over rotating copies (the decode pattern), per-matvec time.
   const int chain = 64;
   cudaGraph_t g;
@@ -121,7 +86,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   for (int i = 0; i < chain; ++i) mv(args(i));
   CUDA_CHECK(cudaStreamEndCapture(s, &g));
   CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  double chained = time_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats) / chain;
+  double chained = median_event_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats, 3) / chain;
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   set_matvec_bulk_static(false);

@@ -3,9 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <vector>
-
+#include "cuda/common/bench_timing.h"
 #include "cuda/common/cuda_check.h"
 
 namespace mk::cuda {
@@ -31,13 +29,6 @@ __global__ void read_kernel(const uint4* __restrict__ p, size_t n, unsigned* out
   if (acc == 0x9e3779b9u) out[0] = acc;  // practically never: keeps the loads alive
 }
 
-struct DevBuf {
-  void* p = nullptr;
-  ~DevBuf() {
-    if (p) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 Expected<ReadCeiling> measure_read_ceiling(double gib, int repeats) {
@@ -49,9 +40,6 @@ Expected<ReadCeiling> measure_read_ceiling(double gib, int repeats) {
   int dev = 0, sms = 0;
   MK_TRY(cuda_status(cudaGetDevice(&dev), "measuring read bandwidth"));
   MK_TRY(cuda_status(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "measuring read bandwidth"));
-  cudaEvent_t a, b;
-  MK_TRY(cuda_status(cudaEventCreate(&a), "measuring read bandwidth"));
-  MK_TRY(cuda_status(cudaEventCreate(&b), "measuring read bandwidth"));
   struct Shape {
     const char* name;
     void (*k)(const uint4*, size_t, unsigned*);
@@ -62,25 +50,15 @@ Expected<ReadCeiling> measure_read_ceiling(double gib, int repeats) {
   ReadCeiling best;
   best.bytes = double(bytes);
   for (const Shape& sh : shapes) {
-    std::vector<float> ts;
-    for (int r = -2; r < repeats; ++r) {  // two warm-ups
-      CUDA_CHECK(cudaEventRecord(a));
+    const double ms = median_event_ms(nullptr, [&] {
       sh.k<<<sms * sh.per_sm, sh.threads>>>(static_cast<const uint4*>(buf.p), bytes / 16, static_cast<unsigned*>(out.p));
-      CUDA_CHECK(cudaEventRecord(b));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      if (r >= 0) ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    const double tbps = double(bytes) / (ts[ts.size() / 2] * 1e-3) / 1e12;
+    }, repeats, 2);
+    const double tbps = double(bytes) / (ms * 1e-3) / 1e12;
     if (tbps > best.tbps) {
       best.tbps = tbps;
       best.best_shape = cat(sh.name, " ", sh.threads, "x", sh.per_sm, "/SM");
     }
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   MK_TRY(cuda_status(cudaGetLastError(), "measuring read bandwidth"));
   return best;
 }
