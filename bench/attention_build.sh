@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 B=${1:-build-attn}
 export PATH=$PATH:/usr/local/cuda/bin
 objs=(CMakeFiles/mk_cpu.dir/src/cpu/attention_ref.cpp.o CMakeFiles/mk_core.dir/src/core/dtype.cpp.o)
-for f in src/cuda/attention/*.cu src/cuda/common/read_ceiling.cu; do objs+=("CMakeFiles/mk_cuda.dir/$f.o"); done
+for f in src/cuda/attention/*.cu src/cuda/common/read_ceiling.cu src/cuda/common/bench_timing.cu; do objs+=("CMakeFiles/mk_cuda.dir/$f.o"); done
 ninja -C "$B" -j2 "${objs[@]}"
 mkdir -p .carry/attn
 grep -qxF '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
