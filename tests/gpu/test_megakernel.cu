@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "cpu/cpu_backend.h"
 #include "cuda/backend/cuda_backend.h"
@@ -162,6 +163,33 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
   }
 }
 
+// Switches that must not change the arithmetic: for each option set, a 140-token prompt (token i = (i * mul +
+// add) mod n_vocab) is run once per mode, with configure(backend, mode) applied first; every mode's logits are
+// within tolerance of the CPU and bit-identical to mode 0's.
+void expect_modes_bit_identical(const Model& m, int mul, int add, const std::vector<MegakernelOptions>& opts,
+                                int n_modes, const std::function<void(MegakernelBackend&, int)>& configure) {
+  std::vector<int32_t> prompt(140);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * size_t(mul) + size_t(add)) % size_t(m.config.n_vocab));
+  CpuBackend cpu(m, 160);
+  std::vector<float> ref(static_cast<size_t>(m.config.n_vocab));
+  ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
+  for (const MegakernelOptions& opt : opts) {
+    std::vector<float> first;
+    for (int mode = 0; mode < n_modes; ++mode) {
+      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
+      auto b = make_mk(m, 160, opt);
+      ASSERT_TRUE(b);
+      configure(*b, mode);
+      std::vector<float> a(ref.size());
+      auto st = b->forward(prompt, 0, a);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
+      if (first.empty()) first = a;
+      else EXPECT_EQ(a, first);
+    }
+  }
+}
+
 // Version 5's switches change only when loads are issued and how counters are published, never the
 // arithmetic: the prefetch before the wait (norm weights, block table, the first K/V positions, staged in
 // shared memory) on/off, the K/V L2 prefetch on/off and every publish mode give bit-identical logits, and match the CPU. 140
@@ -170,30 +198,15 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
 TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 77);
-  std::vector<int32_t> prompt(140);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 11) % size_t(k.c.n_vocab));
-  CpuBackend cpu(m, 160);
-  std::vector<float> ref(static_cast<size_t>(k.c.n_vocab));
-  ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
-  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}}) {
-    std::vector<float> first;
-    for (int mode = 0; mode < 6; ++mode) {
-      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
-      auto b = make_mk(m, 160, opt);
-      ASSERT_TRUE(b);
-      // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch. Counter protocol
-      // (the publish modes are its; the inline case would default to flags).
-      b->set_flag_publish(false);
-      b->set_prefetch(mode != 1);
-      if (mode >= 2 && mode <= 4) b->set_publish_mode(mode - 2);
-      if (mode == 5) b->set_kv_l2_ahead(0);
-      std::vector<float> a(ref.size());
-      ASSERT_TRUE(b->forward(prompt, 0, a).ok());
-      EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
-      if (first.empty()) first = a;
-      else EXPECT_EQ(a, first);
-    }
-  }
+  // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch. Counter protocol (the
+  // publish modes are its; the inline case would default to flags).
+  expect_modes_bit_identical(m, 37, 11, {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}}, 6,
+                             [](MegakernelBackend& b, int mode) {
+                               b.set_flag_publish(false);
+                               b.set_prefetch(mode != 1);
+                               if (mode >= 2 && mode <= 4) b.set_publish_mode(mode - 2);
+                               if (mode == 5) b.set_kv_l2_ahead(0);
+                             });
 }
 
 // Version 7's switches change only how activations are published and which already-summed vector the
@@ -204,29 +217,15 @@ TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
 TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 78);
-  std::vector<int32_t> prompt(140);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 41 + 5) % size_t(k.c.n_vocab));
-  CpuBackend cpu(m, 160);
-  std::vector<float> ref(static_cast<size_t>(k.c.n_vocab));
-  ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
-  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
-                                MegakernelOptions{.attn_chunk_len = 16}}) {
-    std::vector<float> first;
-    for (int mode = 0; mode < 8; ++mode) {  // bit 0: flags, bit 1: mid_resid, bit 2: RoPE table before the wait
-      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
-      auto b = make_mk(m, 160, opt);
-      ASSERT_TRUE(b);
-      b->set_flag_publish(mode & 1);
-      b->set_mid_resid(mode & 2);
-      b->set_rope_early(mode & 4);
-      std::vector<float> a(ref.size());
-      auto st = b->forward(prompt, 0, a);
-      ASSERT_TRUE(st.ok()) << st.message();
-      EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
-      if (first.empty()) first = a;
-      else EXPECT_EQ(a, first);
-    }
-  }
+  // bit 0: flags, bit 1: mid_resid, bit 2: RoPE table before the wait
+  expect_modes_bit_identical(m, 41, 5,
+                             {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
+                              MegakernelOptions{.attn_chunk_len = 16}},
+                             8, [](MegakernelBackend& b, int mode) {
+                               b.set_flag_publish(mode & 1);
+                               b.set_mid_resid(mode & 2);
+                               b.set_rope_early(mode & 4);
+                             });
   for (const Case& kc : cases()) {
     SCOPED_TRACE(kc.name);
     Model mc = make_random_model(kc.c, DType::BF16, 43);
@@ -255,33 +254,18 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
 TEST(Megakernel, BlockTableAndEarlyKvBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 91);
-  std::vector<int32_t> prompt(140);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 37 + 11) % size_t(k.c.n_vocab));
-  CpuBackend cpu(m, 160);
-  std::vector<float> ref(static_cast<size_t>(k.c.n_vocab));
-  ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
-  for (MegakernelOptions opt : {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
-                                MegakernelOptions{.attn_chunk_len = 16}}) {
-    std::vector<float> first;
-    // 0: v7; 1: blk_smem; 2: + kv_early (ring - 1 page); 3: kv_early, 2 pages; 4: attn_skip; 5: all three
-    for (int mode = 0; mode < 6; ++mode) {
-      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
-      auto b = make_mk(m, 160, opt);
-      ASSERT_TRUE(b);
-      b->set_blk_smem(mode == 1 || mode == 2 || mode == 5);
-      b->set_kv_early(mode == 2 || mode == 3 || mode == 5);
-      b->set_attn_skip(mode >= 4);
-      if (mode == 2 || mode == 5) b->set_ring_pages(b->max_ring_pages() - 1);
-      if (mode == 3) b->set_ring_pages(2);
-      ASSERT_EQ(b->kv_early(), mode == 2 || mode == 3 || mode == 5);
-      std::vector<float> a(ref.size());
-      auto st = b->forward(prompt, 0, a);
-      ASSERT_TRUE(st.ok()) << st.message();
-      EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
-      if (first.empty()) first = a;
-      else EXPECT_EQ(a, first);
-    }
-  }
+  // 0: v7; 1: blk_smem; 2: + kv_early (ring - 1 page); 3: kv_early, 2 pages; 4: attn_skip; 5: all three
+  expect_modes_bit_identical(m, 37, 11,
+                             {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
+                              MegakernelOptions{.attn_chunk_len = 16}},
+                             6, [](MegakernelBackend& b, int mode) {
+                               b.set_blk_smem(mode == 1 || mode == 2 || mode == 5);
+                               b.set_kv_early(mode == 2 || mode == 3 || mode == 5);
+                               b.set_attn_skip(mode >= 4);
+                               if (mode == 2 || mode == 5) b.set_ring_pages(b.max_ring_pages() - 1);
+                               if (mode == 3) b.set_ring_pages(2);
+                               ASSERT_EQ(b.kv_early(), mode == 2 || mode == 3 || mode == 5);
+                             });
 }
 
 // The same switches with K steps per launch (steps > 0 of a launch issue the early K/V after the step's
