@@ -14,6 +14,7 @@ int main() {
 #else
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -277,12 +278,28 @@ void decode_time(DecodeSetup& st, bool cold, const cuda::AttentionOptions& opt, 
   cudaStreamDestroy(s);
 }
 
-void decode_table(bool quick) {
+// The read ceiling of this process for the decode tables, printed for people and as a RESULT line.
+double decode_read_ceiling() {
   const auto rc = cuda::measure_read_ceiling(4.0, 15);
   MK_CHECK(rc.ok());
-  const double ceiling = rc->tbps;
-  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
-  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
+  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", rc->tbps, rc->best_shape.c_str());
+  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", rc->tbps);
+  return rc->tbps;
+}
+
+// The shapes of the decode variant tables: head dims 64 and 128; batch 1 at 4k and 32k, batch 8 at 32k, 64 at 4k.
+void for_each_variant_shape(const std::function<void(DecodeSetup&, int)>& fn) {
+  for (int d : {64, 128})
+    for (int len : {4096, 32768})
+      for (int batch : {1, 8, 64}) {
+        if ((batch == 8 && len != 32768) || (batch == 64 && len != 4096)) continue;
+        DecodeSetup st(d, len, batch);
+        fn(st, batch);
+      }
+}
+
+void decode_table(bool quick) {
+  const double ceiling = decode_read_ceiling();
   for (int d : {64, 128})
     for (int len : {4096, 32768, 131072})
       for (int batch : {1, 8, 64}) {
@@ -316,11 +333,7 @@ void decode_table(bool quick) {
 // 2 CTAs per SM (96 KB ring), the early K/V contract, both, and split counts around the chosen one; the
 // default is timed again at the end of each shape (drift check).
 void decode_focus() {
-  const auto rc = cuda::measure_read_ceiling(4.0, 15);
-  MK_CHECK(rc.ok());
-  const double ceiling = rc->tbps;
-  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
-  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
+  const double ceiling = decode_read_ceiling();
   auto opts = [](int cps, bool early, int splits, int pref = 2) {
     cuda::AttentionOptions o;
     o.decode_ctas_per_sm = cps;
@@ -329,36 +342,28 @@ void decode_focus() {
     o.decode_l2_prefetch_tiles = pref;
     return o;
   };
-  for (int d : {64, 128})
-    for (int len : {4096, 32768})
-      for (int batch : {1, 8, 64}) {
-        if ((batch == 8 && len != 32768) || (batch == 64 && len != 4096)) continue;
-        DecodeSetup st(d, len, batch);
-        decode_time(st, true, opts(0, false, 0), "default", ceiling);  // L2 prefetch of 2 tiles per warp
-        decode_time(st, true, opts(0, false, 0, 0), "nopref", ceiling);  // round 4's default
-        decode_time(st, true, opts(0, true, 0), "early", ceiling);
-        if (batch == 1) {
-          decode_time(st, true, opts(0, false, 0, 1), "pref1", ceiling);
-          decode_time(st, true, opts(0, false, 0, 4), "pref4", ceiling);
-          decode_time(st, true, opts(2, false, 0), "cps2", ceiling);
-          decode_time(st, true, opts(2, true, 0), "cps2_early", ceiling);
-          decode_time(st, true, opts(2, false, 16), "cps2_s16", ceiling);
-          decode_time(st, true, opts(2, true, 16), "cps2_early_s16", ceiling);
-          decode_time(st, true, opts(0, false, 12), "s12", ceiling);
-          decode_time(st, false, opts(0, false, 0), "default", ceiling);  // hot
-        }
-        decode_time(st, true, opts(0, false, 0), "default_again", ceiling);
-      }
+  for_each_variant_shape([&](DecodeSetup& st, int batch) {
+    decode_time(st, true, opts(0, false, 0), "default", ceiling);  // L2 prefetch of 2 tiles per warp
+    decode_time(st, true, opts(0, false, 0, 0), "nopref", ceiling);  // round 4's default
+    decode_time(st, true, opts(0, true, 0), "early", ceiling);
+    if (batch == 1) {
+      decode_time(st, true, opts(0, false, 0, 1), "pref1", ceiling);
+      decode_time(st, true, opts(0, false, 0, 4), "pref4", ceiling);
+      decode_time(st, true, opts(2, false, 0), "cps2", ceiling);
+      decode_time(st, true, opts(2, true, 0), "cps2_early", ceiling);
+      decode_time(st, true, opts(2, false, 16), "cps2_s16", ceiling);
+      decode_time(st, true, opts(2, true, 16), "cps2_early_s16", ceiling);
+      decode_time(st, true, opts(0, false, 12), "s12", ceiling);
+      decode_time(st, false, opts(0, false, 0), "default", ceiling);  // hot
+    }
+    decode_time(st, true, opts(0, false, 0), "default_again", ceiling);
+  });
 }
 
 // 'decclust': the cluster split combine (AttentionOptions::decode_cluster_combine) against the default and the
 // early-K/V / 2-CTAs-per-SM variants, batch 1 at 4k / 32k, batch 8 x 32k and 64 x 4k; the default again last.
 void decode_cluster() {
-  const auto rc = cuda::measure_read_ceiling(4.0, 15);
-  MK_CHECK(rc.ok());
-  const double ceiling = rc->tbps;
-  std::printf("[decode] read ceiling %.3f TB/s (4 GiB read-only kernel, %s, median)\n", ceiling, rc->best_shape.c_str());
-  std::printf("RESULT {\"kind\":\"read_ceiling\",\"tbps\":%.3f}\n", ceiling);
+  const double ceiling = decode_read_ceiling();
   for (int d : {64, 128})
     for (int cps : {1, 2})
       for (int n : {2, 8, 16})
@@ -373,26 +378,22 @@ void decode_cluster() {
     o.decode_splits = splits;
     return o;
   };
-  for (int d : {64, 128})
-    for (int len : {4096, 32768})
-      for (int batch : {1, 8, 64}) {
-        if ((batch == 8 && len != 32768) || (batch == 64 && len != 4096)) continue;
-        DecodeSetup st(d, len, batch);
-        decode_time(st, true, opts(false, 0, false), "default", ceiling);
-        decode_time(st, true, opts(true, 0, false), "cluster", ceiling);
-        decode_time(st, true, opts(false, 0, true), "early", ceiling);
-        decode_time(st, true, opts(true, 0, true), "cl_early", ceiling);
-        if (batch == 1) {
-          decode_time(st, true, opts(false, 2, true, 16), "cps2_early_s16", ceiling);
-          decode_time(st, true, opts(true, 2, true, 16), "cl_cps2_early_s16", ceiling);
-          decode_time(st, true, opts(true, 2, false, 16), "cl_cps2_s16", ceiling);
-          decode_time(st, true, opts(true, 0, false, 8), "cl_s8", ceiling);
-          decode_time(st, false, opts(false, 0, false), "default", ceiling);  // hot
-          decode_time(st, false, opts(true, 0, false), "cluster", ceiling);   // hot
-        }
-        decode_time(st, true, opts(false, 0, false), "default_again", ceiling);
-        decode_time(st, true, opts(true, 0, false), "cluster_again", ceiling);
-      }
+  for_each_variant_shape([&](DecodeSetup& st, int batch) {
+    decode_time(st, true, opts(false, 0, false), "default", ceiling);
+    decode_time(st, true, opts(true, 0, false), "cluster", ceiling);
+    decode_time(st, true, opts(false, 0, true), "early", ceiling);
+    decode_time(st, true, opts(true, 0, true), "cl_early", ceiling);
+    if (batch == 1) {
+      decode_time(st, true, opts(false, 2, true, 16), "cps2_early_s16", ceiling);
+      decode_time(st, true, opts(true, 2, true, 16), "cl_cps2_early_s16", ceiling);
+      decode_time(st, true, opts(true, 2, false, 16), "cl_cps2_s16", ceiling);
+      decode_time(st, true, opts(true, 0, false, 8), "cl_s8", ceiling);
+      decode_time(st, false, opts(false, 0, false), "default", ceiling);  // hot
+      decode_time(st, false, opts(true, 0, false), "cluster", ceiling);   // hot
+    }
+    decode_time(st, true, opts(false, 0, false), "default_again", ceiling);
+    decode_time(st, true, opts(true, 0, false), "cluster_again", ceiling);
+  });
 }
 
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
