@@ -257,12 +257,6 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
   }
 }
 
-template <MatvecOut MODE>
-void dispatch_norm(const Stream& s, const MatvecArgs& a) {
-  if (a.norm_w) dispatch_x<MODE, true, false>(s, a);
-  else dispatch_x<MODE, false, false>(s, a);
-}
-
 // 0 splitk (default), 1 bulk, 2 bulk-auto, 3 rowpair.
 int kernel_from_name(const char* e) {
   if (e && std::strcmp(e, "bulk") == 0) return 1;
@@ -278,19 +272,7 @@ int& selected_kernel() {
 }  // namespace
 
 void matvec_splitk(const Stream& s, const MatvecArgs& a) {
-  switch (a.mode) {
-    case MatvecOut::STORE:
-      if (a.argmax) {
-        if (a.norm_w) dispatch_x<MatvecOut::STORE, true, true>(s, a);
-        else dispatch_x<MatvecOut::STORE, false, true>(s, a);
-      } else {
-        dispatch_norm<MatvecOut::STORE>(s, a);
-      }
-      break;
-    case MatvecOut::ADD: dispatch_norm<MatvecOut::ADD>(s, a); break;
-    case MatvecOut::SWIGLU: dispatch_norm<MatvecOut::SWIGLU>(s, a); break;
-    case MatvecOut::ROPE_QKV: dispatch_norm<MatvecOut::ROPE_QKV>(s, a); break;
-  }
+  dispatch_matvec(a, [&]<MatvecOut MODE, bool NORM, bool ARGMAX>() { dispatch_x<MODE, NORM, ARGMAX>(s, a); });
 }
 
 const char* matvec_kernel_name() {

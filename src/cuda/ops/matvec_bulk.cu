@@ -287,12 +287,6 @@ void launch_bulk(const Stream& s, const BulkParams& p) {
   launch(s, dim3(blocks), dim3((p.n_consumers + 1) * 32), smem, kernel, p);
 }
 
-template <MatvecOut MODE>
-void dispatch_norm(const Stream& s, const BulkParams& p) {
-  if (p.a.norm_w) launch_bulk<MODE, true, false>(s, p);
-  else launch_bulk<MODE, false, false>(s, p);
-}
-
 bool matvec_bulk_supported_impl(const MatvecArgs& a) {
   const BulkParams p = plan(a);
   return p.rpu > 0 && smem_bytes(p) <= 227 * 1024 - 2 * 1024;
@@ -336,19 +330,7 @@ void matvec_bulk(const Stream& s, const MatvecArgs& a) {
   p.static_units = static_units() ? 1 : 0;
   MK_CHECK(p.rpu > 0);
   MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
-  switch (a.mode) {
-    case MatvecOut::STORE:
-      if (a.argmax) {
-        if (a.norm_w) launch_bulk<MatvecOut::STORE, true, true>(s, p);
-        else launch_bulk<MatvecOut::STORE, false, true>(s, p);
-      } else {
-        dispatch_norm<MatvecOut::STORE>(s, p);
-      }
-      break;
-    case MatvecOut::ADD: dispatch_norm<MatvecOut::ADD>(s, p); break;
-    case MatvecOut::SWIGLU: dispatch_norm<MatvecOut::SWIGLU>(s, p); break;
-    case MatvecOut::ROPE_QKV: dispatch_norm<MatvecOut::ROPE_QKV>(s, p); break;
-  }
+  dispatch_matvec(a, [&]<MatvecOut MODE, bool NORM, bool ARGMAX>() { launch_bulk<MODE, NORM, ARGMAX>(s, p); });
 }
 
 }  // namespace mk::cuda

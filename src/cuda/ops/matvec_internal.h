@@ -71,6 +71,25 @@ __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool 
   }
 }
 
+// The template switch of every matvec entry point: calls launch.template operator()<MODE, NORM, ARGMAX>() for a's
+// output mode, whether it has a norm weight, and its argmax (STORE only).
+template <class L>
+void dispatch_matvec(const MatvecArgs& a, L&& launch) {
+  auto by_norm = [&]<MatvecOut MODE, bool ARGMAX>() {
+    if (a.norm_w) launch.template operator()<MODE, true, ARGMAX>();
+    else launch.template operator()<MODE, false, ARGMAX>();
+  };
+  switch (a.mode) {
+    case MatvecOut::STORE:
+      if (a.argmax) by_norm.template operator()<MatvecOut::STORE, true>();
+      else by_norm.template operator()<MatvecOut::STORE, false>();
+      break;
+    case MatvecOut::ADD: by_norm.template operator()<MatvecOut::ADD, false>(); break;
+    case MatvecOut::SWIGLU: by_norm.template operator()<MatvecOut::SWIGLU, false>(); break;
+    case MatvecOut::ROPE_QKV: by_norm.template operator()<MatvecOut::ROPE_QKV, false>(); break;
+  }
+}
+
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);
 void matvec_splitk(const Stream& s, const MatvecArgs& a);
 // Shared-memory ring filled by bulk copies (matvec_bulk.cu); false when the shape is not supported by it.

@@ -138,29 +138,10 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
 }  // namespace
 
 void matvec_rowpair(const Stream& s, const MatvecArgs& a) {
-  bool norm = a.norm_w != nullptr;
-  switch (a.mode) {
-    case MatvecOut::STORE:
-      if (a.argmax) {
-        if (norm) dispatch_x<MatvecOut::STORE, true, true>(s, a);
-        else dispatch_x<MatvecOut::STORE, false, true>(s, a);
-      } else if (norm) {
-        dispatch_x<MatvecOut::STORE, true, false>(s, a);
-      } else {
-        dispatch_x<MatvecOut::STORE, false, false>(s, a);
-      }
-      break;
-    case MatvecOut::ADD:
-      if (norm) dispatch_x<MatvecOut::ADD, true, false>(s, a);
-      else dispatch_x<MatvecOut::ADD, false, false>(s, a);
-      break;
-    case MatvecOut::SWIGLU:
-      if (norm) dispatch_x<MatvecOut::SWIGLU, true, false>(s, a);
-      else dispatch_x<MatvecOut::SWIGLU, false, false>(s, a);
-      break;
-    case MatvecOut::ROPE_QKV:
-      MK_CHECK(!"ROPE_QKV is served by the split-K kernel only");
-  }
+  MK_CHECK(a.mode != MatvecOut::ROPE_QKV && "ROPE_QKV is served by the split-K kernel only");
+  dispatch_matvec(a, [&]<MatvecOut MODE, bool NORM, bool ARGMAX>() {
+    if constexpr (MODE != MatvecOut::ROPE_QKV) dispatch_x<MODE, NORM, ARGMAX>(s, a);
+  });
 }
 
 }  // namespace mk::cuda
