@@ -137,5 +137,29 @@ __device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {
   *reinterpret_cast<uint2*>(dst) = u;
 }
 
+// Split combine, one (head, 4 dims) item: merges one split's partial (LSE l in log2 units, 4 output dims v)
+// into the running max m, sum and acc; a split without keys (l = -inf) adds nothing.
+__device__ __forceinline__ void merge_split(float l, const float4& v, float& m, float& sum, float4& acc) {
+  if (l == -INFINITY) return;
+  const float m_new = fmaxf(m, l);
+  const float a = exp2_mufu(m - m_new);  // 0 on the first split (m = -inf)
+  const float w = exp2_mufu(l - m_new);
+  sum = fmaf(sum, a, w);
+  acc.x = fmaf(acc.x, a, w * v.x);
+  acc.y = fmaf(acc.y, a, w * v.y);
+  acc.z = fmaf(acc.z, a, w * v.z);
+  acc.w = fmaf(acc.w, a, w * v.w);
+  m = m_new;
+}
+
+// The combined item out: 4 dims of head `head` normalised (bf16), and the head's LSE (natural log) once.
+template <int D>
+__device__ __forceinline__ void store_merged(const DecodeParams& p, int64_t head, int d, float m, float sum,
+                                             const float4& acc) {
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  store_bf16x4(p.out + head * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+  if (p.lse && d == 0) p.lse[head] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
+}
+
 }  // namespace
 }  // namespace mk::cuda::attn

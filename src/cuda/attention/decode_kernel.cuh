@@ -245,22 +245,9 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
 #pragma unroll 8
       for (int sp = 0; sp < n_used; ++sp) {
         const float* rp = cluster.map_shared_rank(s_part, sp);
-        const float l = rp[HROWS * D + i];
-        const float4 v = *reinterpret_cast<const float4*>(rp + i * D + d);
-        if (l == -INFINITY) continue;
-        const float m_new = fmaxf(m, l);
-        const float a = exp2_mufu(m - m_new);
-        const float w = exp2_mufu(l - m_new);
-        sum = fmaf(sum, a, w);
-        acc.x = fmaf(acc.x, a, w * v.x);
-        acc.y = fmaf(acc.y, a, w * v.y);
-        acc.z = fmaf(acc.z, a, w * v.z);
-        acc.w = fmaf(acc.w, a, w * v.w);
-        m = m_new;
+        merge_split(rp[HROWS * D + i], *reinterpret_cast<const float4*>(rp + i * D + d), m, sum, acc);
       }
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
-      if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
+      store_merged<D>(p, head0 + i, d, m, sum, acc);
     }
     cluster.sync();  // no CTA may exit (freeing its shared memory) while another still reads it
     return;
@@ -288,22 +275,10 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
     for (int sp = 0; sp < n_used; ++sp) {
-      const float l = __ldcg(p.lse_part + row0 + sp);
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d));
-      if (l == -INFINITY) continue;  // a split without keys (not produced by this kernel; defensive)
-      const float m_new = fmaxf(m, l);
-      const float a = exp2_mufu(m - m_new);  // 0 on the first split (m = -inf)
-      const float w = exp2_mufu(l - m_new);
-      sum = fmaf(sum, a, w);
-      acc.x = fmaf(acc.x, a, w * v.x);
-      acc.y = fmaf(acc.y, a, w * v.y);
-      acc.z = fmaf(acc.z, a, w * v.z);
-      acc.w = fmaf(acc.w, a, w * v.w);
-      m = m_new;
+      merge_split(__ldcg(p.lse_part + row0 + sp), __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)),
+                  m, sum, acc);
     }
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    store_bf16x4(p.out + (head0 + i) * D + d, make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
-    if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
+    store_merged<D>(p, head0 + i, d, m, sum, acc);
   }
   TR_STAMP(5);
   TR_STORE(1);
