@@ -25,6 +25,23 @@ struct DecodeCase {
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
 };
 
+// Decode arguments over `cache`: q and out [batch, n_head, head_dim] bf16, the K/V lengths and the workspace.
+cuda::AttentionDecodeArgs decode_args(const PagedCache& cache, DevBuf<uint16_t>& q, DevBuf<uint16_t>& out,
+                                      DevBuf<int32_t>& lens, DevBuf<float>& ws, int batch, int n_head, int max_k) {
+  cuda::AttentionDecodeArgs a;
+  a.q = reinterpret_cast<const cuda::bf16*>(q.ptr);
+  a.out = reinterpret_cast<cuda::bf16*>(out.ptr);
+  a.seq_lens_k = lens.ptr;
+  a.kv = cache.view();
+  a.block_table = cache.table_view();
+  a.batch = batch;
+  a.n_head = n_head;
+  a.max_seqlen_k = max_k;
+  a.workspace = ws.ptr;
+  a.workspace_bytes = ws.n * sizeof(float);
+  return a;
+}
+
 // Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
 // with any initial contents and leave themselves reset), checks the first result against the float64
 // reference with FA-3's rule and the second for bit-equality (the combine order is fixed, so it must be).
@@ -62,18 +79,8 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   d_out.poison();
   d_lse.poison();
   d_ws.poison();
-  cuda::AttentionDecodeArgs a;
-  a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
-  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
+  cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, batch, n_head, max_k);
   a.lse = d_lse.ptr;
-  a.seq_lens_k = d_lens.ptr;
-  a.kv = cache.view();
-  a.block_table = cache.table_view();
-  a.batch = batch;
-  a.n_head = n_head;
-  a.max_seqlen_k = max_k;
-  a.workspace = d_ws.ptr;
-  a.workspace_bytes = d_ws.n * sizeof(float);
   Status st = cuda::attention_decode(nullptr, a, opt);
   ASSERT_TRUE(st.ok()) << st.message();
   ATT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -308,17 +315,7 @@ void decode_after_append(const cuda::AttentionOptions& opt) {
   ASSERT_TRUE(cuda::kv_append(s, cache.view(), cache.table_view(), reinterpret_cast<const cuda::bf16*>(d_kn.ptr),
                               reinterpret_cast<const cuda::bf16*>(d_vn.ptr), n_kv * d, d_seq.ptr, d_pos.ptr, 1, len)
                   .ok());
-  cuda::AttentionDecodeArgs a;
-  a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
-  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
-  a.seq_lens_k = d_lens.ptr;
-  a.kv = cache.view();
-  a.block_table = cache.table_view();
-  a.batch = 1;
-  a.n_head = n_head;
-  a.max_seqlen_k = len;
-  a.workspace = d_ws.ptr;
-  a.workspace_bytes = d_ws.n * 4;
+  const cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 1, n_head, len);
   ASSERT_TRUE(cuda::attention_decode(s, a, opt).ok());
   ATT_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaStreamDestroy(s);
@@ -356,17 +353,7 @@ TEST(AttentionDecode, RefusesBadInput) {
   DevBuf<uint16_t> d_q(8 * 128), d_out(8 * 128);
   DevBuf<int32_t> d_lens(1);
   DevBuf<float> d_ws(1 << 16);
-  cuda::AttentionDecodeArgs a;
-  a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
-  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
-  a.seq_lens_k = d_lens.ptr;
-  a.kv = cache.view();
-  a.block_table = cache.table_view();
-  a.batch = 1;
-  a.n_head = 8;
-  a.max_seqlen_k = 129;  // capacity 2 blocks x 64 = 128
-  a.workspace = d_ws.ptr;
-  a.workspace_bytes = d_ws.n * sizeof(float);
+  cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 1, 8, 129);  // capacity 2 x 64 = 128
   Status st = cuda::attention_decode(nullptr, a);
   EXPECT_NE(st.message().find("KV capacity 128"), std::string::npos) << st.message();
   a.max_seqlen_k = 100;
