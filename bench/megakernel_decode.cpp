@@ -37,25 +37,42 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Milliseconds between two events recorded on s around the work fn enqueues (one pair, reused).
+struct EventPair {
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  EventPair() {
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+  }
+  ~EventPair() {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  template <class F>
+  float time(cudaStream_t s, F&& fn) {
+    CK(cudaEventRecord(e0, s));
+    fn();
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+  }
+};
+
 // ms/token of the megakernel decoding n_new tokens from position pos, steps_per_launch steps per launch.
 double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int steps_per_launch, int reps) {
   std::vector<double> per;
   std::vector<int32_t> out(static_cast<size_t>(n_new));
+  EventPair ev;
   for (int r = 0; r < reps; ++r) {
     b.truncate(pos);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0, b.stream()));
-    auto st = b.generate_greedy(1, pos, out, steps_per_launch);
-    CK(cudaEventRecord(e1, b.stream()));
-    CK(cudaEventSynchronize(e1));
+    Status st;
+    const float ms = ev.time(b.stream(), [&] { st = b.generate_greedy(1, pos, out, steps_per_launch); });
     if (!st.ok()) {
       std::fprintf(stderr, "megakernel: %s\n", st.message().c_str());
       std::exit(1);
     }
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
     per.push_back(ms / n_new);
   }
   return median(per);
@@ -63,19 +80,13 @@ double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int
 
 double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
   std::vector<double> per;
+  EventPair ev;
   for (int r = 0; r < reps; ++r) {
     b.truncate(pos);
     if (!b.begin_decode(1, pos).ok()) return -1;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0, b.stream()));
-    for (int i = 0; i < n_new; ++i) b.replay_decode();
-    CK(cudaEventRecord(e1, b.stream()));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    per.push_back(ms / n_new);
+    per.push_back(ev.time(b.stream(), [&] {
+      for (int i = 0; i < n_new; ++i) b.replay_decode();
+    }) / n_new);
   }
   return median(per);
 }
