@@ -19,6 +19,7 @@ int main() {
 #include <string>
 
 #include "../tests/gpu/test_attention_fixture.h"
+#include "cuda/common/bench_timing.h"
 #include "cuda/common/read_ceiling.h"
 #include "cuda/attention/attn_internal.h"
 #include "cuda/attention/testing.h"
@@ -31,27 +32,8 @@ namespace {
 constexpr int HQ = 32, HKV = 8;
 bool g_no_hopper = false;  // 'nohopper': table with the FA2-style kernel only (fallback when the Hopper one fails)
 
-float median_ms(cudaStream_t s, int reps, const auto& fn) {
-  fn();
-  ATT_CUDA_CHECK(cudaStreamSynchronize(s));
-  std::vector<float> ts;
-  cudaEvent_t a, b;
-  ATT_CUDA_CHECK(cudaEventCreate(&a));
-  ATT_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < reps; ++i) {
-    ATT_CUDA_CHECK(cudaEventRecord(a, s));
-    fn();
-    ATT_CUDA_CHECK(cudaEventRecord(b, s));
-    ATT_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    ATT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
+// Median ms of fn over reps event-timed runs after one warm-up (cuda/common/bench_timing.h).
+float median_ms(cudaStream_t s, int reps, const auto& fn) { return float(cuda::median_event_ms(s, fn, reps, 1)); }
 
 const char* kernel_name(cuda::PrefillKernel k) {
   return k == cuda::PrefillKernel::SIMPLE ? "simple" : k == cuda::PrefillKernel::HOPPER ? "hopper" : "auto";
