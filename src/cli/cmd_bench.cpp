@@ -89,11 +89,23 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
+//   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down, lm) left out of the step (garbage results;
+//                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
   cuda::CudaBackendOptions opt;
   bool fuse_rope = true, bulk_static = false;  // as make_cuda_backend
   std::string matvec = "splitk";
 };
+
+unsigned leave_out_bit(const std::string& k) {
+  if (k == "qkv") return cuda::LEAVE_QKV;
+  if (k == "attn") return cuda::LEAVE_ATTN;
+  if (k == "o") return cuda::LEAVE_O;
+  if (k == "gu") return cuda::LEAVE_GATE_UP;
+  if (k == "down") return cuda::LEAVE_DOWN;
+  if (k == "lm") return cuda::LEAVE_LM;
+  return 0;
+}
 
 Expected<Variant> parse_variant(const std::string& name) {
   Variant v;
@@ -124,10 +136,11 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
+    else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, skip-{qkv,attn,o,gu,down,lm}, joined by '+')");
   }
   return v;
 }
@@ -288,7 +301,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv)")
+                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

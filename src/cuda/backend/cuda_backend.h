@@ -50,7 +50,11 @@ struct CudaBackendOptions {
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
   // PDL wait, so the previous step's finish kernel (seq_len) has completed when attention starts.
   bool attn_early_kv = true;
+  // Measurement only (`megakernel bench --variants skip-attn`, ...): kernels left out of the decode step, to read
+  // each kernel's marginal cost in the chain. The results are garbage; never set outside a benchmark.
+  unsigned leave_out = 0;  // LeaveOut bits
 };
+enum LeaveOut : unsigned { LEAVE_QKV = 1, LEAVE_ATTN = 2, LEAVE_O = 4, LEAVE_GATE_UP = 8, LEAVE_DOWN = 16, LEAVE_LM = 32 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
 bool attention_lib_available();

@@ -111,6 +111,7 @@ MatvecArgs CudaBackend::lm_head_args(const float* x) const {  // logits[V] = Wlm
 void CudaBackend::enqueue_decode(const Stream& s) {
   const ModelConfig& c = config_;
   const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
+  auto keep = [&](LeaveOut k) { return !(opt_.leave_out & k); };
   // x_ holds the embedding of state_->token and state_->argmax is 0 (begin_step, or the previous step's finish).
   for (int l = 0; l < c.n_layer; ++l) {
     const DeviceLayer& w = weights_.layers[size_t(l)];
@@ -121,10 +122,14 @@ void CudaBackend::enqueue_decode(const Stream& s) {
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
     }
-    if (weights_.rope_pair_rows && !w.q_norm) {
-      // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
+    if (weights_.rope_pair_rows) {
+      // Fused: (Qwen3: the q/k norm, then) RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate
+      // kernel.
       qkv.bias = w.bqkv;
-      qkv.mode = MatvecOut::ROPE_QKV;
+      qkv.mode = w.q_norm ? MatvecOut::ROPE_QKV_NORM : MatvecOut::ROPE_QKV;
+      qkv.rope.q_norm = w.q_norm;
+      qkv.rope.k_norm = w.k_norm;
+      qkv.rope.eps = c.rms_norm_eps;
       qkv.rope.inv_freq = inv_freq_;
       qkv.rope.pos = &state_->pos;
       qkv.rope.head_dim = c.head_dim;
@@ -134,25 +139,28 @@ void CudaBackend::enqueue_decode(const Stream& s) {
       qkv.rope.kv = kv_.layer(l);
       qkv.rope.block_table = kv_.block_table_data();
       qkv.rope.max_positions = kv_.capacity();
-      matvec(s, qkv);
-    } else {
+      if (keep(LEAVE_QKV)) matvec(s, qkv);
+    } else if (keep(LEAVE_QKV)) {
       matvec(s, qkv);
       rope_qkv(s, rope_args(l, qkv_, q_, 1));  // bias, q/k norm, RoPE: q[Q] bf16, K/V rows of this position into the cache
     }
 
-    attend_decode(s, l);  // attn[Q] bf16
+    if (keep(LEAVE_ATTN)) attend_decode(s, l);  // attn[Q] bf16
 
     // x += Wo attn (add_early: x_ was last written by the previous layer's down projection, or the embedding)
-    matvec(s, {.w = w.wo, .n_rows = E, .n_cols = Q, .x_bf16 = attn_, .out = x_, .mode = MatvecOut::ADD,
-               .add_early = opt_.add_early});
+    if (keep(LEAVE_O))
+      matvec(s, {.w = w.wo, .n_rows = E, .n_cols = Q, .x_bf16 = attn_, .out = x_, .mode = MatvecOut::ADD,
+                 .add_early = opt_.add_early});
     // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
-    matvec(s, {.w = w.w_gate_up, .n_rows = 2 * F, .n_cols = E, .x = x_, .norm_w = w.mlp_norm,
-               .eps = c.rms_norm_eps, .out = h_, .mode = MatvecOut::SWIGLU});
+    if (keep(LEAVE_GATE_UP))
+      matvec(s, {.w = w.w_gate_up, .n_rows = 2 * F, .n_cols = E, .x = x_, .norm_w = w.mlp_norm,
+                 .eps = c.rms_norm_eps, .out = h_, .mode = MatvecOut::SWIGLU});
     // x += Wd h (add_early: x_ was last written by the O projection, two kernels back)
-    matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = h_, .out = x_, .mode = MatvecOut::ADD,
-               .add_early = opt_.add_early});
+    if (keep(LEAVE_DOWN))
+      matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = h_, .out = x_, .mode = MatvecOut::ADD,
+                 .add_early = opt_.add_early});
   }
-  matvec(s, lm_head_args(x_));
+  if (keep(LEAVE_LM)) matvec(s, lm_head_args(x_));
   launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);
 }
 
