@@ -22,8 +22,10 @@ CudaBackend::CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context,
     : config_(c), weights_(std::move(w)), opt_(opt), max_context_(max_context) {}
 
 CudaBackend::~CudaBackend() {
-  if (graph_) cudaGraphExecDestroy(graph_);
-  if (graph_k_) cudaGraphExecDestroy(graph_k_);
+  for (DecodeGraph& g : graphs_) {
+    if (g.one) cudaGraphExecDestroy(g.one);
+    if (g.k) cudaGraphExecDestroy(g.k);
+  }
   if (stream_) cudaStreamDestroy(stream_);
   if (arena_) cudaFree(arena_);
   if (attn_ws_) cudaFree(attn_ws_);
@@ -92,10 +94,24 @@ Status CudaBackend::init() {
                      "uploading RoPE frequencies"));
   // cuda/attention/ serves head dims 64 and 128; others use ops/attention_simple.
   if (opt_.attention_lib && attention_lib_available() && (c.head_dim == 64 || c.head_dim == 128)) {
-    attn_ws_bytes_ = attention_decode_workspace_bytes(1, c.n_head, c.n_kv_head, c.head_dim, kv_.capacity());
+    // Decode variants for sequences of at most 256, 1024, 4096, ... positions and the whole cache; one whose split
+    // count equals the next longer one's is left out (that one serves its sequences too).
+    const int cap = kv_.capacity();
+    std::vector<DecodeGraph> v;
+    for (int64_t n = 256; n < cap; n *= 4) v.push_back({int(n), attention_decode_splits(1, c.n_kv_head, int(n))});
+    v.push_back({cap, attention_decode_splits(1, c.n_kv_head, cap)});
+    for (size_t i = 0; i < v.size(); ++i)
+      if (i + 1 == v.size() || v[i].n_split != v[i + 1].n_split) graphs_.push_back(v[i]);
+    for (const DecodeGraph& g : graphs_) {
+      AttentionOptions o;
+      o.decode_splits = g.n_split;
+      attn_ws_bytes_ =
+          std::max(attn_ws_bytes_, attention_decode_workspace_bytes(1, c.n_head, c.n_kv_head, c.head_dim, cap, o));
+    }
     MK_TRY(cuda_status(cudaMalloc(&attn_ws_, std::max<size_t>(attn_ws_bytes_, 256)), "allocating attention workspace"));
   } else {
     opt_.attention_lib = false;
+    graphs_ = {{kv_.capacity(), 0}};
   }
   return {};
 }
@@ -122,6 +138,7 @@ void CudaBackend::set_state(int32_t token, int pos, int n_tokens) {
   s.cu_seqlens_q[1] = n_tokens;
   s.n_generated = 0;
   s.argmax = 0;
+  decode_pos_ = pos;
   // Pageable source: the copy is staged before the call returns, so `s` may go out of scope.
   CUDA_CHECK(cudaMemcpyAsync(state_, &s, sizeof(s), cudaMemcpyHostToDevice, stream_));
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/status.h"
 #include "cuda/backend/device_weights.h"
@@ -93,6 +94,9 @@ class CudaBackend final : public Backend {
   // Runs decode_steps_per_replay() steps (one graph launch when graphs are on).
   void replay_decode_k();
   int decode_steps_per_replay() const { return std::max(1, opt_.graph_steps); }
+  // Attention decode splits of the variant that serves a step whose sequence holds seq_len positions (0: the
+  // simple attention kernel, no splits).
+  int decode_attention_splits(int seq_len) const;
   // Runs a prefill of `tokens` at pos without copying logits back (asynchronous).
   Status enqueue_prefill_only(std::span<const int32_t> tokens, int pos);
   cudaStream_t stream() const { return stream_; }
@@ -100,22 +104,34 @@ class CudaBackend final : public Backend {
   int n_cached() const { return n_cached_; }
 
  private:
+  // Decode variants by sequence length, each with the attention split count fitted to its longest sequence: a
+  // count fitted to the whole cache leaves a short sequence with several splits and their combine. One CUDA graph
+  // per variant (plus one of graph_steps steps); replays pick by decode_pos_.
+  struct DecodeGraph {
+    int max_seq_len;  // serves steps whose sequence (cached positions + the step's token) is at most this long
+    int n_split;      // attention decode splits; 0: ops/attention_simple
+    cudaGraphExec_t one = nullptr, k = nullptr;  // one step; graph_steps steps (graph_steps > 1)
+  };
+
   CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context, const CudaBackendOptions& opt);
   Status init();
   Status check_step(std::span<const int32_t> tokens, int pos) const;
   void set_state(int32_t token, int pos, int n_tokens);
   // Decode graph: the layers, the LM head with its argmax, and a finish kernel that feeds the argmax back (token,
   // position, the next step's embedding row in x_). begin_step (after set_state for one token) embeds the first.
-  void enqueue_decode(const Stream& s);
+  // n_split: cuda/attention's decode splits (0: ops/attention_simple).
+  void enqueue_decode(const Stream& s, int n_split);
   void begin_step();
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
   // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
   RopeQkvArgs rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const;
   MatvecArgs lm_head_args(const float* x) const;  // the LM head matvec with the fused argmax
-  void attend_decode(const Stream& s, int layer);
+  void attend_decode(const Stream& s, int layer, int n_split);
   void attend_prefill(const Stream& s, int layer, int n_tokens);
   Status ensure_graph();
-  Status capture_steps(int n_steps, cudaGraphExec_t* out);
+  Status capture_steps(int n_steps, int n_split, cudaGraphExec_t* out);
+  // The decode variant that serves the next n_steps steps (graphs_ picked by the host's decode_pos_).
+  const DecodeGraph& graph_for(int n_steps) const;
 
   ModelConfig config_;
   DeviceWeights weights_;
@@ -124,8 +140,8 @@ class CudaBackend final : public Backend {
   int max_context_ = 0;
   int n_cached_ = 0;
   cudaStream_t stream_ = nullptr;
-  cudaGraphExec_t graph_ = nullptr;    // one decode step
-  cudaGraphExec_t graph_k_ = nullptr;  // graph_steps decode steps (graph_steps > 1)
+  std::vector<DecodeGraph> graphs_;  // ascending max_seq_len, the last one max_context_
+  int decode_pos_ = 0;               // position of the next decode step, as the host enqueued them
   std::unique_ptr<Gemm> gemm_;
 
   // Device buffers (one arena). Decode: fixed addresses captured by the graph.

@@ -55,9 +55,9 @@ bool attention_lib_available() { return true; }
 bool attention_lib_available() { return false; }
 #endif
 
-void CudaBackend::attend_decode(const Stream& s, int layer) {
+void CudaBackend::attend_decode(const Stream& s, int layer, int n_split) {
 #ifdef MK_ATTENTION_LIB
-  if (opt_.attention_lib) {
+  if (n_split > 0) {
     AttentionDecodeArgs a;
     a.q = q_;
     a.out = attn_;
@@ -71,6 +71,7 @@ void CudaBackend::attend_decode(const Stream& s, int layer) {
     a.workspace_bytes = attn_ws_bytes_;
     AttentionOptions opt;
     opt.decode_early_kv = opt_.attn_early_kv;  // the contract: see CudaBackendOptions::attn_early_kv
+    opt.decode_splits = n_split;
     Status st = attention_decode(s.stream, a, opt);
     MK_CHECK(st.ok());
     return;
@@ -108,7 +109,7 @@ MatvecArgs CudaBackend::lm_head_args(const float* x) const {  // logits[V] = Wlm
           .norm_w = weights_.final_norm, .eps = config_.rms_norm_eps, .out = logits_, .argmax = &state_->argmax};
 }
 
-void CudaBackend::enqueue_decode(const Stream& s) {
+void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
   const ModelConfig& c = config_;
   const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
   auto keep = [&](LeaveOut k) { return !(opt_.leave_out & k); };
@@ -122,14 +123,10 @@ void CudaBackend::enqueue_decode(const Stream& s) {
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
     }
-    if (weights_.rope_pair_rows) {
-      // Fused: (Qwen3: the q/k norm, then) RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate
-      // kernel.
+    if (weights_.rope_pair_rows && !w.q_norm) {
+      // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
       qkv.bias = w.bqkv;
-      qkv.mode = w.q_norm ? MatvecOut::ROPE_QKV_NORM : MatvecOut::ROPE_QKV;
-      qkv.rope.q_norm = w.q_norm;
-      qkv.rope.k_norm = w.k_norm;
-      qkv.rope.eps = c.rms_norm_eps;
+      qkv.mode = MatvecOut::ROPE_QKV;
       qkv.rope.inv_freq = inv_freq_;
       qkv.rope.pos = &state_->pos;
       qkv.rope.head_dim = c.head_dim;
@@ -145,7 +142,7 @@ void CudaBackend::enqueue_decode(const Stream& s) {
       rope_qkv(s, rope_args(l, qkv_, q_, 1));  // bias, q/k norm, RoPE: q[Q] bf16, K/V rows of this position into the cache
     }
 
-    if (keep(LEAVE_ATTN)) attend_decode(s, l);  // attn[Q] bf16
+    if (keep(LEAVE_ATTN)) attend_decode(s, l, n_split);  // attn[Q] bf16
 
     // x += Wo attn (add_early: x_ was last written by the previous layer's down projection, or the embedding)
     if (keep(LEAVE_O))
@@ -190,33 +187,55 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
 }
 
 Status CudaBackend::ensure_graph() {
-  if (!opt_.graph || graph_) return {};
-  MK_TRY(capture_steps(1, &graph_));
-  if (decode_steps_per_replay() > 1) MK_TRY(capture_steps(decode_steps_per_replay(), &graph_k_));
+  if (!opt_.graph || graphs_.front().one) return {};
+  for (DecodeGraph& g : graphs_) {
+    MK_TRY(capture_steps(1, g.n_split, &g.one));
+    if (decode_steps_per_replay() > 1) MK_TRY(capture_steps(decode_steps_per_replay(), g.n_split, &g.k));
+  }
   return {};
 }
 
-Status CudaBackend::capture_steps(int n_steps, cudaGraphExec_t* out) {
+Status CudaBackend::capture_steps(int n_steps, int n_split, cudaGraphExec_t* out) {
   // Relaxed: the first launch of each kernel variant sets its attributes (not a stream operation).
   MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing the decode graph"));
-  for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl));
+  for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl), n_split);
   cudaGraph_t g = nullptr;
   MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing the decode graph"));
   cudaError_t err = cudaGraphInstantiate(out, g, 0);
   cudaGraphDestroy(g);
-  return cuda_status(err, "instantiating the decode graph");
+  MK_TRY(cuda_status(err, "instantiating the decode graph"));
+  // Uploaded now, so that a variant's first replay (when the sequence outgrows the previous one) costs no more.
+  return cuda_status(cudaGraphUpload(*out, stream_), "uploading the decode graph");
+}
+
+// Any variant is correct for any sequence (the decode kernel splits the actual length); the choice is speed only.
+const CudaBackend::DecodeGraph& CudaBackend::graph_for(int n_steps) const {
+  for (const DecodeGraph& g : graphs_)
+    if (decode_pos_ + n_steps <= g.max_seq_len) return g;  // the sequence length of the last of the steps
+  return graphs_.back();
+}
+
+int CudaBackend::decode_attention_splits(int seq_len) const {
+  for (const DecodeGraph& g : graphs_)
+    if (seq_len <= g.max_seq_len) return g.n_split;
+  return graphs_.back().n_split;
 }
 
 void CudaBackend::replay_decode() {
-  if (graph_) CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
-  else enqueue_decode(Stream(stream_, opt_.pdl));
+  const DecodeGraph& g = graph_for(1);
+  if (g.one) CUDA_CHECK(cudaGraphLaunch(g.one, stream_));
+  else enqueue_decode(Stream(stream_, opt_.pdl), g.n_split);
+  decode_pos_ += 1;
 }
 
 void CudaBackend::replay_decode_k() {
-  if (graph_k_) {
-    CUDA_CHECK(cudaGraphLaunch(graph_k_, stream_));
+  const int k = decode_steps_per_replay();
+  const DecodeGraph& g = graph_for(k);
+  if (g.k) {
+    CUDA_CHECK(cudaGraphLaunch(g.k, stream_));
+    decode_pos_ += k;
   } else {
-    for (int i = 0; i < decode_steps_per_replay(); ++i) replay_decode();
+    for (int i = 0; i < k; ++i) replay_decode();
   }
 }
 

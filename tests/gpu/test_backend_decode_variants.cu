@@ -1,0 +1,112 @@
+// The CUDA backend's decode variants by sequence length (CudaBackend::DecodeGraph): each runs the attention decode
+// with the split count fitted to its longest sequence, and a step picks the variant from its position. Decoding
+// across the variants' boundaries must match the CPU reference, and the device loop, the host loop and K steps per
+// graph launch must agree bitwise (the same variant serves the same position in each).
+// Run: test_gpu --gtest_filter='BackendDecodeVariants*'
+#include "cpu/cpu_backend.h"
+#include "cpu/ops.h"
+#include "cuda/attention/attention.h"
+#include "cuda/backend/cuda_backend.h"
+#include "gpu_test_util.h"
+#include "megakernel/model.h"
+
+namespace mk::gpu_test {
+namespace {
+
+ModelConfig llama_config() {
+  ModelConfig c;
+  c.family = Family::Llama;
+  c.architecture = "LlamaForCausalLM";
+  c.n_vocab = 640;
+  c.n_embd = 128;
+  c.n_ff = 256;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.head_dim = 64;
+  c.rms_norm_eps = 1e-5f;
+  c.rope.theta = 500000.f;
+  c.max_position = 8192;
+  return c;
+}
+
+std::unique_ptr<cuda::CudaBackend> make(const Model& m, int max_ctx, cuda::CudaBackendOptions opt = {}) {
+  auto w = cuda::upload_weights(m.config, m.weights, /*rope_pair_rows=*/true);
+  EXPECT_TRUE(w) << w.message();
+  if (!w) return nullptr;
+  auto b = cuda::CudaBackend::create(m.config, std::move(*w), max_ctx, opt);
+  EXPECT_TRUE(b) << b.message();
+  return b ? std::move(*b) : nullptr;
+}
+
+std::vector<int32_t> tokens(int n, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(size_t(n), 0);
+  for (auto& x : t) x = int32_t(rng() % uint32_t(V));
+  return t;
+}
+
+TEST(BackendDecodeVariants, SplitCountFollowsTheSequenceLength) {
+  if (!cuda::attention_lib_available()) GTEST_SKIP() << "cuda/attention is not linked";
+  Model m = make_random_model(llama_config(), DType::BF16, 3);
+  auto gpu = make(m, 4096);
+  ASSERT_TRUE(gpu);
+  const int cap_splits = cuda::attention_decode_splits(1, 2, 4096);
+  ASSERT_GT(cap_splits, 1) << "the whole cache should want several splits (else this test shows nothing)";
+  EXPECT_EQ(gpu->decode_attention_splits(1), cuda::attention_decode_splits(1, 2, 256));
+  EXPECT_EQ(gpu->decode_attention_splits(256), cuda::attention_decode_splits(1, 2, 256));
+  EXPECT_EQ(gpu->decode_attention_splits(4096), cap_splits);
+  EXPECT_LT(gpu->decode_attention_splits(200), cap_splits);
+}
+
+// Prefill 240 positions, then 40 teacher-forced decode steps across the 256-position variant boundary.
+TEST(BackendDecodeVariants, DecodeAcrossVariantsMatchesCpu) {
+  const ModelConfig c = llama_config();
+  Model m = make_random_model(c, DType::BF16, 4);
+  auto gpu = make(m, 4096);
+  ASSERT_TRUE(gpu);
+  CpuBackend cpu(m, 4096);
+  const int V = c.n_vocab;
+  std::vector<float> lg(size_t(V), 0.f), lc(size_t(V), 0.f);
+  std::vector<int32_t> feed = tokens(240, V, 5);
+  int pos = 0;
+  for (int step = 0; step <= 40; ++step) {
+    SCOPED_TRACE(cat("step ", step, " at position ", pos));
+    ASSERT_TRUE(gpu->forward(feed, pos, lg).ok());
+    ASSERT_TRUE(cpu.forward(feed, pos, lc).ok());
+    EXPECT_LT(rel_err(lg, lc), 3e-2);
+    const int32_t ac = cpu::argmax(lc.data(), V), ag = cpu::argmax(lg.data(), V);
+    const float spread = *std::max_element(lc.begin(), lc.end()) - *std::min_element(lc.begin(), lc.end());
+    if (ag != ac) EXPECT_LT(lc[size_t(ac)] - lc[size_t(ag)], 2e-2 * spread) << "GPU picked " << ag << ", CPU " << ac;
+    pos += int(feed.size());
+    feed = {ac};
+  }
+}
+
+// Greedy from position 250 for 24 tokens (variant boundary at 256): the device loop with 1 and 6 steps per launch
+// and the host loop give the same tokens (6 steps from 250 end at the boundary: every position runs the same
+// variant in all three).
+TEST(BackendDecodeVariants, DeviceLoopsAcrossVariantsEqualHostLoop) {
+  const ModelConfig c = llama_config();
+  Model m = make_random_model(c, DType::BF16, 6);
+  cuda::CudaBackendOptions six;
+  six.graph_steps = 6;
+  auto a = make(m, 4096), b = make(m, 4096), k = make(m, 4096, six);
+  ASSERT_TRUE(a && b && k);
+  const std::vector<int32_t> prompt = tokens(251, c.n_vocab, 7);
+  std::vector<float> l(size_t(c.n_vocab), 0.f);
+  for (auto* g : {a.get(), b.get(), k.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(250), 0, l).ok());
+  std::vector<int32_t> dev(24, -1), dev_k(24, -2);
+  ASSERT_TRUE(a->generate_greedy(prompt[250], 250, dev).ok());
+  ASSERT_TRUE(k->generate_greedy(prompt[250], 250, dev_k).ok());
+  EXPECT_EQ(dev_k, dev) << "6 steps per graph launch vs 1";
+  int32_t tok = prompt[250];
+  for (int i = 0; i < 24; ++i) {
+    ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 250 + i, l).ok());
+    tok = cpu::argmax(l.data(), c.n_vocab);
+    EXPECT_EQ(dev[size_t(i)], tok) << "token " << i << " (position " << 251 + i << ")";
+  }
+}
+
+}  // namespace
+}  // namespace mk::gpu_test
