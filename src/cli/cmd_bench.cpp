@@ -89,7 +89,7 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
-//   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down, lm) left out of the step (garbage results;
+//   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
   cuda::CudaBackendOptions opt;
@@ -103,7 +103,6 @@ unsigned leave_out_bit(const std::string& k) {
   if (k == "o") return cuda::LEAVE_O;
   if (k == "gu") return cuda::LEAVE_GATE_UP;
   if (k == "down") return cuda::LEAVE_DOWN;
-  if (k == "lm") return cuda::LEAVE_LM;
   return 0;
 }
 
@@ -140,7 +139,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, skip-{qkv,attn,o,gu,down,lm}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }

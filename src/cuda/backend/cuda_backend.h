@@ -55,7 +55,7 @@ struct CudaBackendOptions {
   // each kernel's marginal cost in the chain. The results are garbage; never set outside a benchmark.
   unsigned leave_out = 0;  // LeaveOut bits
 };
-enum LeaveOut : unsigned { LEAVE_QKV = 1, LEAVE_ATTN = 2, LEAVE_O = 4, LEAVE_GATE_UP = 8, LEAVE_DOWN = 16, LEAVE_LM = 32 };
+enum LeaveOut : unsigned { LEAVE_QKV = 1, LEAVE_ATTN = 2, LEAVE_O = 4, LEAVE_GATE_UP = 8, LEAVE_DOWN = 16 };
 
 // Whether the kernels of cuda/attention/ are linked into this build (else ops/attention_simple is used).
 bool attention_lib_available();

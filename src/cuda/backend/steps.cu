@@ -157,7 +157,7 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
       matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = h_, .out = x_, .mode = MatvecOut::ADD,
                  .add_early = opt_.add_early});
   }
-  if (keep(LEAVE_LM)) matvec(s, lm_head_args(x_));
+  matvec(s, lm_head_args(x_));
   launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);
 }
 
