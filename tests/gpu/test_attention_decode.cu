@@ -23,7 +23,21 @@ struct DecodeCase {
   bool early_kv = false;   // AttentionOptions::decode_early_kv
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
+  bool flag = true;        // AttentionOptions::decode_flag_combine
 };
+
+cuda::AttentionOptions decode_options(const DecodeCase& c) {
+  cuda::AttentionOptions opt;
+  opt.decode_splits = c.splits;
+  opt.decode_pdl = c.pdl;
+  opt.decode_warps = c.warps;
+  opt.decode_ctas_per_sm = c.ctas_per_sm;
+  opt.decode_early_kv = c.early_kv;
+  opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
+  opt.decode_cluster_combine = c.cluster;
+  opt.decode_flag_combine = c.flag;
+  return opt;
+}
 
 // Decode arguments over `cache`: q and out [batch, n_head, head_dim] bf16, the K/V lengths and the workspace.
 cuda::AttentionDecodeArgs decode_args(const PagedCache& cache, DevBuf<uint16_t>& q, DevBuf<uint16_t>& out,
@@ -50,7 +64,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster));
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " flag=", c.flag));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -66,14 +80,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   DevBuf<int32_t> d_lens;
   d_q.upload(q_bits);
   d_lens.upload(std::vector<int32_t>(kv_lens.begin(), kv_lens.end()));
-  cuda::AttentionOptions opt;
-  opt.decode_splits = c.splits;
-  opt.decode_pdl = c.pdl;
-  opt.decode_warps = c.warps;
-  opt.decode_ctas_per_sm = c.ctas_per_sm;
-  opt.decode_early_kv = c.early_kv;
-  opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
-  opt.decode_cluster_combine = c.cluster;
+  const cuda::AttentionOptions opt = decode_options(c);
   const size_t ws = cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, opt);
   DevBuf<float> d_ws(ws / sizeof(float) + 4);
   d_out.poison();
@@ -178,6 +185,51 @@ TEST(AttentionDecode, L2PrefetchDepths) {
     }
 }
 
+// One workspace (poisoned once) through calls whose partials are laid out differently (split counts, the
+// counter combine in between, shorter contexts that use fewer splits): the flag combine's tags must never take a
+// stale partial for this call's. Every call is checked against the reference.
+TEST(AttentionDecode, WorkspaceAcrossLayouts) {
+  for (int d : {64, 128}) {
+    std::mt19937 rng(600 + d);
+    const int n_head = 24, n_kv = 2, bs = 64;
+    const std::vector<int> lens = {3000, 700};
+    PagedCache cache;
+    cache.build(rng, lens, bs, n_kv, d);
+    std::vector<uint16_t> q_bits;
+    std::vector<float> q;
+    random_bf16(rng, size_t(2) * n_head * d, 2.f, q_bits, q);
+    DevBuf<uint16_t> d_q, d_out(q_bits.size());
+    DevBuf<int32_t> d_lens;
+    d_q.upload(q_bits);
+    d_lens.upload(lens);
+    DecodeCase big;
+    big.splits = 47;
+    DevBuf<float> d_ws(cuda::attention_decode_workspace_bytes(2, n_head, n_kv, d, 3000, decode_options(big)) / 4 + 4);
+    d_ws.poison();
+    const std::vector<int32_t> cu = {0, 1, 2};
+    std::vector<double> ref(q.size()), naive(q.size());
+    const float scale = 1.f / std::sqrt(float(d));
+    cpu::attention_prefill(ref.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, scale, true);
+    cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, scale,
+                           true, cpu::RefPrecision::NAIVE_BF16);
+    const double tol = 2.0 * rel_err_d(naive, ref) + 1e-4;
+    for (const auto& [splits, flag] : {std::pair{3, true}, std::pair{5, true}, std::pair{47, true}, std::pair{3, true},
+                                       std::pair{5, false}, std::pair{5, true}, std::pair{2, true}, std::pair{47, true}}) {
+      SCOPED_TRACE(cat("D=", d, " splits=", splits, " flag=", flag));
+      DecodeCase c;
+      c.splits = splits;
+      c.flag = flag;
+      d_out.poison();
+      const cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 2, n_head, 3000);
+      ASSERT_TRUE(cuda::attention_decode(nullptr, a, decode_options(c)).ok());
+      ATT_CUDA_CHECK(cudaDeviceSynchronize());
+      bool finite = false;
+      EXPECT_LE(rel_err_bf16(d_out.download(), ref, &finite), tol);
+      EXPECT_TRUE(finite);
+    }
+  }
+}
+
 // Split boundaries fall on 64-key units: lengths at, just under and just over unit and tile multiples, split
 // counts that divide them unevenly, more splits than units, and a split per unit.
 TEST(AttentionDecode, SplitBoundaries) {
@@ -209,6 +261,10 @@ TEST(AttentionSanitize, DecodeSmall) {
     c.ctas_per_sm = 2;
     c.early_kv = true;
     run_decode({200, 17}, 24, 2, d, 64, c, 34);
+    DecodeCase f;  // counter combine
+    f.splits = 3;
+    f.flag = false;
+    run_decode({1000, 65}, 8, 2, d, 64, f, 37);
   }
 }
 
