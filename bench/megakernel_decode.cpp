@@ -92,10 +92,10 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 }
 
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
-// variants ("d,p4,p3,b,e4,e3": default, max - 1 / max - 2 ring pages, block table in shared memory, max - 1 /
-// max - 2 pages + block table + early K/V; also "pmax" all pages that fit, "s" attn_skip toggled, "pmaxs"
-// both, "pf" prefetch off, "pm" publish modes; MK_SET_LONG: the same for contexts above 32); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build,
-// MK_LAYERED=0 leaves the layered peer out.
+// variants ("d,o": default, attn_short off (version 8's inline attention); also "pmax" all ring pages that
+// fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off; MK_SET_LONG: the same for contexts above 32);
+// MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
+// layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
   const char* v = std::getenv(name);
   if (!v || !*v) return def;
@@ -114,7 +114,7 @@ bool env_on(const char* name, bool def) {
 int g_ctx = 32;  // the context being measured (MK_SET_LONG applies above 32)
 bool in_set(const std::string& id) {
   const char* v = g_ctx > 32 && std::getenv("MK_SET_LONG") ? std::getenv("MK_SET_LONG") : std::getenv("MK_SET");
-  const std::string set = v && *v ? v : "d,p4,p3,b,e4,e3";
+  const std::string set = v && *v ? v : "d,o";
   return ("," + set + ",").find("," + id + ",") != std::string::npos;
 }
 
@@ -152,70 +152,46 @@ void bench_shape(const std::string& name, double gbs) {
     } else if (!(*b)->set_random_context(ctx).ok()) {
       return;
     }
-    // Configurations: the default (prefetch before the wait on, publish mode as set), then the version-5
-    // switches one at a time: prefetch off, publish modes (device::PublishMode), at ctx 32 also the
-    // unfenced-publish bound (NOT correct). The ring is on (version 4 measured it against no ring and L2 run-ahead).
-    struct Variant { std::string name; bool prefetch; int publish; bool unfenced; int kv_ahead; bool flags, mid, rope; int pages = 0; int blk = -1, early = -1, skip = -1; };
+    // Configurations: the default, then switches one at a time (each name says which).
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
-    const int pm0 = (*b)->publish_mode(), ka0 = (*b)->kv_l2_ahead();
+    const bool sh0 = (*b)->attn_short();
     std::vector<Variant> vars;
-    if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, pm0, false, ka0, fl0, mi0, ro0});
-    // Version 8: ring pages, the block table in shared memory, K/V issued one instruction early (needs a free page).
+    if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
     const int mp = (*b)->max_ring_pages();
-    const bool sk0 = (*b)->attn_skip();
     if (build == 0) {
-      if (in_set("pmax") && mp != (*b)->ring_pages()) vars.push_back({cat("ring ", mp, " pages (all that fit)"), pf0, pm0, false, ka0, fl0, mi0, ro0, mp});
-      if (in_set("s")) vars.push_back({cat("attn_skip ", int(!sk0)), pf0, pm0, false, ka0, fl0, mi0, ro0, 0, -1, -1, int(!sk0)});
-      if (in_set("pmaxs") && mp != (*b)->ring_pages())
-        vars.push_back({cat("ring ", mp, " pages, attn_skip ", int(!sk0)), pf0, pm0, false, ka0, fl0, mi0, ro0, mp, -1, -1, int(!sk0)});
-      if (in_set("p4")) vars.push_back({cat("ring ", mp - 1, " pages"), pf0, pm0, false, ka0, fl0, mi0, ro0, mp - 1});
-      if (in_set("p3") && mp > 3) vars.push_back({cat("ring ", mp - 2, " pages"), pf0, pm0, false, ka0, fl0, mi0, ro0, mp - 2});
-      if (in_set("b")) vars.push_back({"blk_smem", pf0, pm0, false, ka0, fl0, mi0, ro0, 0, 1, 0});
-      if (in_set("e4")) vars.push_back({cat("ring ", mp - 1, " pages + blk_smem + kv_early"), pf0, pm0, false, ka0, fl0, mi0, ro0, mp - 1, 1, 1});
-      if (in_set("e3") && mp > 3) vars.push_back({cat("ring ", mp - 2, " pages + blk_smem + kv_early"), pf0, pm0, false, ka0, fl0, mi0, ro0, mp - 2, 1, 1});
+      if (in_set("o") && (*b)->attn_short_max() > 0) vars.push_back({"attn_short off (v8 inline attention)", pf0, fl0, mi0, ro0, 0, 0});
+      if (in_set("pmax") && mp != (*b)->ring_pages()) vars.push_back({cat("ring ", mp, " pages (all that fit)"), pf0, fl0, mi0, ro0, mp});
+      if (in_set("p4")) vars.push_back({cat("ring ", mp - 1, " pages"), pf0, fl0, mi0, ro0, mp - 1});
+      if (in_set("p3") && mp > 3) vars.push_back({cat("ring ", mp - 2, " pages"), pf0, fl0, mi0, ro0, mp - 2});
     }
-    const bool bl0 = (*b)->blk_smem(), ke0 = (*b)->kv_early();
     // Version 7's switches (run-time, same build): flag-in-data publishing, the mid-layer residual, RoPE
     // cos/sin before the wait; each combination as bits (flags 1, mid 2, rope 4) toggled from the default.
     if (build == 0 && env_on("MK_V7", false))
       for (int v : {1, 2, 4, 3, 6, 7}) {
         const bool f = ((v & 1) != 0) != fl0, m = ((v & 2) != 0) != mi0, r = ((v & 4) != 0) != ro0;
-        vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, pm0, false, ka0, f, m, r});
+        vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, f, m, r});
       }
-    // Fewer ring pages: fewer bytes in flight per SM, so the latency-bound loads of the short stages (activations,
-    // K/V) may queue less behind the weight stream (Little's law), at the cost of run-ahead.
-    if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, pm0, false, ka0, fl0, mi0, ro0});
-    if (ctx == 32 && !fl0 && in_set("pm"))
-      for (int m = 0; m < 3; ++m)
-        if (m != pm0)
-          vars.push_back({m == 0 ? "publish fence.sc" : m == 1 ? "publish red.release" : "publish red.release, no wait fence", pf0, m,
-                          false, ka0, fl0, mi0, ro0});
-    if (ctx == 32 && !fl0 && in_set("pm")) vars.push_back({"publish WITHOUT fence (unsafe, bound only)", pf0, pm0, true, ka0, fl0, mi0, ro0});
+    if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, fl0, mi0, ro0});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
-      (*b)->set_publish_mode(v.publish);
-      (*b)->set_kv_l2_ahead(v.kv_ahead);
-      (*b)->set_unfenced_publish_for_measurement(v.unfenced);
       (*b)->set_flag_publish(v.flags);
       (*b)->set_mid_resid(v.mid);
       (*b)->set_rope_early(v.rope);
-      (*b)->set_blk_smem(v.blk >= 0 ? v.blk != 0 : bl0);
-      (*b)->set_kv_early(v.early >= 0 ? v.early != 0 : ke0);
-      (*b)->set_attn_skip(v.skip >= 0 ? v.skip != 0 : sk0);
+      (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       const int pages0 = (*b)->ring_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-44s (prefetch %d, publish %d, kv ahead %d, flags %d, mid %d, blk %d, early %d, skip %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
-                    ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), v.publish, v.kv_ahead, int(v.flags), int(v.mid),
-                    int((*b)->blk_smem()), int((*b)->kv_early()), int((*b)->attn_skip()), ms,
-                    bytes / (ms * 1e-3) / 1e9, 100.0 * floor_ms / ms);
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+                    ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), ms, bytes / (ms * 1e-3) / 1e9,
+                    100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
-      // and the v7 variants at every context, at ctx 32 also the others but the unsafe bound.
-      const bool v8 = v.pages > 0 || v.blk >= 0 || v.skip >= 0;
-      const bool timed = !v.unfenced && (&v == &vars[0] || (v8 && (ctx == 32 || v.early == 1)));
+      // at every context, at ctx 32 also the other variants.
+      const bool timed = &v == &vars[0] || ctx == 32;
       if (!timed || !(*b)->set_timing(true).ok()) {
         (*b)->set_ring_pages(pages0);
         continue;
@@ -228,13 +204,8 @@ void bench_shape(const std::string& name, double gbs) {
       (void)(*b)->set_timing(false);
       (*b)->set_ring_pages(pages0);
     }
-    (*b)->set_blk_smem(bl0);
-    (*b)->set_kv_early(ke0);
-    (*b)->set_attn_skip(sk0);
+    (*b)->set_attn_short(sh0);
     (*b)->set_prefetch(pf0);
-    (*b)->set_publish_mode(pm0);
-    (*b)->set_kv_l2_ahead(ka0);
-    (*b)->set_unfenced_publish_for_measurement(false);
     (*b)->set_flag_publish(fl0);
     (*b)->set_mid_resid(mi0);
     (*b)->set_rope_early(ro0);

@@ -122,10 +122,6 @@ TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {
 TEST(Megakernel, MatchesCpuMultiPageRowsRingAndDirect) {
   const Case k{"llama hd128 gqa4 wide", cfg(Family::Llama, 128, 8, 2, 1032, 2056, false, 3001)};
   compare(k, {.n_sm = 7}, 101);
-  compare(k, {.n_sm = 7, .ring_loader = 1}, 105);
-  compare(k, {.n_sm = 7, .l2_ahead_pages = 8}, 107);
-  compare(k, {.n_sm = 7, .l2_ahead_pages = 3}, 108);
-  compare(k, {.ring_loader = 1}, 106);
   compare(k, {.n_sm = 7, .weight_ring = false}, 102);
   compare(k, {}, 103);
   compare(k, {.attn_chunk_len = 8, .weight_ring = false}, 104);
@@ -190,22 +186,19 @@ void expect_modes_bit_identical(const Model& m, int mul, int add, const std::vec
   }
 }
 
-// Version 5's switches change only when loads are issued and how counters are published, never the
-// arithmetic: the prefetch before the wait (norm weights, block table, the first K/V positions, staged in
-// shared memory) on/off, the K/V L2 prefetch on/off and every publish mode give bit-identical logits, and match the CPU. 140
-// positions with attention inline (more than one pass of a warp's first positions: staged and direct
-// loads both in use) and with split chunks, on all SMs and on 7.
-TEST(Megakernel, PrefetchAndPublishModesBitIdentical) {
+// The prefetch before the wait (norm weights, block table, the K/V stage of the attention) changes only when
+// loads are issued, never the arithmetic: on/off give bit-identical logits, and match the CPU. 140 positions
+// with attention inline (attn_short: staged and in-place positions both in use with a 37-position stage; and
+// attn_range) and with split chunks, on all SMs and on 7; the counter protocol.
+TEST(Megakernel, PrefetchBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 77);
-  // 0: defaults; 1: no prefetch; 2, 3, 4: publish modes 0, 1, 2; 5: no K/V L2 prefetch. Counter protocol (the
-  // publish modes are its; the inline case would default to flags).
-  expect_modes_bit_identical(m, 37, 11, {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}}, 6,
-                             [](MegakernelBackend& b, int mode) {
+  expect_modes_bit_identical(m, 37, 11,
+                             {MegakernelOptions{}, MegakernelOptions{.attn_short = false},
+                              MegakernelOptions{.attn_stage_positions = 37}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}},
+                             2, [](MegakernelBackend& b, int mode) {
                                b.set_flag_publish(false);
-                               b.set_prefetch(mode != 1);
-                               if (mode >= 2 && mode <= 4) b.set_publish_mode(mode - 2);
-                               if (mode == 5) b.set_kv_l2_ahead(0);
+                               b.set_prefetch(mode == 0);
                              });
 }
 
@@ -248,49 +241,54 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   }
 }
 
-// Version 8 switches: the block table in shared memory, the K/V issued one instruction early (into the
-// ring page left free) and attn_range's skip of empty position slots change no arithmetic: bit-identical logits over 140 positions (inline attention with
-// flags, split attention with counters on 7 and all SMs), and K steps per launch = 1 step per launch.
-TEST(Megakernel, BlockTableAndEarlyKvBitIdentical) {
-  const Case k = cases()[0];
-  Model m = make_random_model(k.c, DType::BF16, 91);
-  // 0: v7; 1: blk_smem; 2: + kv_early (ring - 1 page); 3: kv_early, 2 pages; 4: attn_skip; 5: all three
-  expect_modes_bit_identical(m, 37, 11,
-                             {MegakernelOptions{}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
-                              MegakernelOptions{.attn_chunk_len = 16}},
-                             6, [](MegakernelBackend& b, int mode) {
-                               b.set_blk_smem(mode == 1 || mode == 2 || mode == 5);
-                               b.set_kv_early(mode == 2 || mode == 3 || mode == 5);
-                               b.set_attn_skip(mode >= 4);
-                               if (mode == 2 || mode == 5) b.set_ring_pages(b.max_ring_pages() - 1);
-                               if (mode == 3) b.set_ring_pages(2);
-                               ASSERT_EQ(b.kv_early(), mode == 2 || mode == 3 || mode == 5);
-                             });
+// Version 9: inline attention of short contexts in parallel phases (attn_short). Every family's case against
+// the CPU over 20 positions with a stage of 5 positions (the rest read from L2 in place) and with attn_short off
+// (attn_range, version 8's path); then 140 positions of GQA 4 / head_dim 64 and GQA 8 / head_dim 128 with the
+// whole stage, a 37-position stage and 3 positions on 7 SMs: prefetch on/off and both protocols bit-identical,
+// all within tolerance of the CPU.
+TEST(Megakernel, ShortAttentionMatchesCpu) {
+  uint64_t seed = 201;
+  for (const Case& k : cases()) {
+    compare(k, {.attn_stage_positions = 5}, seed++);
+    compare(k, {.n_sm = 7, .attn_short = false}, seed++);
+  }
+  for (int ci : {0, 3}) {
+    SCOPED_TRACE(cases()[size_t(ci)].name);
+    Model m = make_random_model(cases()[size_t(ci)].c, DType::BF16, 92);
+    // 0: defaults (flags); 1: prefetch off; 2: counters
+    expect_modes_bit_identical(m, 37, 11,
+                               {MegakernelOptions{}, MegakernelOptions{.attn_stage_positions = 37},
+                                MegakernelOptions{.n_sm = 7, .attn_stage_positions = 3}},
+                               3, [](MegakernelBackend& b, int mode) {
+                                 ASSERT_GE(b.attn_short_max(), 140);
+                                 b.set_prefetch(mode != 1);
+                                 b.set_flag_publish(mode != 2);
+                               });
+  }
 }
 
-// The same switches with K steps per launch (steps > 0 of a launch issue the early K/V after the step's
-// first wait): 8 steps per launch with them = 1 step per launch without. Small (the memcheck case).
-TEST(Megakernel, EarlyKvKStepsEqualOneStep) {
+// attn_short with K steps per launch (the stage issued before the wait from the step's second instruction on):
+// 8 steps per launch = 1 step per launch, tokens equal to the CPU's greedy ones; a 5-position stage (positions
+// past it from L2). Small: the compute-sanitizer case.
+TEST(Megakernel, ShortAttentionKStepsEqualOneStep) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 91);
-  for (int chunk : {0, 12}) {
-    SCOPED_TRACE(cat("chunk ", chunk));
-    std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
-    std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
-    std::vector<std::vector<int32_t>> outs;
-    for (int v = 0; v < 2; ++v) {  // v7 with 1 step/launch; blk_smem + kv_early + attn_skip with 8 steps/launch
-      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = chunk, .blk_smem = v == 1, .kv_early = v == 1, .attn_skip = v == 1});
-      ASSERT_TRUE(b);
-      if (v == 1) b->set_ring_pages(b->max_ring_pages() - 1);
-      ASSERT_EQ(b->kv_early(), v == 1);
-      ASSERT_TRUE(b->forward(p5, 0, logits).ok());
-      std::vector<int32_t> out(24);
-      auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, v == 1 ? 8 : 1);
-      ASSERT_TRUE(st.ok()) << st.message();
-      outs.push_back(out);
-    }
-    EXPECT_EQ(outs[0], outs[1]);
+  std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+  std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
+  std::vector<std::vector<int32_t>> outs;
+  for (int spl : {1, 8}) {
+    auto b = make_mk(m, 64, {.n_sm = 7, .attn_stage_positions = 5});
+    ASSERT_TRUE(b);
+    ASSERT_GT(b->attn_short_max(), 30);
+    ASSERT_EQ(b->attn_stage(), 5);
+    ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+    std::vector<int32_t> out(24);
+    auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, spl);
+    ASSERT_TRUE(st.ok()) << st.message();
+    outs.push_back(out);
   }
+  EXPECT_EQ(outs[0], outs[1]);
+  expect_cpu_greedy_prefix(m, p5, outs[0]);
 }
 
 TEST(Megakernel, MatchesLayeredBackend) {

@@ -64,12 +64,9 @@ __device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, ui
         }
       }
     }
-    // Why the fence: the acquire load orders thread 0's later reads; the fence (cumulative) plus the
-    // barrier below extend that to the consumer warps, as cooperative groups' grid sync does.
-    // PUBLISH_RELEASE_NOFENCE_WAIT leaves it out: in the PTX model the acquire is ordered before the
-    // CTA barrier by program order and bar.sync orders it before the other warps' later loads (which
-    // read other SMs' data with ld.cg, at L2), so causality order already holds; measured as a switch.
-    if (p.publish_mode != PUBLISH_RELEASE_NOFENCE_WAIT) __threadfence();
+    // No fence after the acquire: in the PTX model the acquire is ordered before the CTA barrier by
+    // program order and bar.sync orders it before the other warps' later loads (which read other SMs'
+    // data with ld.cg, at L2), so causality order already holds (params.cuh; measured in version 5).
     s_ok = ok;
   }
   csync();
@@ -77,23 +74,11 @@ __device__ bool wait_deps(const MkParams& p, const Instr& in, uint32_t epoch, ui
 }
 
 // Publishes the instruction's writes: every consumer thread's stores precede the barrier; thread 0's
-// fence is cumulative over what the barrier made visible to it, then the relaxed increment releases
-// them. (The loader warp writes nothing to global memory, so it need not take part.)
-// PUBLISH_RELEASE uses red.release.gpu: a release operation (fence.acq_rel strength) instead of
-// fence.sc; both are cumulative over the writes the barrier ordered before thread 0. Whether the
-// lighter fence waits less for the loader's in-flight bulk copies is measured (bench/RESULTS.md).
+// red.release.gpu (a release operation, fence.acq_rel strength) is cumulative over the writes the barrier
+// ordered before it. (The loader warp writes nothing to global memory, so it need not take part.)
 __device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
   csync();
-  if (threadIdx.x == 0) {
-    if (p.unfenced_publish) {
-      atomicAdd(p.counters + counter, 1u);
-    } else if (p.publish_mode == PUBLISH_FENCE_SC) {
-      __threadfence();
-      atomicAdd(p.counters + counter, 1u);
-    } else {
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.counters + counter) : "memory");
-    }
-  }
+  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.counters + counter) : "memory");
 }
 
 // The flag protocol's step barrier (params.cuh): after the block's last instruction of a step, the
@@ -129,9 +114,6 @@ __device__ __forceinline__ void cp_async16_ca(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// All of this thread's cp.async groups but the newest have landed (the newest: MkParams::kv_early's K/V).
-__device__ __forceinline__ void cp_async_wait_but_newest() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 // Where the prefetched norm weights go: s_x[n_embd, 2 n_embd) when s_x is that large (it is when
 // n_ff >= 2 n_embd, as in every supported family), else nowhere (rmsnorm reads global memory).
@@ -333,10 +315,7 @@ __device__ void residual_in(const Ctx& c, int l) {
 __device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = false) {
   if (staged) {
     if (const float* st = norm_stage(c)) w = st;
-    // This thread's copies; the barrier below publishes them to the others. When this instruction issued the
-    // next one's K/V early (kv_early, the newest group), those may stay in flight.
-    if (c.v8 && c.early_for == int(c.instr) + 1) cp_async_wait_but_newest();
-    else cp_async_wait_all();
+    cp_async_wait_all();  // this thread's copies; the barrier below publishes them to the others
   }
   csync();
   float ss = 0.f;

@@ -39,8 +39,11 @@
 // process). The attention's K/V wait was measured (T_ATT_KV): 3.5 of its 86-100 us per SM per step, so the
 // inline attention is instruction latency, not memory; issuing its K/V one instruction early (kv_early) or
 // without the block-table round trip (blk_smem) gained nothing (kv_early loses 4-5% at long contexts): both off.
-// Template V selects the instance: 0 = version 7's code (spills 262 / 28 / 128 B: no ring / counters / flags),
-// 2 = with attn_skip (84 / 136 B), 1 = with kv_early / blk_smem too (92 / 192 B).
+// Version 9 (bench/RESULTS.md "Megakernel v9"): inline attention of short contexts in three parallel phases
+// (ops/attn_short.cuh: scores of every (q head, position) pair at once, a warp per head's softmax, P.V over
+// warps) instead of attn_range's chained online softmax, its K/V stage holding every position; and the switches
+// measured not to help are gone (blk_smem, kv_early, attn_skip, the cp.async loader, the L2 run-ahead, the K/V L2
+// prefetch, the fence.sc publish modes, the unfenced-publish bound): one instance per (ring, protocol) again.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
@@ -53,14 +56,13 @@ namespace {
 
 // Dynamic shared memory: params.cuh (BAR_BYTES, blk_smem_offset).
 __host__ __device__ size_t ring_offset(const MkParams& p) {
-  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64 + p.blk_ints);
+  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64);
   return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
 }
 
 }  // namespace
 
-// V: 0 = version 7's code; 1 = with kv_early / blk_smem (and attn_skip); 2 = with attn_skip only.
-template <bool RING, bool FLAG, int V>
+template <bool RING, bool FLAG>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   unsigned char* ring = smem_raw + ring_offset(p);
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.n_pages; ++s)
-      mbar_init(&full[s], p.ring_loader == RING_CP_ASYNC ? 32 : 1), mbar_init(&empty[s], WARPS);
+      mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mk::cuda::fence_proxy_async();
@@ -82,14 +84,9 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false, -1, V == 1, V >= 1};
-  if (V == 1 && p.blk_ints > 0) {  // s_blk (after s_red): the block table, written by the host before the launch
-    int* s_blk = reinterpret_cast<int*>(smem_raw + blk_smem_offset(p));
-    for (int k = threadIdx.x; k < p.blk_ints; k += NCT) s_blk[k] = p.block_table[k];
-    csync();
-  }
+  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
-    c.step = step, c.pos = p.pos0 + step, c.synced = false, c.early_for = -1;
+    c.step = step, c.pos = p.pos0 + step, c.synced = false;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
     c.epoch = epoch;
     for (uint32_t i = begin; i < end; ++i) {
@@ -123,14 +120,6 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
       }
       if (t) t[T_WAIT_END] = global_ns();
-      // MkParams::kv_early: the next instruction's K/V (attention) go out now, one instruction before their
-      // use, into s_kv -- unless this instruction reads s_kv itself. The same condition as attn_preload's
-      // (a wait of this step passed), so the same argument makes it safe (ops/attention.cuh).
-      if (V == 1 && p.kv_early && p.prefetch && c.early_for != int(i) && i + 1 < end && (c.synced || c.step == 0)) {
-        const Instr& nx = p.instrs[i + 1];  // by reference: only the fields the issue reads are loaded
-        const Op op = nx.op;
-        if (op == Op::AttnPartial || (op == Op::AttnOProj && p.L.n_chunks == 1)) attn_issue_early(c, nx, i + 1);
-      }
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING, FLAG>(c, in); break;
         case Op::AttnPartial: op_attn_partial<FLAG>(c, in); break;
@@ -157,11 +146,11 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   if (blk && threadIdx.x == 0) blk[B_END] = global_ns();
 }
 
-size_t smem_bytes(const MkParams& p) { return ring_offset(p) + size_t(p.n_pages + (p.kv_early ? 1 : 0)) * PAGE_BYTES; }
+size_t smem_bytes(const MkParams& p) { return ring_offset(p) + size_t(p.n_pages) * PAGE_BYTES; }
 
-size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats, int blk_ints) {
+size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
   MkParams p{};
-  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats, p.blk_ints = blk_ints;
+  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats;
   return ring_offset(p);
 }
 
@@ -169,15 +158,9 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   const size_t smem = smem_bytes(p);
   // The flag protocol runs with the weight ring only (the backend refuses it otherwise).
   if (p.flags && p.n_pages == 0) return cudaErrorInvalidValue;
-  // Version 8's switches run in their own instances (with the ring only; the backend turns them off without).
-  const int v = p.n_pages == 0 ? 0 : (p.kv_early || p.blk_smem) ? 1 : p.attn_skip ? 2 : 0;
-  const void* kernel = p.flags ? (v == 1   ? reinterpret_cast<const void*>(megakernel_kernel<true, true, 1>)
-                                  : v == 2 ? reinterpret_cast<const void*>(megakernel_kernel<true, true, 2>)
-                                           : reinterpret_cast<const void*>(megakernel_kernel<true, true, 0>))
-                       : p.n_pages > 0 ? (v == 1   ? reinterpret_cast<const void*>(megakernel_kernel<true, false, 1>)
-                                          : v == 2 ? reinterpret_cast<const void*>(megakernel_kernel<true, false, 2>)
-                                                   : reinterpret_cast<const void*>(megakernel_kernel<true, false, 0>))
-                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, 0>);
+  const void* kernel = p.flags         ? reinterpret_cast<const void*>(megakernel_kernel<true, true>)
+                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false>)
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

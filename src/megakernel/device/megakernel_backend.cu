@@ -83,32 +83,46 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     }
   const int G = L.group, hd = L.head_dim;
   // s_x also holds, before a dependency wait, the prefetched norm weights (at [n_embd, 2 n_embd)) and the
-  // attention K/V stage (4 x 16 B per consumer thread); both fit the n_ff floats of the supported models.
-  smem_x_floats_ = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
+  // attention K/V stage (attn_range: 4 x 16 B per consumer thread; attn_short: below); the first two fit the
+  // n_ff floats of the supported models.
+  int x_floats = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;  // + hd: RoPE table
-  // s_blk: the block table entries of positions [0, max_context) (at most 2048: 8 KB; beyond, global reads).
-  blk_ints_ = std::min((max_context_ + cuda::KV_BLOCK_SIZE - 1) / cuda::KV_BLOCK_SIZE, 2048);
-  blk_smem_ = opt.blk_smem, kv_early_ = opt.kv_early;
-  const size_t smem = device::smem_bytes_without_ring(smem_x_floats_, smem_aux_floats_, blk_ints_) + 64;  // + static
-  if (smem > dev->smem_per_block_optin)
-    return make_error("megakernel: needs ", smem, " B of shared memory per block, the GPU allows ",
-                      dev->smem_per_block_optin, "; use the layered backend");
+  const size_t optin = dev->smem_per_block_optin;
+  const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 64 + 128;  // + static, + alignment
+  if (other + size_t(x_floats) * 4 > optin)
+    return make_error("megakernel: needs ", other + size_t(x_floats) * 4, " B of shared memory per block, the GPU allows ",
+                      optin, "; use the layered backend");
   // Weight ring: as many pages as fit beside the op buffers (at least 2), when every weight row fits a page.
   const int max_row_bytes = 2 * std::max({L.n_embd, L.n_ff, G * hd});
-  max_pages_ = max_row_bytes <= device::PAGE_BYTES
-                   ? std::min<int>(device::MAX_PAGES, int((dev->smem_per_block_optin - smem) / device::PAGE_BYTES))
-                   : 0;
-  if (max_pages_ < 2) max_pages_ = 0;
-  n_pages_ = opt.weight_ring ? (opt.ring_pages > 0 ? std::min(max_pages_, std::max(2, opt.ring_pages)) : max_pages_) : 0;
+  auto pages_that_fit = [&](int x) {
+    const int n = max_row_bytes <= device::PAGE_BYTES
+                      ? std::min<int>(device::MAX_PAGES, int((optin - other - size_t(x) * 4) / device::PAGE_BYTES))
+                      : 0;
+    return n < 2 ? 0 : n;
+  };
+  auto pages_wanted = [&](int fit) {
+    return opt.weight_ring ? (opt.ring_pages > 0 ? std::min(fit, std::max(2, opt.ring_pages)) : fit) : 0;
+  };
+  // attn_short's K/V stage (inline attention; ops/attn_short.cuh): [NC][C | 1] + [C][NC] x 16 B for C positions,
+  // NC = hd / 8. Up to 256 positions, s_x grown only into the room the wanted ring pages leave.
+  attn_stage_ = attn_short_max_ = 0;
+  if (L.n_chunks == 1) {
+    const int nc = hd / 8;
+    const int want_pos = std::min(max_context_, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 256);
+    const int want_x = nc * (2 * want_pos + 1) * 4;
+    const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
+    const int x_room = int((optin - other - ring) / 16 * 4);
+    x_floats = std::max(x_floats, std::min(want_x, x_room));
+    attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);
+    attn_short_max_ = std::min(max_context_, device::attn_short_plan(G, hd).max_n);
+  }
+  smem_x_floats_ = x_floats;
+  attn_short_ = opt.attn_short;
+  max_pages_ = pages_that_fit(smem_x_floats_);
+  n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
   flags_ = opt.flag_publish < 0 ? (L.n_chunks == 1 && n_pages_ > 0) : opt.flag_publish != 0;
-  attn_skip_ = opt.attn_skip < 0 ? flags_ : opt.attn_skip != 0;
-  if (opt.ring_loader != device::RING_BULK && opt.ring_loader != device::RING_CP_ASYNC)
-    return make_error("megakernel: ring_loader ", opt.ring_loader, ", expected 0 (bulk copies) or 1 (cp.async)");
-  ring_loader_ = opt.ring_loader;
-  if (opt.l2_ahead_pages < 0) return make_error("megakernel: l2_ahead_pages ", opt.l2_ahead_pages, ", expected >= 0");
-  l2_ahead_pages_ = opt.l2_ahead_pages;
   MK_TRY(kv_.init(config_, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
   std::vector<Instr> instrs;
@@ -200,17 +214,10 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.n_steps = n_steps;
   p.watchdog_cycles = watchdog_cycles_;
   p.n_pages = n_pages_;
-  p.ring_loader = ring_loader_;
-  p.l2_ahead_pages = l2_ahead_pages_;
-  p.unfenced_publish = unfenced_publish_ ? 1 : 0;
-  p.publish_mode = publish_mode_;
   p.prefetch = prefetch_ ? 1 : 0;
   p.rope_early = rope_early_ ? 1 : 0;
-  p.kv_l2_ahead = kv_l2_ahead_;
-  p.blk_ints = std::min(blk_ints_, kv_.capacity() / cuda::KV_BLOCK_SIZE);  // entries the table has
-  p.blk_smem = blk_smem_ && p.blk_ints * cuda::KV_BLOCK_SIZE >= max_context_ ? 1 : 0;  // s_blk covers every position
-  p.kv_early = kv_early() ? 1 : 0;
-  p.attn_skip = attn_skip_ ? 1 : 0;
+  p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
+  p.attn_stage = attn_stage_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;
@@ -343,9 +350,9 @@ Expected<std::string> MegakernelBackend::timing_report() {
   const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
-                "timing (last step of a %d-step launch, ring %d pages, loader %s, L2 run-ahead %d pages, publish %s, mid_resid %d, blk_smem %d, kv_early %d, attn_skip %d): step span %.1f us\n",
-                timing_steps_, n_pages_, ring_loader_ ? "cp.async" : "bulk", l2_ahead_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
-                int(mid_resid_), int(blk_smem_), int(kv_early()), int(attn_skip_), double(t_max - t_min) * 1e-3);
+                "timing (last step of a %d-step launch, ring %d pages, publish %s, mid_resid %d, attn_short %d (stage %d positions)): step span %.1f us\n",
+                timing_steps_, n_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
+                int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
   for (int op = 0; op < N_OP; ++op) {

@@ -31,9 +31,6 @@ struct MegakernelOptions {
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
   bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
                            // consumer warps load weights themselves (version 2's scheme)
-  int ring_loader = 0;     // device::RingLoader: 0 = 1-D bulk copies (TMA), 1 = 16-byte cp.async
-  int l2_ahead_pages = 0;  // ring: the loader prefetches into L2 this many pages ahead of the ring
-                           // (measured slower: 8 pages 1.31 vs 1.15 ms/token, 16 pages 1.60)
   // Flag-in-data publishing (isa.h "Publishing"; needs the weight ring): 1 on, 0 off (epoch counters),
   // -1 on exactly when attention is inline (H200, 1B shapes, same process: ctx 32 inline 1.016 vs 1.061
   // ms/token with counters; split attention slower with flags: ctx 4096 1.284 vs 1.239, 16384 1.697 vs 1.610).
@@ -41,16 +38,12 @@ struct MegakernelOptions {
   // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h; bit-identical; measured 1-2.5%
   // faster at every context).
   bool mid_resid = true;
-  // Version 8 (bench/RESULTS.md "Megakernel v8"): the block table in shared memory (attention's cache offsets
-  // without an L2 round trip), and attention's first K/V loads issued one instruction early into a page taken
-  // from the ring (kv_early: needs a ring page left free). Measured (H200, 1B): no gain at ctx 32 (1.033 / 1.014
-  // vs 1.021 / 0.996 without), kv_early −4–5% at long contexts: both off.
-  bool blk_smem = false;
-  bool kv_early = false;
-  // attn_range skips the position slots, slot merges and warp partials that hold no position (bit-identical;
-  // short contexts). -1: on exactly where flags publish (inline attention), 1 on, 0 off. Measured (H200): 1B ctx 32
-  // 0.985 vs 0.994 ms/token, 8B 5.084 vs 5.109; split attention (counters) ctx 16384 1.650 vs 1.615: off there.
-  int attn_skip = -1;
+  // Version 9: inline attention of short contexts in parallel phases (device/ops/attn_short.cuh) while the
+  // sequence holds at most what its scratch allows (~16 * head_dim positions); false: attn_range always.
+  bool attn_short = true;
+  // attn_short's K/V stage in shared memory: at most this many positions (0: up to 256, as many as fit beside
+  // ring_pages pages; positions past the stage are read from L2 in place). Tests set it small.
+  int attn_stage_positions = 0;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
   // 1.627 with 3; 8B shapes: 4 fit (5.110 ms) and 3 lose 7% (5.459).
@@ -88,16 +81,6 @@ class MegakernelBackend final : public Backend {
   void set_weight_ring(bool on) { n_pages_ = on ? max_pages_ : 0; }
   void set_ring_pages(int n) { n_pages_ = n >= 2 ? std::min(n, max_pages_) : 0; }  // < 2: off
   int ring_pages() const { return n_pages_; }
-  void set_ring_loader(int mode) { ring_loader_ = mode; }  // device::RingLoader
-  void set_l2_ahead_pages(int n) { l2_ahead_pages_ = std::max(0, n); }
-  int l2_ahead_pages() const { return l2_ahead_pages_; }
-  int ring_loader() const { return ring_loader_; }
-  // MEASUREMENT ONLY, NOT CORRECT (results may be wrong): publish without the release fence, which
-  // bounds what a fence-free publishing scheme could gain. Benchmarks only.
-  void set_unfenced_publish_for_measurement(bool on) { unfenced_publish_ = on; }
-  // device::PublishMode of the next launches (all correct; measured in bench/RESULTS.md).
-  void set_publish_mode(int mode) { publish_mode_ = mode >= 0 && mode <= 2 ? mode : 0; }
-  int publish_mode() const { return publish_mode_; }
   // Flag-in-data publishing instead of epoch counters for the next launches (isa.h "Publishing"; bit-identical
   // results; needs the weight ring). The residual readers' source (Layout::mid_resid; bit-identical too).
   void set_flag_publish(bool on) { flags_ = on; }
@@ -110,17 +93,11 @@ class MegakernelBackend final : public Backend {
   // Loads that do not depend on this step's producers issued before the dependency wait (on by default).
   void set_prefetch(bool on) { prefetch_ = on; }
   bool prefetch() const { return prefetch_; }
-  // Attention: L2 prefetch of the K/V cache this many loop iterations ahead (0 = off; >= 0).
-  void set_kv_l2_ahead(int n) { kv_l2_ahead_ = std::max(0, std::min(n, 8)); }
-  int kv_l2_ahead() const { return kv_l2_ahead_; }
-  // Version 8 switches (MegakernelOptions). kv_early takes effect only while the ring leaves a page free
-  // (ring_pages() < max_ring_pages()); kv_early() says whether it does.
-  void set_blk_smem(bool on) { blk_smem_ = on; }
-  bool blk_smem() const { return blk_smem_; }
-  void set_kv_early(bool on) { kv_early_ = on; }
-  void set_attn_skip(bool on) { attn_skip_ = on; }
-  bool attn_skip() const { return attn_skip_; }
-  bool kv_early() const { return kv_early_ && prefetch_ && n_pages_ > 0 && n_pages_ < max_pages_; }
+  // Version 9: attn_short on / off for the next launches (inline attention; not bit-identical to attn_range).
+  void set_attn_short(bool on) { attn_short_ = on; }
+  bool attn_short() const { return attn_short_; }
+  int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
+  int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
@@ -161,14 +138,9 @@ class MegakernelBackend final : public Backend {
   int n_active_ = 0;         // SMs with a non-empty queue
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
-  int ring_loader_ = 0;              // device::RingLoader
-  int l2_ahead_pages_ = 0;
-  bool unfenced_publish_ = false;
-  int publish_mode_ = 2;  // device::PUBLISH_RELEASE_NOFENCE_WAIT: measured fastest (v5, bench/RESULTS.md)
   bool prefetch_ = true;
-  int kv_l2_ahead_ = 0;  // measured (v5 R2): 0 / 1 / 2 / 4 iterations 1.649 / 1.671 / 1.674 / 1.679 ms at 16k
-  int blk_ints_ = 0;      // block-table entries in shared memory (device::MkParams::blk_ints)
-  bool blk_smem_ = false, kv_early_ = false, attn_skip_ = false;
+  bool attn_short_ = true;
+  int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing
 

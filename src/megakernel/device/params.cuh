@@ -21,16 +21,12 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
-// How the loader copies pages: 1-D bulk copies (TMA, async proxy) or 16-byte cp.async (LDGSTS). Both
-// are measured (bench/RESULTS.md): a consumer's publishing fence may wait for the SM's bulk copies.
-enum RingLoader : int { RING_BULK = 0, RING_CP_ASYNC = 1 };
 
-// How an instruction publishes its writes (signal) and how a wait orders the reads after it (wait_deps).
-// PUBLISH_FENCE_SC: fence.sc.gpu (__threadfence) + relaxed atomicAdd; the waiter's thread 0 fences again
-// after its acquire poll (version 1-4). PUBLISH_RELEASE: red.release.gpu (a release with fence.acq_rel
-// strength, which PTX defines as enough for the release pattern); the waiter the same as before.
-// PUBLISH_RELEASE_NOFENCE_WAIT (the default, measured fastest): PUBLISH_RELEASE, and the waiter relies on
-// ld.acquire + bar.sync alone. Why that is enough (PTX memory model): a producer's stores precede its
+// How an instruction publishes its writes (common.cuh signal) and how a wait orders the reads after it
+// (wait_deps): red.release.gpu (a release with fence.acq_rel strength, which PTX defines as enough for the
+// release pattern), and the waiter relies on ld.acquire + bar.sync alone (no fence after the poll). Measured
+// fastest of the three schemes of version 5 (fence.sc + atomicAdd, and a fence after the waiter's poll, were
+// removed in version 9). Why that is enough (PTX memory model): a producer's stores precede its
 // bar.sync, which synchronizes with thread 0's, whose red.release is then cumulative over them; the
 // waiter's ld.acquire.gpu reads that value (synchronizes-with), precedes its bar.sync in program order,
 // and bar.sync synchronizes with the other consumer warps' bar.sync, which precede their loads. Base
@@ -39,7 +35,6 @@ enum RingLoader : int { RING_BULK = 0, RING_CP_ASYNC = 1 };
 // ld.global.cg (L2, the point of coherence), and the K/V cache positions < pos read before a wait are
 // covered by an earlier wait of the same step (ops/attention.cuh attn_preload). The K/V append of step s
 // is read by other SMs only at step s + 1, after the counter chain through step s's Argmax.
-enum PublishMode : int { PUBLISH_FENCE_SC = 0, PUBLISH_RELEASE = 1, PUBLISH_RELEASE_NOFENCE_WAIT = 2 };
 
 // One layer's weights and KV pools (device pointers).
 struct MkLayer {
@@ -61,7 +56,8 @@ struct MkLayer {
 // T_MATVEC_START: the first matvec page (what comes before is the op's preparation: residual sum, norm,
 // attention); 0 for ops without weights.
 // T_ATT_PREP / T_ATT_RANGE (attention ops): q/k/v loaded + RoPE + append done; attention over the cache done.
-// T_ATT_KV (attention ops): thread 0's staged K/V copies landed (inside attn_range, before the first score).
+// T_ATT_KV (attention ops): thread 0's staged K/V copies landed (attn_range: before the first score; attn_short:
+// every thread's, after the barrier that follows them).
 enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_ATT_PREP, T_ATT_RANGE, T_ATT_KV, TIMING_FIELDS };
 // After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
 // kernel start, kernel end (ns).
@@ -102,15 +98,9 @@ struct MkParams {
   int n_steps;
   long long watchdog_cycles;    // a wait longer than this is an error, not a hang
   int n_pages;                  // weight ring pages (0 = no ring: consumers load weights directly, v2)
-  int ring_loader;              // RingLoader
-  int l2_ahead_pages;           // loader: L2 prefetch this many pages ahead of the ring (0 = off)
-  int unfenced_publish;         // MEASUREMENT ONLY, NOT CORRECT: publish without the release fence, to
-                                // bound what a fence-free scheme (flag-in-data) could gain
-  int publish_mode;             // PublishMode (common.cuh signal / wait_deps)
   int rope_early;               // 1 (with prefetch): the RoPE cos/sin of pos computed before the dependency wait
   int prefetch;                 // 1: issue the loads that do not depend on this step's producers (norm
                                 // weights, K/V cache positions < pos, block table) before the dependency wait
-  int kv_l2_ahead;              // attention: L2 prefetch of the K/V cache this many iterations ahead (0 = off)
   int smem_x_floats;            // shared memory plan (floats): s_x, then s_aux, then s_red, then the ring
   int smem_aux_floats;
   // Flag protocol (flags = 1; the kernel is then the FLAG instance): pairs instead of ws / tokens.
@@ -120,29 +110,30 @@ struct MkParams {
   uint32_t* step_counter;       // one counter: + n_active per step
   uint32_t step_base;           // flag-protocol steps completed before this launch
   int n_active;                 // blocks with a non-empty queue (the others return at once)
-  // Version 8 (bench/RESULTS.md "Megakernel v8"):
-  int blk_ints;                 // s_blk: the first blk_ints entries of block_table, copied to shared memory at
-                                // kernel start (always reserved; the host writes the table before the launch)
-  int blk_smem;                 // 1: kv_offset reads s_blk instead of global memory (no L2 round trip before
-                                // the K/V loads can be issued)
-  int attn_skip;                // 1: attn_range skips position slots, slot merges and warp partials that hold no
-                                // position (short contexts: most of a warp's work; bit-identical)
-  int kv_early;                 // 1: the K/V preload of an attention instruction is issued at the SM's previous
-                                // instruction (after its wait) into s_kv, the ring slot n_pages (needs
-                                // n_pages < the pages that fit; smem_bytes reserves the extra page)
+  // Version 9: inline attention of short contexts (ops/attn_short.cuh) while pos < attn_short_max (0 = never:
+  // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
+  int attn_short_max;
+  int attn_stage;
 };
 
-// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][s_blk blk_ints][pad to 128 B]
-// [ring pages][s_kv: one more page with MkParams::kv_early] (interpreter.cu).
+// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).
 constexpr size_t BAR_BYTES = 2 * MAX_PAGES * sizeof(uint64_t);
-// Byte offset of s_blk: computed from the parameters where used (no pointer held in a register).
-__host__ __device__ __forceinline__ size_t blk_smem_offset(const MkParams& p) {
-  return BAR_BYTES + size_t(p.smem_x_floats + p.smem_aux_floats + 64) * sizeof(float);
-}
 
-// s_kv (MkParams::kv_early): [2 positions][K|V][NCT] x 16 B per consumer thread, in the page after the ring.
-constexpr int KV_STAGE_BYTES = 4 * NCT * 16;
-static_assert(KV_STAGE_BYTES <= PAGE_BYTES, "the early K/V stage takes one ring page");
+// attn_short's scratch in s_aux (ops/attn_short.cuh), from the start of attn_range's s_o for a group of G <= 8 q
+// heads of head_dim hd: `region` floats (s_o, s_m, s_s, s_wp), holding the scores [G][n32] (n32: positions
+// rounded up to 32) and later the warp partials [WARPS][G][hd]; the k, v of pos as bf16 at pos_off (hd floats,
+// 16-byte aligned); the G sums at sum_off. max_n: the positions the scores may hold (a multiple of 32).
+struct AttnShortPlan {
+  int region, pos_off, sum_off, max_n;
+};
+__host__ __device__ __forceinline__ AttnShortPlan attn_short_plan(int G, int hd) {
+  AttnShortPlan a;
+  a.region = G * hd + 2 * G + WARPS * G * (hd + 2);
+  a.sum_off = a.region - 8;
+  a.pos_off = (a.sum_off - hd) & ~3;  // >= WARPS * G * hd: the partials stay clear of it
+  a.max_n = (a.pos_off / G) & ~31;
+  return a;
+}
 
 // What an op needs while it runs on one block (each consumer thread has its own copy).
 struct Ctx {
@@ -163,9 +154,6 @@ struct Ctx {
   mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
   mutable bool rope_ready;           // attn_preload filled the RoPE table (ops/attention.cuh attn_rope_table)
-  mutable int early_for;             // MkParams::kv_early: instruction whose K/V are staged in s_kv (-1: none)
-  bool v8;    // the kernel instance with kv_early / blk_smem (constants after inlining: the other instances'
-  bool skip;  // code and register allocation stay as they were); the instances where attn_skip may act
 };
 
 }  // namespace mk::megakernel::device

@@ -6,17 +6,16 @@
 // instruction's first pages are already in shared memory.
 //
 // Protocol (one block): page n (counted from 0 over the whole launch, the same sequence on both sides)
-// lives in slot n % n_pages. full[slot] completes phase n / n_pages when page n has landed: with bulk
-// copies (RING_BULK) it counts 1 arrival (the loader's arrive.expect_tx) plus the copies' bytes; with
-// 16-byte cp.async (RING_CP_ASYNC) 32 arrivals, one per loader lane once its copies have landed; empty[slot] (count WARPS: lane 0 of every consumer
+// lives in slot n % n_pages. full[slot] completes phase n / n_pages when page n has landed: 1 arrival (the
+// loader's arrive.expect_tx) plus the copies' bytes; empty[slot] (count WARPS: lane 0 of every consumer
 // warp, also warps without a row in the page) completes phase n / n_pages when every consumer warp is
 // done reading it, and the loader waits for that before refilling the slot with page n + n_pages.
 // Every consumer warp walks every page (so the arrival counts match), computing the row pairs that
 // belong to it: pair q of an instruction goes to warp q % WARPS.
-// Measured alternatives (bench/RESULTS.md): a cp.async loader (one warp of 16-byte LDGSTS) makes the
-// consumers' publishing fence cheap (it does not wait for another warp's LDGSTS) but cannot stream at
-// the SM's share of DRAM bandwidth (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the
-// ring is slower (1.29-1.61 ms/token), as the sync-bubbles study found for L2 prefetch streams.
+// Measured alternatives (bench/RESULTS.md, removed in version 9): a cp.async loader (one warp of 16-byte
+// LDGSTS) makes the consumers' publishing fence cheap but cannot stream at the SM's share of DRAM bandwidth
+// (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the ring is slower (1.29-1.61 ms/token), as
+// the sync-bubbles study found for L2 prefetch streams.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -34,14 +33,6 @@ using mk::cuda::mbar_test_wait;
 using mk::cuda::mbar_try_wait;
 using mk::cuda::smem_u32;
 
-// 16-byte asynchronous copy global -> shared (LDGSTS, the generic proxy's cp.async), and an arrive on
-// `bar` once all of this thread's earlier cp.async have landed (noinc: counted in the barrier's init).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
@@ -92,50 +83,6 @@ __device__ __forceinline__ int rows_per_page(int cols) {
   return rpp >= 2 ? rpp & ~1 : 1;
 }
 
-// Walks the pages of the block's weight stream (every instruction with weights, n_steps times) in the
-// loader's order; used for the L2 run-ahead below.
-struct PageCursor {
-  int step = 0;
-  uint32_t i = 0;
-  int r = 0, rpp = 1;
-  WeightRows w;
-  bool done = false;
-
-  __device__ void settle(const MkParams& p, uint32_t begin, uint32_t end) {  // first page at or after (step, i)
-    while (step < p.n_steps) {
-      if (i == end) { i = begin, ++step; continue; }
-      w = weight_rows(p, p.instrs[i]);
-      if (w.n > 0) { rpp = rows_per_page(w.cols); return; }
-      ++i;
-    }
-    done = true;
-  }
-  __device__ void advance(const MkParams& p, uint32_t begin, uint32_t end) {
-    r += rpp;
-    if (r < w.n) return;
-    r = 0, ++i;
-    settle(p, begin, end);
-  }
-};
-
-// Pulls one page of the weight stream into L2 (no shared memory): issued `l2_ahead_pages` pages ahead
-// of the ring, so that DRAM keeps streaming while the ring is full (the consumers waiting for a
-// dependency, preparing an op or publishing). Bounded: at most that many pages per SM sit in L2.
-__device__ __forceinline__ void prefetch_page(const PageCursor& c, int lane) {
-  const int nr = min(c.rpp, c.w.n - c.r);
-  const uint32_t row_bytes = uint32_t(c.w.cols) * 2u;
-  const bf16* src = c.w.base + int64_t(c.r) * c.w.stride;
-  if (c.w.stride == c.w.cols) {
-    const uint32_t bytes = uint32_t(nr) * row_bytes;
-    constexpr uint32_t PIECE = 8192;
-    for (uint32_t off = uint32_t(lane) * PIECE; off < bytes; off += 32u * PIECE)
-      mk::cuda::bulk_prefetch_l2(reinterpret_cast<const unsigned char*>(src) + off, min(PIECE, bytes - off));
-  } else {
-    for (int k = lane; k < nr; k += 32)
-      mk::cuda::bulk_prefetch_l2(src + int64_t(k) * c.w.stride, row_bytes);
-  }
-}
-
 // The loader warp: every page of every instruction of this block's queue, n_steps times.
 __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* full, uint64_t* empty) {
   const int lane = threadIdx.x & 31;
@@ -144,11 +91,6 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   const uint32_t np = uint32_t(p.n_pages);
   uint32_t page = 0;
   unsigned long long stall = 0;
-  // L2 run-ahead: the cursor `ahead` stays l2_ahead_pages pages in front of the page being issued.
-  PageCursor ahead;
-  ahead.i = begin;
-  ahead.settle(p, begin, end);
-  for (int k = 0; k < p.l2_ahead_pages && !ahead.done; ++k) ahead.advance(p, begin, end);
   for (int step = 0; step < p.n_steps; ++step)
     for (uint32_t i = begin; i < end; ++i) {
       const WeightRows w = weight_rows(p, p.instrs[i]);
@@ -167,27 +109,10 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
             if (error_raised(p)) return;
           }
         }
-        if (p.l2_ahead_pages > 0 && !ahead.done) {
-          prefetch_page(ahead, lane);
-          ahead.advance(p, begin, end);
-        }
         const int nr = min(rpp, w.n - r);
         const uint32_t bytes = uint32_t(nr) * row_bytes;
         unsigned char* dst = ring + size_t(slot) * PAGE_BYTES;
         const bf16* src = w.base + int64_t(r) * w.stride;
-        if (p.ring_loader == RING_CP_ASYNC) {
-          // 16-byte cp.async over the lanes; every lane arrives (noinc) once its copies have landed.
-          const uint32_t row_chunks = row_bytes / 16u;
-          for (uint32_t k = uint32_t(lane); k < bytes / 16u; k += 32u) {
-            const unsigned char* s =
-                contiguous ? reinterpret_cast<const unsigned char*>(src) + size_t(k) * 16u
-                           : reinterpret_cast<const unsigned char*>(src + int64_t(k / row_chunks) * w.stride) +
-                                 size_t(k % row_chunks) * 16u;
-            cp_async16(dst + size_t(k) * 16u, s);
-          }
-          cp_async_arrive(&full[slot]);
-          continue;
-        }
         if (lane == 0) mbar_arrive_expect_tx(&full[slot], bytes);
         __syncwarp();
         if (contiguous) {  // one region: pieces of 8 KB over the lanes

@@ -2,20 +2,17 @@
 // range of cached positions, the merge of split partials and the group's split-K O projection.
 // Mirrors attend / attn_partial / attn_o_proj in src/megakernel/sim_ops.cpp. The cache is the paged
 // bf16 layout of cuda/attention/attention.h; this step's k/v are rounded to bf16 before use, as the
-// cache holds them.
+// cache holds them. Inline attention of short contexts runs attn_short.cuh's parallel path (version 9);
+// attn_range (online softmax per warp) serves the split chunks and inline contexts past attn_short_max.
 //
 // Shared memory (s_aux, floats): s_h [(group + 2) * head_dim] (q heads, k, v of this step),
 // s_o [group * head_dim], s_m [group], s_s [group], s_wp [warps][group][head_dim + 2] per-warp partials,
 // s_rope [head_dim] (cos, then sin, of pos * inv_freq[e] for e < head_dim / 2; MkParams::rope_early).
 #pragma once
 #include "megakernel/device/common.cuh"
+#include "megakernel/device/ops/attn_short.cuh"
 
 namespace mk::megakernel::device {
-
-// Timestamp `field` of the current instruction (MkParams::timing; thread 0).
-__device__ __forceinline__ void attn_stamp(const Ctx& c, int field) {
-  if (c.p.timing && threadIdx.x == 0) c.p.timing[size_t(c.instr) * TIMING_FIELDS + size_t(field)] = global_ns();
-}
 
 // s_rope (see above): where it starts in s_aux.
 __device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
@@ -24,32 +21,8 @@ __device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
   return c.s_aux + (G + 2) * hd + G * hd + 2 * G + WARPS * G * (hd + 2);
 }
 
-// Cache offset of (pos, kv head g), block id from global memory (attn_range's loop: L1-cached reads).
-__device__ __forceinline__ int64_t kv_offset(const Ctx& c, int pos, int g) {
-  const MkParams& p = c.p;
-  const int blk = __ldg(p.block_table + pos / p.kv_block_size);
-  const int64_t row = int64_t(blk) * p.kv_block_size + pos % p.kv_block_size;
-  return (row * p.L.n_kv_head + g) * p.L.head_dim;
-}
-// The same for the loads issued ahead (attn_issue_kv, the append offset). MkParams::blk_smem: the block id
-// from s_blk (copied at kernel start), so no L2 round trip stands before the K/V loads' issue (the host sets
-// blk_smem only when s_blk covers every position < max_context). Kept out of attn_range's loop: there the
-// extra path raised ptxas's spills (28 -> 60 B in the counter instance).
-__device__ __forceinline__ int64_t kv_offset_ahead(const Ctx& c, int pos, int g) {
-  const MkParams& p = c.p;
-  const int b = pos / p.kv_block_size;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int blk = c.v8 && p.blk_smem ? reinterpret_cast<const int*>(smem_raw + blk_smem_offset(p))[b] : __ldg(p.block_table + b);
-  const int64_t row = int64_t(blk) * p.kv_block_size + pos % p.kv_block_size;
-  return (row * p.L.n_kv_head + g) * p.L.head_dim;
-}
-
-// Where attn_preload's K/V of the current instruction are: s_kv (the page after the ring) when they were
-// issued early (MkParams::kv_early), else the stage in s_x.
-__device__ __forceinline__ uint4* attn_stage(const Ctx& c) {
-  return c.v8 && c.early_for == int(c.instr) ? reinterpret_cast<uint4*>(c.ring + size_t(c.p.n_pages) * PAGE_BYTES)
-                                     : reinterpret_cast<uint4*>(c.s_x);
-}
+// Where attn_preload's K/V of attn_range's first iteration are: the stage in s_x.
+__device__ __forceinline__ const uint4* attn_stage(const Ctx& c) { return reinterpret_cast<const uint4*>(c.s_x); }
 
 // Loads q (group heads), k, v of kv head g from qkv[l] (flag protocol: polls exactly these pairs -- the
 // instruction waits only for the QkvProj rows it reads); q/k norm; RoPE; k, v rounded to bf16; appends
@@ -93,7 +66,7 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
     x[e + half] = x1 * cs + x0 * sn;
   }
   csync();
-  const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset_ahead(c, c.pos, g);
+  const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset(c, c.pos, g);
   for (int e = threadIdx.x; e < 2 * hd; e += NCT) {
     const bf16 b = __float2bfloat16(s_h[G * hd + e]);
     s_h[G * hd + e] = __bfloat162float(b);
@@ -102,18 +75,7 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
   csync();
 }
 
-// 8 floats that are bf16 values (exactly representable) -> 8 packed bf16 (the inverse of unpack8).
-__device__ __forceinline__ uint4 pack8_bf16(const float* f) {
-  uint32_t u[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) u[i] = (__float_as_uint(f[2 * i]) >> 16) | (__float_as_uint(f[2 * i + 1]) & 0xffff0000u);
-  return make_uint4(u[0], u[1], u[2], u[3]);
-}
-
-constexpr int KU = 2;     // positions per lane in registers in attn_range (4 measured in ptxas: 250 B of spills);
-                          // further positions are prefetched into L2 (MkParams::kv_l2_ahead)
-
-constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
+constexpr int KU = 2;     // positions per lane in registers in attn_range (4 measured in ptxas: 250 B of spills)
 constexpr int HB = 4;     // q heads per pass over K/V (bounds the accumulator registers; v4 had 2, which
                           // read the cache twice for Llama's 4 q heads per kv head)
 
@@ -130,8 +92,8 @@ __device__ __forceinline__ void softmax_update(float d, const float* v, float& m
 // Attention of the group's q heads over positions [p0, p1) ∩ [0, pos]: s_o = sum_p e^(s_p - m) v_p
 // (unnormalised), s_m = max score, s_s = sum e^(s_p - m), per q head. One pass over K and V per HB q
 // heads: LP = head_dim / 8 lanes share a position (one 16-byte load of K and of V each), a warp holds
-// 32 / LP positions at a time, KU per lane in flight (optionally kv_l2_ahead iterations prefetched into
-// L2: measured no faster, off by default); online softmax in registers; partials merged
+// 32 / LP positions at a time, KU per lane in flight (an L2 prefetch of later iterations measured slower, v5;
+// removed in v9); online softmax in registers; partials merged
 // across a warp's position slots by shuffles and across warps in warp order (deterministic) via s_wp.
 __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const float* s_h, float* s_o, float* s_m,
                            float* s_s, float* s_wp) {
@@ -160,21 +122,6 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
     }
     // Uniform trip count per warp (shuffles need all lanes): positions past `end` are masked.
     for (int base = p0 + warp * PPW; base < end; base += KU * stride) {
-      // L2 prefetch of this lane's K/V chunks kv_l2_ahead iterations ahead (no registers held; the
-      // cache is read-mostly, not evict-first weights, and the window is small: KU * ahead positions
-      // per lane). Iterations 1 .. ahead - 1 of a range are not prefetched. Measured (v5 R2, 16k): 1, 2, 4
-      // iterations ahead 1.671 / 1.674 / 1.679 ms/token vs 1.649 without: off by default.
-      if (c.p.kv_l2_ahead > 0) {
-#pragma unroll
-        for (int u = 0; u < KU; ++u) {
-          const int p = base + (c.p.kv_l2_ahead * KU + u) * stride + slot;
-          if (p < end) {
-            const int64_t at = kv_offset(c, p, g) + e0;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(w.k_cache + at));
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(w.v_cache + at));
-          }
-        }
-      }
       // K/V stay packed bf16 in registers (16 instead of 32) and are unpacked where used: this keeps
       // HB = 4 q heads' accumulators without spills. This step's k/v (already bf16-rounded in s_h)
       // are packed back exactly; invalid slots are zeros.
@@ -201,9 +148,6 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
       }
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
-        // MkParams::attn_skip: no lane of this warp has a position in u (or later): the scores would be
-        // masked anyway (warp-uniform, so the shuffles stay collective; the same bits).
-        if (c.skip && c.p.attn_skip && base + u * stride >= end) break;
 #pragma unroll
         for (int j = 0; j < HB; ++j) {
           if (hb0 + j >= G) break;
@@ -222,10 +166,8 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
         }
       }
     }
-    // Merge the warp's PPW position slots (lanes sub, sub + LP, ...) by shuffles, in slot order. With
-    // attn_skip, a warp without positions keeps (m, s, acc) = (-inf, 0, 0), which is what the merge gives.
-    const bool idle = c.skip && c.p.attn_skip && p0 + warp * PPW >= end;
-    for (int o = LP; o < 32 && !idle; o <<= 1) {
+    // Merge the warp's PPW position slots (lanes sub, sub + LP, ...) by shuffles, in slot order.
+    for (int o = LP; o < 32; o <<= 1) {
 #pragma unroll
       for (int j = 0; j < HB; ++j) {
         const float mo = __shfl_xor_sync(0xffffffffu, m[j], o), so = __shfl_xor_sync(0xffffffffu, s[j], o);
@@ -254,8 +196,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
     }
   }
   csync();
-  // attn_skip: warps past the last position saw none (m = -inf, s = 0: no effect on the max, skipped in the sum).
-  const int n_act = c.skip && c.p.attn_skip ? max(0, min(n_warp, (end - p0 + PPW - 1) / PPW)) : n_warp;
+  const int n_act = n_warp;
   for (int t = threadIdx.x; t < G * hd; t += NCT) {
     const int j = t / hd, e = t % hd;
     float mm = -INFINITY, ss = 0.f, o = 0.f;
@@ -273,45 +214,11 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   csync();
 }
 
-// This thread's K/V loads of attn_range's first iteration for instruction `in` into `stage` (the part of
-// attn_preload that MkParams::kv_early issues one instruction earlier).
-__device__ void attn_issue_kv(const Ctx& c, const Instr& in, uint4* stage) {
-  const Layout& L = c.p.L;
-  const int g = in.group;
-  const bool split = in.op == Op::AttnPartial;
-  int p0 = 0, p1 = L.max_context;
-  if (split) attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
-  const int end = min(p1, c.pos + 1);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
-  const MkLayer& w = c.p.layers[in.layer];
-  const int base = p0 + warp * PPW;
-#pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int p = base + u * stride + slot;
-    if (p < end && p != c.pos) {
-      const int64_t at = kv_offset_ahead(c, p, g) + e0;
-      cp_async16_ca(stage + (2 * u) * NCT + threadIdx.x, w.k_cache + at);
-      cp_async16_ca(stage + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
-    }
-  }
-}
-
-// MkParams::kv_early, at instruction `index - 1` after its wait: the K/V of the SM's next instruction `in`
-// into s_kv, as their own cp.async group (rmsnorm_smem then waits only for the older group of norm weights).
-// Safe by attn_preload's argument: the caller checked the same condition (a wait of this step passed), and
-// only positions < pos of this step are read. s_kv is free: its previous reader is an earlier instruction.
-__device__ void attn_issue_early(const Ctx& c, const Instr& in, uint32_t index) {
-  cp_async_commit();
-  attn_issue_kv(c, in, reinterpret_cast<uint4*>(c.ring + size_t(c.p.n_pages) * PAGE_BYTES));
-  cp_async_commit();
-  c.early_for = int(index);
-}
-
 // Issued BEFORE the instruction's dependency wait (MkParams::prefetch): the cache offset of (pos, group)
-// for the append, and this thread's K/V loads of attn_range's first iteration (positions < pos only),
-// cp.async into a stage in s_x (2 positions x K, V x 16 B per thread, [u][K|V][thread] so that a warp's
-// reads are conflict-free; s_x is free until the attention result is written there, after attn_range).
+// for the append, and the K/V of positions < pos, cp.async into a stage in s_x: for attn_short (inline, short
+// context) the whole stage of attn_short.cuh; else this thread's loads of attn_range's first iteration
+// (2 positions x K, V x 16 B per thread, [u][K|V][thread] so that a warp's reads are conflict-free). s_x is
+// free until the attention result is written there, after the attention.
 // Why this is safe: the block table is written by the host before the launch, and a cached position
 // p < pos was appended at an earlier step. Appends of the previous step s - 1 precede (through the
 // counters) that step's Argmax, which layer 0's QkvProj of step s waits for, and every instruction of
@@ -330,13 +237,30 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     c.rope_ready = true;
   }
   if (!(c.synced || c.step == 0)) return;
-  c.at_pos = kv_offset_ahead(c, c.pos, in.group);
-  if (c.v8 && c.early_for == int(c.instr)) {  // issued at the previous instruction (kv_early)
+  c.at_pos = kv_offset(c, c.pos, in.group);
+  if (in.op == Op::AttnOProj && attn_short_applies(c)) {
+    attn_short_issue(c, in.layer, in.group);
     c.staged = true;
     return;
   }
   if (size_t(c.p.smem_x_floats) * sizeof(float) < size_t(4 * NCT) * sizeof(uint4)) return;
-  attn_issue_kv(c, in, reinterpret_cast<uint4*>(c.s_x));
+  const int g = in.group;
+  int p0 = 0, p1 = L.max_context;
+  if (in.op == Op::AttnPartial) attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
+  const int end = min(p1, c.pos + 1);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int LP = L.head_dim / 8, PPW = 32 / LP, slot = lane / LP, e0 = (lane % LP) * 8, stride = WARPS * PPW;
+  const MkLayer& w = c.p.layers[in.layer];
+  uint4* stage = reinterpret_cast<uint4*>(c.s_x);
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int p = p0 + warp * PPW + u * stride + slot;
+    if (p < end && p != c.pos) {
+      const int64_t at = kv_offset(c, p, g) + e0;
+      cp_async16_ca(stage + (2 * u) * NCT + threadIdx.x, w.k_cache + at);
+      cp_async16_ca(stage + (2 * u + 1) * NCT + threadIdx.x, w.v_cache + at);
+    }
+  }
   c.staged = true;
 }
 
@@ -372,7 +296,15 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   float* s_m = s_o + G * hd;
   float* s_s = s_m + G;
   float* s_wp = s_s + G;
-  if (L.n_chunks == 1) {
+  if (L.n_chunks == 1 && attn_short_applies(c)) {
+    // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
+    if (!c.staged) attn_short_issue(c, in.layer, in.group);
+    attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    attn_stamp(c, T_ATT_PREP);
+    if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
+    else attn_short_hd<128>(c, in.layer, in.group, s_h);
+    attn_stamp(c, T_ATT_RANGE);
+  } else if (L.n_chunks == 1) {
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
     attn_stamp(c, T_ATT_PREP);
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
