@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace] [decflag]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -378,37 +378,6 @@ void decode_cluster() {
   });
 }
 
-// 'decflag': the flag-in-data split combine against the counter combine (the previous default; 8 or 16 splits'
-// loads in flight), with and without the early K/V contract, in one process.
-void decode_flag() {
-  const double ceiling = decode_read_ceiling();
-  auto opts = [](bool flag, bool wide, bool early, int cps = 0) {
-    cuda::AttentionOptions o;
-    o.decode_flag_combine = flag;
-    o.decode_counter_wide = wide;
-    o.decode_early_kv = early;
-    o.decode_ctas_per_sm = cps;
-    return o;
-  };
-  for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    decode_time(st, true, opts(false, false, false), "counter", ceiling);
-    decode_time(st, true, opts(false, true, false), "counter16", ceiling);
-    decode_time(st, true, opts(true, false, false), "flag", ceiling);
-    decode_time(st, true, opts(false, false, true), "counter_early", ceiling);
-    decode_time(st, true, opts(false, true, true), "counter16_early", ceiling);
-    decode_time(st, true, opts(true, false, true), "flag_early", ceiling);
-    if (batch == 1) {
-      decode_time(st, true, opts(false, false, true, 2), "counter_cps2_early", ceiling);
-      decode_time(st, true, opts(true, false, true, 2), "flag_cps2_early", ceiling);
-      decode_time(st, false, opts(false, false, false), "counter", ceiling);  // hot
-      decode_time(st, false, opts(true, false, false), "flag", ceiling);      // hot
-    }
-    decode_time(st, true, opts(false, false, false), "counter_again", ceiling);
-    decode_time(st, true, opts(false, true, false), "counter16_again", ceiling);
-    decode_time(st, true, opts(true, false, false), "flag_again", ceiling);
-  });
-}
-
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
 // cold calls at 32k, batch 1 (default options), averaged over calls 4..59: where the time between two calls'
 // ends goes (placement of the next call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
@@ -485,7 +454,7 @@ void decode_trace() {
 
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
-       want_focus = false, want_clust = false, want_trace = false, want_flag = false;
+       want_focus = false, want_clust = false, want_trace = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -496,7 +465,6 @@ int main(int argc, char** argv) {
     want_focus |= a == "decfocus";
     want_clust |= a == "decclust";
     want_trace |= a == "dectrace";
-    want_flag |= a == "decflag";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
@@ -505,7 +473,6 @@ int main(int argc, char** argv) {
   if (want_focus) decode_focus();
   if (want_clust) decode_cluster();
   if (want_trace) decode_trace();
-  if (want_flag) decode_flag();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();

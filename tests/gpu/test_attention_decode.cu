@@ -23,7 +23,6 @@ struct DecodeCase {
   bool early_kv = false;   // AttentionOptions::decode_early_kv
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
-  bool flag = true;        // AttentionOptions::decode_flag_combine
 };
 
 cuda::AttentionOptions decode_options(const DecodeCase& c) {
@@ -35,7 +34,6 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_early_kv = c.early_kv;
   opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
   opt.decode_cluster_combine = c.cluster;
-  opt.decode_flag_combine = c.flag;
   return opt;
 }
 
@@ -64,7 +62,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " flag=", c.flag));
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -185,9 +183,9 @@ TEST(AttentionDecode, L2PrefetchDepths) {
     }
 }
 
-// One workspace (poisoned once) through calls whose partials are laid out differently (split counts, the
-// counter combine in between, shorter contexts that use fewer splits): the flag combine's tags must never take a
-// stale partial for this call's. Every call is checked against the reference.
+// One workspace (poisoned once) through calls whose partials are laid out differently (split counts; a shorter
+// context uses fewer of them), as the layered backend's per-length graphs do: the arrival counters must cope
+// with every change. Every call is checked against the reference.
 TEST(AttentionDecode, WorkspaceAcrossLayouts) {
   for (int d : {64, 128}) {
     std::mt19937 rng(600 + d);
@@ -213,12 +211,10 @@ TEST(AttentionDecode, WorkspaceAcrossLayouts) {
     cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, scale,
                            true, cpu::RefPrecision::NAIVE_BF16);
     const double tol = 2.0 * rel_err_d(naive, ref) + 1e-4;
-    for (const auto& [splits, flag] : {std::pair{3, true}, std::pair{5, true}, std::pair{47, true}, std::pair{3, true},
-                                       std::pair{5, false}, std::pair{5, true}, std::pair{2, true}, std::pair{47, true}}) {
-      SCOPED_TRACE(cat("D=", d, " splits=", splits, " flag=", flag));
+    for (int splits : {3, 5, 47, 3, 2, 47}) {
+      SCOPED_TRACE(cat("D=", d, " splits=", splits));
       DecodeCase c;
       c.splits = splits;
-      c.flag = flag;
       d_out.poison();
       const cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 2, n_head, 3000);
       ASSERT_TRUE(cuda::attention_decode(nullptr, a, decode_options(c)).ok());
@@ -261,10 +257,6 @@ TEST(AttentionSanitize, DecodeSmall) {
     c.ctas_per_sm = 2;
     c.early_kv = true;
     run_decode({200, 17}, 24, 2, d, 64, c, 34);
-    DecodeCase f;  // counter combine
-    f.splits = 3;
-    f.flag = false;
-    run_decode({1000, 65}, 8, 2, d, 64, f, 37);
   }
 }
 

@@ -160,7 +160,7 @@ int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const At
 size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
                                         const AttentionOptions& opt) {
   const size_t rows = size_t(batch) * n_head * attention_decode_splits(batch, n_kv_head, max_seqlen_k, opt);
-  const size_t part = rows * (size_t(head_dim) + 1) * sizeof(unsigned long long);  // tagged words (flag combine)
+  const size_t part = (rows * (size_t(head_dim) + 1) * sizeof(float) + 15) / 16 * 16;
   const size_t group = n_kv_head > 0 ? size_t(std::max(1, n_head / n_kv_head)) : 1;
   return part + size_t(batch) * n_kv_head * ((group + 15) / 16) * sizeof(unsigned long long);
 }
@@ -207,11 +207,8 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);
   p.lse_part = p.o_part + rows * a.kv.head_dim;
-  p.o_tagged = static_cast<unsigned long long*>(a.workspace);
-  p.lse_tagged = p.o_tagged + rows * a.kv.head_dim;
-  p.counters = p.lse_tagged + rows;
-  p.flag_combine = opt.decode_flag_combine;
-  p.counter_wide = opt.decode_counter_wide;
+  p.counters = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.workspace) +
+                                                     (rows * (size_t(a.kv.head_dim) + 1) * sizeof(float) + 15) / 16 * 16);
   attn::DecodeLaunch l;
   l.pdl = opt.decode_pdl;
   l.warps = opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS;

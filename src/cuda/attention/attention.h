@@ -114,12 +114,6 @@ struct AttentionOptions {
   // (= default); batch 8 x 32k (2 splits) -1.1% (d64) / -0.5% (d128); where clusters do run at batch 1 (8
   // splits, or 2 CTAs per SM) they pack into few GPCs and lose 25-50%. Hence off by default.
   bool decode_cluster_combine = false;
-  // Decode: the split combine through flag-in-data partials (each f32 of a split's partial stored with the
-  // call's tag in one 8-byte word; the last split polls them, no fence or arrival counter) instead of the
-  // partials + fence + arrival counter. MEASURING (bench decflag): removed or made the only path after the run.
-  bool decode_flag_combine = true;
-  // Decode, counter combine only: 16 splits' partial loads in flight at once instead of 8. MEASURING.
-  bool decode_counter_wide = false;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

@@ -47,12 +47,6 @@ struct DecodeParams {
   float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)
   unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
-  // Flag-in-data combine (flag_combine): the same workspace as o_part / lse_part, as 8-byte [tag | f32] words;
-  // counters then hold each (sequence, kv head chunk)'s [layout sig | epoch] word (decode_device.cuh call_tag).
-  unsigned long long* o_tagged;    // [batch, n_head, n_split, D]
-  unsigned long long* lse_tagged;  // [batch, n_head, n_split]
-  bool flag_combine;
-  bool counter_wide;  // MEASURING: counter combine with 16 splits' loads in flight (else 8)
 };
 
 constexpr int DECODE_WARPS = 4;  // warps per decode CTA (192 KB of shared memory; 96 KB with 2 CTAs per SM)

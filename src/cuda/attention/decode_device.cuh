@@ -129,69 +129,6 @@ __device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n)
   return true;
 }
 
-// Flag-in-data partials: every f32 of a split's partial travels with the call's 32-bit tag in one 8-byte word
-// [tag:32 | value bits:32], written and read as relaxed gpu-scope 8-byte accesses (single-copy atomic), so the
-// combining CTA knows a value is this call's as soon as it reads it: no fence, no arrival counter.
-__device__ __forceinline__ unsigned long long pack_tagged(float v, unsigned tag) {
-  return (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(v);
-}
-__device__ __forceinline__ void st_tagged2(unsigned long long* p, float a, float b, unsigned tag) {
-  asm volatile("st.relaxed.gpu.global.v2.b64 [%0], {%1, %2};" ::"l"(p), "l"(pack_tagged(a, tag)),
-               "l"(pack_tagged(b, tag))
-               : "memory");
-}
-__device__ __forceinline__ void st_tagged(unsigned long long* p, float a, unsigned tag) {
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(pack_tagged(a, tag)) : "memory");
-}
-__device__ __forceinline__ ulonglong2 ld_tagged2(const unsigned long long* p) {
-  ulonglong2 v;
-  asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_u64(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ unsigned tag_of(unsigned long long w) { return unsigned(w >> 32); }
-__device__ __forceinline__ float value_of(unsigned long long w) { return __uint_as_float(unsigned(w)); }
-__device__ __forceinline__ unsigned mix32(unsigned x) {  // integer hash (lowbias32)
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-
-// The tag of this call's partials for one (sequence, kv head chunk), from its word in the workspace
-// [sig:32 | epoch:32]: epoch + 1. The combining CTA leaves (sig, that tag) behind, so tags grow by one per call
-// and a partial of an earlier call never carries the current tag. sig names the partials' layout (split count,
-// heads, grid, head dim); under another layout (or on a fresh / poisoned workspace) the rows may hold other
-// words' tags, so the epoch restarts at a hashed point (a stale match then needs a 32-bit coincidence).
-__device__ __forceinline__ unsigned call_tag(unsigned long long w, unsigned sig) {
-  const unsigned e = tag_of(w) == sig ? unsigned(w) : mix32(unsigned(w) ^ mix32(tag_of(w) + 0x9e3779b9u));
-  return e + 1;
-}
-__device__ __forceinline__ unsigned layout_sig(int n_split, int grid_y, int n_head, int d) {
-  return mix32(unsigned(n_split) ^ mix32(unsigned(grid_y) ^ mix32(unsigned(n_head) ^ (unsigned(d) << 20))));
-}
-
-// Split combine, one (head, 2 dims) item: as merge_split.
-__device__ __forceinline__ void merge_split2(float l, float v0, float v1, float& m, float& sum, float2& acc) {
-  if (l == -INFINITY) return;
-  const float m_new = fmaxf(m, l);
-  const float a = exp2_mufu(m - m_new);  // 0 on the first split (m = -inf)
-  const float w = exp2_mufu(l - m_new);
-  sum = fmaf(sum, a, w);
-  acc.x = fmaf(acc.x, a, w * v0);
-  acc.y = fmaf(acc.y, a, w * v1);
-  m = m_new;
-}
-
 __device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {
   const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
   uint2 u;

@@ -112,11 +112,6 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     if (i < my_tiles) issue(i);
     cp_async_commit();
   }
-  // Flag-in-data combine: this (sequence, kv head chunk)'s word, read after the PDL wait (the previous call's
-  // combining CTA wrote it), used only at the end (the load's latency hides under the K/V loop).
-  const bool flags = !CL && p.flag_combine && n_used > 1;
-  unsigned long long* const epoch_word = p.counters + (int64_t(b) * gridDim.y + blockIdx.y);
-  const unsigned long long epoch_w = flags ? ld_relaxed_u64(epoch_word) : 0ull;
 
   float o[DT][4];
 #pragma unroll
@@ -199,9 +194,6 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   }
   __syncthreads();
   const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
-  const bool combiner = flags && split == n_used - 1;  // flags: the last used split combines (see below)
-  const unsigned sig = layout_sig(p.n_split, gridDim.y, p.n_head, D);
-  const unsigned tag = call_tag(epoch_w, sig);
   for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
     const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     float mx = -INFINITY;
@@ -227,15 +219,10 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     if (n_used == 1) {  // the only split: final output
       store_bf16x4(p.out + (head0 + i) * D + d, acc);
       if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
-    } else if (CL || combiner) {  // this split's partial, read by the cluster / the combiner below:
-      float* s_part = s_o + W * HROWS * D;  // [HROWS][D] f32 + [HROWS] LSE
+    } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
+      float* s_part = s_o + W * HROWS * D;
       *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
       if (d == 0) s_part[HROWS * D + i] = lse2;
-    } else if (flags) {  // tagged partial: o_tagged [rows][D], lse_tagged [rows] (8-byte words)
-      const int64_t row = (head0 + i) * p.n_split + split;
-      st_tagged2(p.o_tagged + row * D + d, acc.x, acc.y, tag);
-      st_tagged2(p.o_tagged + row * D + d + 2, acc.z, acc.w, tag);
-      if (d == 0) st_tagged(p.lse_tagged + row, lse2, tag);
     } else {
       const int64_t row = (head0 + i) * p.n_split + split;
       *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
@@ -266,83 +253,6 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     return;
   }
 
-  if (combiner) {
-    // Flag-in-data combine. The other splits stored their tagged partials and exited (no fence, no atomic);
-    // this CTA (the last used split: every split it waits for has a lower blockIdx.x, so it was dispatched
-    // earlier and is resident or done) polls exactly the words it reads, in split order (deterministic), all of
-    // a 16-split chunk's loads in flight at once; its own partial comes from shared memory.
-    TR_STAMP(3);
-    // Wait: one thread per (head, other split) polls that split's LSE word (a few loads per round trip, with a
-    // short sleep: the streaming CTAs own the memory system meanwhile).
-    for (int idx = threadIdx.x; idx < n_h * (n_used - 1); idx += THREADS) {
-      const unsigned long long* w = p.lse_tagged + (head0 + idx / (n_used - 1)) * p.n_split + idx % (n_used - 1);
-      for (unsigned polls = 0; tag_of(ld_relaxed_u64(w)) != tag; ++polls) {
-        if (polls == (1u << 24)) __trap();  // seconds without a split's partial: fail, never hang
-        __nanosleep(32);
-      }
-    }
-    __syncthreads();
-    TR_STAMP(4);
-    // Combine: per (head, 2 dims) item, a 16-split chunk's loads in flight at once; an output word that became
-    // visible after its split's LSE word is re-read (all stale ones of the chunk together) until it carries the tag.
-    const float* s_part = s_o + W * HROWS * D;
-    for (int idx = threadIdx.x; idx < n_h * (D / 2); idx += THREADS) {
-      const int i = idx / (D / 2), d = (idx % (D / 2)) * 2;
-      const int64_t row0 = (head0 + i) * p.n_split;
-      float m = -INFINITY, sum = 0.f;
-      float2 acc = make_float2(0.f, 0.f);
-      for (int sp0 = 0; sp0 < n_used; sp0 += 16) {
-        ulonglong2 ov[16];
-        unsigned long long lv[16];
-#pragma unroll
-        for (int k = 0; k < 16; ++k) {
-          if (sp0 + k < n_used - 1) {
-            ov[k] = ld_tagged2(p.o_tagged + (row0 + sp0 + k) * D + d);
-            lv[k] = ld_relaxed_u64(p.lse_tagged + row0 + sp0 + k);
-          }
-        }
-        for (unsigned polls = 0;; ++polls) {
-          bool stale = false;
-#pragma unroll
-          for (int k = 0; k < 16; ++k) {
-            if (sp0 + k < n_used - 1 && (tag_of(ov[k].x) != tag || tag_of(ov[k].y) != tag || tag_of(lv[k]) != tag)) {
-              stale = true;
-              ov[k] = ld_tagged2(p.o_tagged + (row0 + sp0 + k) * D + d);
-              lv[k] = ld_relaxed_u64(p.lse_tagged + row0 + sp0 + k);
-            }
-          }
-          if (!stale) break;
-          if (polls == (1u << 24)) __trap();
-        }
-#pragma unroll
-        for (int k = 0; k < 16; ++k) {
-          const int sp = sp0 + k;
-          if (sp < n_used - 1)
-            merge_split2(value_of(lv[k]), value_of(ov[k].x), value_of(ov[k].y), m, sum, acc);
-          else if (sp == n_used - 1)
-            merge_split2(s_part[HROWS * D + i], s_part[i * D + d], s_part[i * D + d + 1], m, sum, acc);
-        }
-      }
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      const __nv_bfloat162 o2 = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-      *reinterpret_cast<__nv_bfloat162*>(p.out + (head0 + i) * D + d) = o2;
-      if (p.lse && d == 0) p.lse[head0 + i] = sum > 0.f ? (m + log2f(sum)) * LN2 : -INFINITY;
-    }
-    // Every split of this call has read the word (each wrote this call's tag, which came from it): advance it.
-    __syncthreads();
-    if (threadIdx.x == 0) st_relaxed_u64(epoch_word, (static_cast<unsigned long long>(sig) << 32) | tag);
-    TR_STAMP(5);
-    TR_STORE(1);
-    return;
-  }
-  if (flags) {  // a non-combining split is done once its tagged partial is stored
-    TR_STAMP(3);
-    TR_STAMP(4);
-    TR_STAMP(5);
-    TR_STORE(0);
-    return;
-  }
-
   // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
   TR_STAMP(3);
   __threadfence();
@@ -363,27 +273,10 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     const int64_t row0 = (head0 + i) * p.n_split;
     float m = -INFINITY, sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (p.counter_wide) {
-      for (int sp0 = 0; sp0 < n_used; sp0 += 16) {
-        float4 ov[16];
-        float lv[16];
-#pragma unroll
-        for (int k = 0; k < 16; ++k) {
-          if (sp0 + k < n_used) {
-            ov[k] = __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp0 + k) * D + d));
-            lv[k] = __ldcg(p.lse_part + row0 + sp0 + k);
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < 16; ++k)
-          if (sp0 + k < n_used) merge_split(lv[k], ov[k], m, sum, acc);
-      }
-    } else {
 #pragma unroll 8
     for (int sp = 0; sp < n_used; ++sp) {
       merge_split(__ldcg(p.lse_part + row0 + sp), __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)),
                   m, sum, acc);
-    }
     }
     store_merged<D>(p, head0 + i, d, m, sum, acc);
   }
