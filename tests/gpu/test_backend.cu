@@ -78,6 +78,26 @@ void compare_with_cpu(const Model& m, const std::vector<int32_t>& prompt, int n_
   }
 }
 
+// Runs f (which builds backends of c and decodes) and checks which QKV epilogue their decode steps took: with
+// rope-pair rows the fused QKV matvec (ROPE_QKV_NORM for Qwen3's q/k norm, else ROPE_QKV), else the RoPE kernel.
+template <class F>
+void expect_qkv_path(const ModelConfig& c, bool rope_pair_rows, F&& f) {
+  using cuda::MatvecOut;
+  const MatvecOut mode = c.qk_norm ? MatvecOut::ROPE_QKV_NORM : MatvecOut::ROPE_QKV;
+  const unsigned long long fused = cuda::matvec_launch_count(MatvecOut::ROPE_QKV) +
+                                   cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM);
+  const unsigned long long mine = cuda::matvec_launch_count(mode);
+  f();
+  const unsigned long long all = cuda::matvec_launch_count(MatvecOut::ROPE_QKV) +
+                                 cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM) - fused;
+  if (rope_pair_rows) {
+    EXPECT_GE(cuda::matvec_launch_count(mode) - mine, unsigned(c.n_layer)) << "the fused QKV epilogue was not used";
+    EXPECT_EQ(cuda::matvec_launch_count(mode) - mine, all) << "the other fused mode was used";
+  } else {
+    EXPECT_EQ(all, 0u) << "HF row order must take the RoPE kernel";
+  }
+}
+
 std::vector<int32_t> random_prompt(int n, int V, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -97,22 +117,23 @@ TEST(Backend, RandomModelsMatchCpu) {
                         Case{Family::Llama, 32, 4, 4, false, 512, DType::BF16},
                         Case{Family::Qwen2, 64, 6, 2, false, 999, DType::BF16},
                         Case{Family::Qwen3, 128, 4, 1, true, 768, DType::BF16},
+                        Case{Family::Qwen3, 64, 8, 2, false, 640, DType::BF16},
                         Case{Family::Llama, 64, 2, 1, false, 300, DType::F32}}) {
     ModelConfig cfg = small_config(c.f, c.D, c.n_head, c.n_kv, c.tied, c.vocab);
     SCOPED_TRACE(cat(cfg.architecture, " D ", c.D, " heads ", c.n_head, "/", c.n_kv, c.tied ? " tied" : "", " vocab ",
                      c.vocab, " ", dtype_name(c.dtype)));
     Model m = make_random_model(cfg, c.dtype, 11 + c.D + c.vocab);
-    compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12);
-    if (c.f != Family::Qwen3 || c.D == 128) {  // rope-pair rows: fused RoPE (Qwen3: paired rope_qkv kernel)
+    expect_qkv_path(cfg, false, [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12); });
+    {  // rope-pair rows: RoPE (Qwen3: q/k norm + RoPE) fused into the QKV matvec
       SCOPED_TRACE("rope_pair_rows = true");
-      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true);
+      expect_qkv_path(cfg, true, [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true); });
     }
     {  // the opt-in paths: bulk matvec everywhere, O weights prefetched into L2
       SCOPED_TRACE("bulk matvec + O prefetch");
       cuda::CudaBackendOptions opt;
       opt.prefetch_o = true;
       cuda::set_matvec_kernel("bulk");
-      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, c.f != Family::Qwen3 || c.D == 128);
+      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true);
       cuda::set_matvec_kernel("splitk");
     }
     {  // the early reads before the PDL waits off (residual rows in O / down, K/V in decode attention)
@@ -120,7 +141,7 @@ TEST(Backend, RandomModelsMatchCpu) {
       cuda::CudaBackendOptions opt;
       opt.add_early = false;
       opt.attn_early_kv = false;
-      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, c.f != Family::Qwen3 || c.D == 128);
+      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true);
     }
   }
 }

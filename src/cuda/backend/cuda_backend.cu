@@ -225,7 +225,7 @@ Expected<std::unique_ptr<Backend>> make_cuda_backend(const Model& model, int max
     return make_error("the model needs ", need >> 20, " MiB of GPU memory (weights + KV cache for ", max_context,
                       " positions) but GPU '", dev->name, "' has ", dev->free_memory >> 20, " MiB free");
   // Rope-pair row order: RoPE and the K/V write run in the QKV matvec's epilogue (one kernel per layer fewer; Qwen3's
-  // q/k norm keeps the separate kernel). H200, 1B decode: 0.850 vs 0.868 ms/token with the RoPE kernel in one run
+  // q/k norm too, MatvecOut::ROPE_QKV_NORM). H200, 1B decode: 0.850 vs 0.868 ms/token with the RoPE kernel in one run
   // (bench/RESULTS.md, layered round 6), 0.846 vs 0.862 in round 5.
   auto w = cuda::upload_weights(model.config, model.weights, /*rope_pair_rows=*/true);
   if (!w) return w.error();

@@ -123,10 +123,14 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
     }
-    if (weights_.rope_pair_rows && !w.q_norm) {
-      // Fused: RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate kernel.
+    if (weights_.rope_pair_rows) {
+      // Fused: (Qwen3: the q/k norm, then) RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate
+      // kernel.
       qkv.bias = w.bqkv;
-      qkv.mode = MatvecOut::ROPE_QKV;
+      qkv.mode = w.q_norm ? MatvecOut::ROPE_QKV_NORM : MatvecOut::ROPE_QKV;
+      qkv.rope.q_norm = w.q_norm;
+      qkv.rope.k_norm = w.k_norm;
+      qkv.rope.eps = c.rms_norm_eps;
       qkv.rope.inv_freq = inv_freq_;
       qkv.rope.pos = &state_->pos;
       qkv.rope.head_dim = c.head_dim;

@@ -10,7 +10,15 @@
 // Default build (MK_MATVEC_LB=3): fitted to 3 blocks of 256 threads per SM (<= 80 registers, no spills), so with
 // 8 (not 16) loads per lane, 1024-column slices (S = ceil(n_cols / 1024)); the register file is then not full and
 // the next PDL kernel's blocks can become resident early. MK_MATVEC_LB=1: the 16-load, 2048-column build above.
+// ROPE_QKV_NORM (Qwen3's per-head q/k RMSNorm before RoPE): the norm needs a whole head's sum of squares, so the grid
+// is launched in clusters of C blocks, one cluster per head of q | k | v; block rank k works on the head's groups
+// k, k + C, ... (G of them, G * P pairs) and keeps its finished pairs in shared memory; after a cluster barrier each
+// block adds up the C blocks' partial sums of squares in rank order (the same bits in every block, deterministic),
+// then normalises, rotates and stores its own pairs. The weight streaming is the same as in the other modes.
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -26,11 +34,14 @@ namespace {
 constexpr int KS = 8;            // chunks per lane per row per item
 constexpr int SLICE = KS * 32;   // chunks per slice = 2048 columns
 constexpr int MAX_THREADS = 256;  // S * P <= 8 warps; wider rows (S > 8) use the rowpair kernel
+constexpr int MAX_HEAD_CLUSTER = 8;     // ROPE_QKV_NORM: blocks per cluster (one head); the portable limit
+constexpr int MAX_PAIRS_PER_BLOCK = 32;  // ROPE_QKV_NORM: G * P, a head's pairs one block keeps (one warp's lanes)
 
 struct Params {
   MatvecArgs a;
   int S, P, n_pairs, n_groups;
   int ring;  // 1: prefetch the next group's weights while consuming the current one
+  int C = 1, G = 1;  // ROPE_QKV_NORM: blocks per cluster (= per head), groups per block (C * G * P = head_dim / 2)
 };
 
 // Loads per lane per row per item of the build fitted to MINB blocks per SM (16 x 16-byte buffers do not fit 80
@@ -51,6 +62,10 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   const int n_chunks = a.n_cols >> 3;
   constexpr int KS = mv_ks(MINB), SLICE = KS * 32;  // shadow the file-wide values
   const bool ring = p.ring;
+  // ROPE_QKV_NORM: cluster `head` (blocks head * C .. head * C + C - 1) owns the head's C * G groups.
+  constexpr bool HEADS = MODE == MatvecOut::ROPE_QKV_NORM;
+  __shared__ float s_y[HEADS ? MAX_PAIRS_PER_BLOCK : 1][2];  // ROPE_QKV_NORM: this block's pairs of its q/k head
+  __shared__ float s_head_ss;                                  // ROPE_QKV_NORM: their sum of squares
 
   uint4 wb[2][KS];
   // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1).
@@ -74,9 +89,20 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   auto load = [&](int pair) { load_part(pair, H0{}, H2{}); };
 
   // Before the wait: nothing here depends on the previous kernel (weights and the norm weight).
+  // Groups this block works on: grp, grp + grp_step(), ... below grp_end() (the other modes: a grid-stride loop).
   int grp = blockIdx.x;
+  if constexpr (HEADS) grp = blockIdx.x / p.C * p.C * p.G + blockIdx.x % p.C;
+  const int grp0 = grp;
+  auto grp_step = [&] {
+    if constexpr (HEADS) return unsigned(p.C);
+    else return gridDim.x;
+  };
+  auto grp_end = [&] {
+    if constexpr (HEADS) return (int(blockIdx.x) / p.C + 1) * p.C * p.G;
+    else return p.n_groups;
+  };
   bool loaded = false;
-  if (grp < p.n_groups && grp * p.P + pi < p.n_pairs) {
+  if (grp < grp_end() && grp * p.P + pi < p.n_pairs) {
     load(grp * p.P + pi);
     loaded = true;
   }
@@ -134,13 +160,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   pdl_launch_dependents();
 
   unsigned long long best = 0;
-  for (; grp < p.n_groups; grp += gridDim.x) {
+  for (; grp < grp_end(); grp += grp_step()) {
     const int pair = grp * p.P + pi;
     const bool valid = pair < p.n_pairs;
     if (!ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
     loaded = false;
-    const int next_pair = (grp + gridDim.x) * p.P + pi;
-    const bool prefetch = ring && grp + gridDim.x < p.n_groups && next_pair < p.n_pairs;
+    const int next_pair = (grp + grp_step()) * p.P + pi;
+    const bool prefetch = ring && grp + grp_step() < grp_end() && next_pair < p.n_pairs;
     float acc0 = 0.f, acc1 = 0.f;
     auto consume = [&](auto u0, auto u1) {
 #pragma unroll
@@ -175,10 +201,49 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
     if (valid && si == 0 && lane == 0) {
       const int r = 2 * pair;
-      store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best, have_base, base0,
-                                   base1);
+      if constexpr (HEADS) {
+        if (r / a.rope.head_dim < a.rope.n_head + a.rope.n_kv_head) {  // q or k head: kept for the norm below
+          float* y = s_y[(grp - grp0) / p.C * p.P + pi];
+          y[0] = acc0 * inv + (a.bias ? a.bias[r] : 0.f);
+          y[1] = acc1 * inv + (a.bias ? a.bias[r + 1] : 0.f);
+        } else {
+          store_row_pair<MODE, ARGMAX>(a, r, true, acc0 * inv, acc1 * inv, best);
+        }
+      } else {
+        store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best, have_base, base0,
+                                     base1);
+      }
     }
     have_base = false;
+  }
+  if constexpr (HEADS) {
+    const MatvecRope& rp = a.rope;
+    const int head = blockIdx.x / p.C;
+    if (head < rp.n_head + rp.n_kv_head) {  // uniform over the cluster (the v heads take no norm)
+      namespace cg = cooperative_groups;
+      const cg::cluster_group cluster = cg::this_cluster();
+      const int n_mine = p.G * p.P;
+      __syncthreads();  // s_y complete
+      float y0 = 0.f, y1 = 0.f;
+      if (warp == 0) {
+        if (lane < n_mine) y0 = s_y[lane][0], y1 = s_y[lane][1];
+        const float ss = warp_sum(y0 * y0 + y1 * y1);
+        if (lane == 0) s_head_ss = ss;
+      }
+      // barrier.cluster arrive (release) + wait (acquire): every block's partial sum of squares is visible.
+      cluster.sync();
+      float total = 0.f;
+      if (warp == 0)
+        for (int k = 0; k < p.C; ++k) total += *cluster.map_shared_rank(&s_head_ss, k);  // rank order: same bits
+      // Arrive now, wait before exiting: no block may exit (freeing s_head_ss) while another still reads it.
+      cluster.barrier_arrive();
+      if (warp == 0 && lane < n_mine) {
+        const float inv_rms = rsqrtf(total / float(rp.head_dim) + rp.eps);
+        const int pair = (grp0 + lane / p.P * p.C) * p.P + lane % p.P;
+        norm_rope_store(rp, head < rp.n_head ? rp.q_norm : rp.k_norm, 2 * pair, inv_rms, y0, y1);
+      }
+      cluster.barrier_wait();
+    }
   }
   if constexpr (ARGMAX) {
     if (lane == 0) s_best[warp] = best;
@@ -212,6 +277,39 @@ int device_sm_count() {
   return n;
 }
 
+// ROPE_QKV_NORM: one cluster of C blocks per head (see matvec_splitk_kernel); p.S and the widest p.P are set.
+template <class K>
+void launch_heads(const Stream& s, K kernel, Params& p) {
+  const MatvecRope& r = p.a.rope;
+  const int half = r.head_dim / 2;  // pairs per head
+  while (p.P > 1 && half % p.P) p.P /= 2;
+  // Blocks per head: up to 8 (MK_MATVEC_HEAD_CLUSTER: fewer, for measurements), a power of two dividing the head's
+  // groups, and enough that a block keeps at most MAX_PAIRS_PER_BLOCK pairs.
+  const int want = std::max(1, env_int("MK_MATVEC_HEAD_CLUSTER", MAX_HEAD_CLUSTER));
+  p.C = 1;
+  while (2 * p.C <= MAX_HEAD_CLUSTER && (half / p.P) % (2 * p.C) == 0 &&
+         (2 * p.C <= want || half / (p.P * p.C) > MAX_PAIRS_PER_BLOCK / p.P))
+    p.C *= 2;
+  p.G = half / (p.P * p.C);
+  MK_CHECK(p.C * p.G * p.P == half && p.G * p.P <= MAX_PAIRS_PER_BLOCK);
+  p.n_groups = (p.n_pairs + p.P - 1) / p.P;
+  const int n_heads = r.n_head + 2 * r.n_kv_head;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(n_heads * p.C));
+  cfg.blockDim = dim3(unsigned(32 * p.S * p.P));
+  cfg.dynamicSmemBytes = size_t(p.a.n_cols) * sizeof(float);
+  cfg.stream = s.stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = s.pdl ? 1 : 0;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = unsigned(p.C);
+  attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+}
+
 template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
 void launch_splitk(const Stream& s, const MatvecArgs& a) {
   auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB>;
@@ -226,21 +324,25 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
-  while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
-  p.n_groups = (p.n_pairs + p.P - 1) / p.P;
-  const int threads = 32 * p.S * p.P;
-  const size_t smem = size_t(a.n_cols) * sizeof(float);
-  static std::map<std::pair<int, size_t>, int> occupancy;  // (threads, smem) -> resident blocks per SM
-  auto it = occupancy.find({threads, smem});
-  if (it == occupancy.end()) {
-    int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-    it = occupancy.emplace(std::make_pair(threads, smem), std::max(1, n)).first;
+  if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
+    launch_heads(s, kernel, p);
+  } else {
+    while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
+    p.n_groups = (p.n_pairs + p.P - 1) / p.P;
+    const int threads = 32 * p.S * p.P;
+    const size_t smem = size_t(a.n_cols) * sizeof(float);
+    static std::map<std::pair<int, size_t>, int> occupancy;  // (threads, smem) -> resident blocks per SM
+    auto it = occupancy.find({threads, smem});
+    if (it == occupancy.end()) {
+      int n = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+      it = occupancy.emplace(std::make_pair(threads, smem), std::max(1, n)).first;
+    }
+    // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
+    const int bps = env_int("MK_MATVEC_BPS", 0);
+    const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
+    launch(s, dim3(blocks), dim3(threads), smem, kernel, p);
   }
-  // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
-  const int bps = env_int("MK_MATVEC_BPS", 0);
-  const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
-  launch(s, dim3(blocks), dim3(threads), smem, kernel, p);
 }
 
 template <MatvecOut MODE, bool NORM, bool ARGMAX>
@@ -269,6 +371,11 @@ int& selected_kernel() {
   return v;
 }
 
+std::atomic<unsigned long long>& launch_counter(MatvecOut mode) {
+  static std::atomic<unsigned long long> n[int(MatvecOut::ROPE_QKV_NORM) + 1];
+  return n[int(mode)];
+}
+
 }  // namespace
 
 void matvec_splitk(const Stream& s, const MatvecArgs& a) {
@@ -282,25 +389,32 @@ const char* matvec_kernel_name() {
 
 void set_matvec_kernel(const char* name) { selected_kernel() = kernel_from_name(name); }
 
+unsigned long long matvec_launch_count(MatvecOut mode) { return launch_counter(mode).load(); }
+
 void matvec(const Stream& s, const MatvecArgs& a) {
+  const bool rope = a.mode == MatvecOut::ROPE_QKV || a.mode == MatvecOut::ROPE_QKV_NORM;
   MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));
   MK_CHECK(a.n_rows > 0 && a.n_cols > 0 && a.n_cols % 8 == 0);
-  MK_CHECK((a.mode != MatvecOut::SWIGLU && a.mode != MatvecOut::ROPE_QKV) || a.n_rows % 2 == 0);
+  MK_CHECK((a.mode != MatvecOut::SWIGLU && !rope) || a.n_rows % 2 == 0);
   MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0);
   MK_CHECK(!a.argmax || a.mode == MatvecOut::STORE);
   MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
-  if (a.mode == MatvecOut::ROPE_QKV) {
+  if (rope) {
     const MatvecRope& r = a.rope;
     MK_CHECK(r.inv_freq && r.pos && r.q_out && r.kv.k && r.kv.v && r.block_table && r.head_dim % 2 == 0);
     MK_CHECK(a.n_rows == (r.n_head + 2 * r.n_kv_head) * r.head_dim);
   }
+  if (a.mode == MatvecOut::ROPE_QKV_NORM)  // a block keeps at most MAX_PAIRS_PER_BLOCK pairs of its head
+    MK_CHECK(a.rope.q_norm && a.rope.k_norm && a.rope.head_dim <= 2 * MAX_PAIRS_PER_BLOCK * MAX_HEAD_CLUSTER);
   const bool too_wide = a.n_cols > (MAX_THREADS / 32) * SLICE * 8;
-  MK_CHECK(!(too_wide && a.mode == MatvecOut::ROPE_QKV));
+  MK_CHECK(!(too_wide && rope));
+  launch_counter(a.mode) += 1;
   const int k = selected_kernel();
   // bulk-auto: the bulk kernel where one launch's rings hold the whole matrix, split-K for the others. Neither
   // bulk setting is the default: both made decode slower on the H200 (bench/RESULTS.md, layered rounds 3-5).
+  // ROPE_QKV_NORM: split-K only (matvec_bulk_supported is false).
   if ((k == 1 || (k == 2 && matvec_bulk_one_pass(a))) && matvec_bulk_supported(a)) matvec_bulk(s, a);
-  else if ((k == 3 || too_wide) && a.mode != MatvecOut::ROPE_QKV) matvec_rowpair(s, a);
+  else if ((k == 3 || too_wide) && !rope) matvec_rowpair(s, a);
   else matvec_splitk(s, a);
 }
 

@@ -4,12 +4,14 @@
 // weight traffic overlaps the previous kernel's tail.
 // Fusions (all optional): RMSNorm of x folded into the load of x (norm_w), bias, residual add into out,
 // SwiGLU of interleaved (gate, up) row pairs, argmax over the outputs (LM head), and for the QKV projection RoPE +
-// bf16 q + the K/V cache write (rows in rope-pair order, see device_weights.h).
+// bf16 q + the K/V cache write (rows in rope-pair order, see device_weights.h), optionally after Qwen3's per-head
+// q/k RMSNorm (ROPE_QKV_NORM).
 // Kernels: matvec.cu (default, split-K: a warp owns a row pair x a column slice, its loads issued into registers
 // before the wait), matvec_bulk.cu (a producer warp streams each block's rows into a shared-memory ring with
 // bulk copies, before the PDL wait and without register cost; the next kernel may launch once all copies are
 // issued; MK_MATVEC=bulk or bulk-auto) and matvec_rowpair.cu (the first version; MK_MATVEC=rowpair).
-// CPU reference: cpu::matvec (+ cpu::rmsnorm, cpu::swiglu, cpu::add, cpu::argmax). Test: tests/gpu/test_ops.cu.
+// CPU reference: cpu::matvec (+ cpu::rmsnorm, cpu::swiglu, cpu::add, cpu::argmax, cpu::rope). Test:
+// tests/gpu/test_ops_matvec.cu.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -28,6 +30,9 @@ enum class MatvecOut : uint8_t {
   SWIGLU,    // out[i] = silu(y[2i]) * y[2i+1], out: [n_rows / 2]  (rows interleaved gate, up)
   ROPE_QKV,  // y = q | k | v with each head's rows in rope-pair order (row 2j = dim j, 2j+1 = dim j + D/2):
              // RoPE on q and k, q -> rope.q_out (bf16), k and v -> the KV cache at position *rope.pos
+  ROPE_QKV_NORM,  // ROPE_QKV with the per-head RMSNorm of q and k (rope.q_norm, rope.k_norm; Qwen3) between the bias
+                  // and RoPE. Split-K kernel only: launched in clusters that each own one head, whose blocks add
+                  // up the head's sum of squares through distributed shared memory.
 };
 
 // Where ROPE_QKV mode puts its results.
@@ -39,6 +44,10 @@ struct MatvecRope {
   KvCacheView kv;
   const int32_t* block_table = nullptr;  // [max_blocks] of the sequence
   int max_positions = 0;                 // positions >= this are not written
+  // ROPE_QKV_NORM only: RMSNorm weights of a q head and of a k head, in HF dim order; eps of that norm.
+  const float* q_norm = nullptr;         // [head_dim]
+  const float* k_norm = nullptr;         // [head_dim]
+  float eps = 1e-6f;
 };
 
 struct MatvecArgs {
@@ -54,7 +63,7 @@ struct MatvecArgs {
   MatvecOut mode = MatvecOut::STORE;
   // Argmax over y (STORE mode only): atomicMax of argmax_pack(y, r) into *argmax; the caller resets it to 0.
   unsigned long long* argmax = nullptr;
-  MatvecRope rope;  // ROPE_QKV mode only
+  MatvecRope rope;  // ROPE_QKV and ROPE_QKV_NORM modes only
   // ADD mode, split-K kernel: read the first rows of `out` before the PDL wait. Only when the kernel launched just
   // before this one does not write `out` and calls launch_dependents after its own PDL wait (then every earlier
   // writer of `out` has finished before this kernel starts). Bitwise the same results.
@@ -73,6 +82,8 @@ void matvec(const Stream& s, const MatvecArgs& a);
 // rowpair. The bulk kernel assumes its launches on one stream are not interleaved with another thread's.
 const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
+// matvec() calls so far in `mode`, over the process (tests: which decode path a backend enqueued).
+unsigned long long matvec_launch_count(MatvecOut mode);
 // Measurement knob of the bulk kernel: units assigned grid-stride instead of claimed from a counter
 // (environment MK_MATVEC_BULK_STATIC=1).
 void set_matvec_bulk_static(bool on);

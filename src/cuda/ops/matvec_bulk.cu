@@ -288,6 +288,7 @@ void launch_bulk(const Stream& s, const BulkParams& p) {
 }
 
 bool matvec_bulk_supported_impl(const MatvecArgs& a) {
+  if (a.mode == MatvecOut::ROPE_QKV_NORM) return false;  // the per-head q/k norm: split-K kernel only
   const BulkParams p = plan(a);
   return p.rpu > 0 && smem_bytes(p) <= 227 * 1024 - 2 * 1024;
 }
@@ -330,7 +331,10 @@ void matvec_bulk(const Stream& s, const MatvecArgs& a) {
   p.static_units = static_units() ? 1 : 0;
   MK_CHECK(p.rpu > 0);
   MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
-  dispatch_matvec(a, [&]<MatvecOut MODE, bool NORM, bool ARGMAX>() { launch_bulk<MODE, NORM, ARGMAX>(s, p); });
+  MK_CHECK(a.mode != MatvecOut::ROPE_QKV_NORM && "ROPE_QKV_NORM is served by the split-K kernel only");
+  dispatch_matvec(a, [&]<MatvecOut MODE, bool NORM, bool ARGMAX>() {
+    if constexpr (MODE != MatvecOut::ROPE_QKV_NORM) launch_bulk<MODE, NORM, ARGMAX>(s, p);
+  });
 }
 
 }  // namespace mk::cuda

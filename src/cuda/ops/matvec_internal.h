@@ -43,8 +43,16 @@ __device__ __forceinline__ void rope_store(const MatvecRope& r, int row, float y
   dst[j + half] = __float2bfloat16(y1);
 }
 
+// ROPE_QKV_NORM, rows 2j, 2j + 1 of a q or k head (dims j, j + D/2), its sum of squares known: the head's RMSNorm
+// (as cpu::rmsnorm: w * (y * inv_rms)), then RoPE and the store. nw: rope.q_norm or rope.k_norm.
+__device__ __forceinline__ void norm_rope_store(const MatvecRope& r, const float* nw, int row, float inv_rms,
+                                                float y0, float y1) {
+  const int j = (row % r.head_dim) >> 1;
+  rope_store(r, row, nw[j] * (y0 * inv_rms), nw[j + r.head_dim / 2] * (y1 * inv_rms));
+}
+
 // Epilogue of one finished row pair, the same in every kernel: rows r and (when has1) r + 1 get the bias, then go
-// out in the kernel's mode; STORE with ARGMAX also folds them into the thread's running argmax `best`. ADD adds to
+// out in the kernel's mode (ROPE_QKV_NORM: only the v heads, which take no norm, come through here); STORE with ARGMAX also folds them into the thread's running argmax `best`. ADD adds to
 // old0/old1 (the rows of out read earlier, see MatvecArgs::add_early) when use_old, else to out as it is now.
 template <MatvecOut MODE, bool ARGMAX>
 __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool has1, float y0, float y1,
@@ -87,6 +95,7 @@ void dispatch_matvec(const MatvecArgs& a, L&& launch) {
     case MatvecOut::ADD: by_norm.template operator()<MatvecOut::ADD, false>(); break;
     case MatvecOut::SWIGLU: by_norm.template operator()<MatvecOut::SWIGLU, false>(); break;
     case MatvecOut::ROPE_QKV: by_norm.template operator()<MatvecOut::ROPE_QKV, false>(); break;
+    case MatvecOut::ROPE_QKV_NORM: by_norm.template operator()<MatvecOut::ROPE_QKV_NORM, false>(); break;
   }
 }
 

@@ -138,9 +138,10 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
 }  // namespace
 
 void matvec_rowpair(const Stream& s, const MatvecArgs& a) {
-  MK_CHECK(a.mode != MatvecOut::ROPE_QKV && "ROPE_QKV is served by the split-K kernel only");
+  MK_CHECK(a.mode != MatvecOut::ROPE_QKV && a.mode != MatvecOut::ROPE_QKV_NORM &&
+           "ROPE_QKV(_NORM) is served by the split-K kernel only");
   dispatch_matvec(a, [&]<MatvecOut MODE, bool NORM, bool ARGMAX>() {
-    if constexpr (MODE != MatvecOut::ROPE_QKV) dispatch_x<MODE, NORM, ARGMAX>(s, a);
+    if constexpr (MODE != MatvecOut::ROPE_QKV && MODE != MatvecOut::ROPE_QKV_NORM) dispatch_x<MODE, NORM, ARGMAX>(s, a);
   });
 }
 
