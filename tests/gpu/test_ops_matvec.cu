@@ -1,7 +1,8 @@
 // Decode matvec (src/cuda/ops/matvec.cu) against cpu::matvec / rmsnorm / swiglu / add / argmax, on random data
 // with poisoned outputs and awkward sizes. Inputs are f32 (or bf16) and weights bf16 on both sides, so only the
 // summation order differs: relative error bound 2e-5 (f32 accumulation over up to 8192 terms).
-// The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical.
+// The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical;
+// SWIGLU mode also writes bf16 (out_bf16): the f32 results rounded, bit for bit.
 // Run: test_gpu --gtest_filter='Matvec*'
 #include <cstdlib>
 #include <memory>
@@ -97,6 +98,23 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
     // Exact: the fused argmax must pick what cpu::argmax picks on the kernel's own outputs (first on ties).
     int32_t dev_arg = cuda::argmax_unpack(dam.download()[0]);
     EXPECT_EQ(dev_arg, cpu::argmax(got.data(), n_out));
+  }
+  if (c.mode == MatvecOut::SWIGLU) {  // out_bf16: the same values, rounded to bf16 (out not written)
+    DeviceArray<uint16_t> hb(static_cast<size_t>(n_out));
+    hb.poison();
+    dout.poison();
+    MatvecArgs b = a;
+    b.out = nullptr;
+    b.out_bf16 = reinterpret_cast<__nv_bfloat16*>(hb.p);
+    if (kernel == Kernel::ROWPAIR) cuda::matvec_rowpair(cuda::Stream(nullptr, true), b);
+    else if (kernel == Kernel::SPLITK) cuda::matvec_splitk(cuda::Stream(nullptr, true), b);
+    else cuda::matvec_bulk(cuda::Stream(nullptr, true), b);
+    CUDA_CHECK_LAUNCH();
+    const std::vector<uint16_t> bits = hb.download();
+    for (int i = 0; i < n_out; ++i)
+      ASSERT_EQ(bits[size_t(i)], f32_to_bf16(got[size_t(i)])) << "h[" << i << "] in bf16";
+    const std::vector<float> untouched = dout.download();
+    for (float v : untouched) ASSERT_TRUE(std::isnan(v)) << "out written although out_bf16 was given";
   }
   if (kernel == Kernel::SPLITK && c.mode == MatvecOut::ADD) {  // residual rows read before the PDL wait: same bits
     dout.upload(out0);

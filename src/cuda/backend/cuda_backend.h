@@ -51,6 +51,9 @@ struct CudaBackendOptions {
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
   // PDL wait, so the previous step's finish kernel (seq_len) has completed when attention starts.
   bool attn_early_kv = true;
+  // Decode: the SwiGLU output h goes to the down projection in bf16 (as in a bf16 transformers model) instead of
+  // f32: each of the down projection's blocks stages all of h from L2.
+  bool h_bf16 = true;
   // Measurement only (`megakernel bench --variants skip-attn`, ...): kernels left out of the decode step, to read
   // each kernel's marginal cost in the chain. The results are garbage; never set outside a benchmark.
   unsigned leave_out = 0;  // LeaveOut bits
@@ -153,6 +156,7 @@ class CudaBackend final : public Backend {
   __nv_bfloat16* q_ = nullptr;     // [n_head, head_dim]
   __nv_bfloat16* attn_ = nullptr;  // [n_head, head_dim]
   float* h_ = nullptr;             // [n_ff]
+  __nv_bfloat16* hb_ = nullptr;    // [n_ff] h in bf16 (h_bf16)
   float* logits_ = nullptr;        // [n_vocab]
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace

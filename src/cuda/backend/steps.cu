@@ -152,13 +152,16 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
     if (keep(LEAVE_O))
       matvec(s, {.w = w.wo, .n_rows = E, .n_cols = Q, .x_bf16 = attn_, .out = x_, .mode = MatvecOut::ADD,
                  .add_early = opt_.add_early});
-    // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x)
+    // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x); in bf16 (h_bf16 option): every block of the down projection
+    // stages all of h, so its L2 traffic halves
     if (keep(LEAVE_GATE_UP))
       matvec(s, {.w = w.w_gate_up, .n_rows = 2 * F, .n_cols = E, .x = x_, .norm_w = w.mlp_norm,
-                 .eps = c.rms_norm_eps, .out = h_, .mode = MatvecOut::SWIGLU});
+                 .eps = c.rms_norm_eps, .out = opt_.h_bf16 ? nullptr : h_,
+                 .out_bf16 = opt_.h_bf16 ? hb_ : nullptr, .mode = MatvecOut::SWIGLU});
     // x += Wd h (add_early: x_ was last written by the O projection, two kernels back)
     if (keep(LEAVE_DOWN))
-      matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = h_, .out = x_, .mode = MatvecOut::ADD,
+      matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = opt_.h_bf16 ? nullptr : h_,
+                 .x_bf16 = opt_.h_bf16 ? hb_ : nullptr, .out = x_, .mode = MatvecOut::ADD,
                  .add_early = opt_.add_early});
   }
   matvec(s, lm_head_args(x_));

@@ -393,7 +393,7 @@ unsigned long long matvec_launch_count(MatvecOut mode) { return launch_counter(m
 
 void matvec(const Stream& s, const MatvecArgs& a) {
   const bool rope = a.mode == MatvecOut::ROPE_QKV || a.mode == MatvecOut::ROPE_QKV_NORM;
-  MK_CHECK(a.w && a.out && (a.x != nullptr) != (a.x_bf16 != nullptr));
+  MK_CHECK(a.w && (a.out || (a.out_bf16 && a.mode == MatvecOut::SWIGLU)) && (a.x != nullptr) != (a.x_bf16 != nullptr));
   MK_CHECK(a.n_rows > 0 && a.n_cols > 0 && a.n_cols % 8 == 0);
   MK_CHECK((a.mode != MatvecOut::SWIGLU && !rope) || a.n_rows % 2 == 0);
   MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0);

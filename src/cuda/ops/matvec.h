@@ -60,6 +60,7 @@ struct MatvecArgs {
   float eps = 1e-6f;
   const float* bias = nullptr;  // [n_rows] or null
   float* out = nullptr;         // see MatvecOut
+  bf16* out_bf16 = nullptr;     // SWIGLU only, optional: the outputs in bf16 here instead of `out`
   MatvecOut mode = MatvecOut::STORE;
   // Argmax over y (STORE mode only): atomicMax of argmax_pack(y, r) into *argmax; the caller resets it to 0.
   unsigned long long* argmax = nullptr;

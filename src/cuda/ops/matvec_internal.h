@@ -73,7 +73,9 @@ __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool 
     a.out[r] = (use_old ? old0 : a.out[r]) + y0;
     if (has1) a.out[r + 1] = (use_old ? old1 : a.out[r + 1]) + y1;
   } else if constexpr (MODE == MatvecOut::SWIGLU) {
-    a.out[r >> 1] = y0 / (1.f + __expf(-y0)) * y1;
+    const float h = y0 / (1.f + __expf(-y0)) * y1;
+    if (a.out_bf16) a.out_bf16[r >> 1] = __float2bfloat16(h);
+    else a.out[r >> 1] = h;
   } else {
     rope_store(a.rope, r, y0, y1);
   }
