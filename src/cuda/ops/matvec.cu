@@ -15,6 +15,7 @@
 // k, k + C, ... (G of them, G * P pairs) and keeps its finished pairs in shared memory; after a cluster barrier each
 // block adds up the C blocks' partial sums of squares in rank order (the same bits in every block, deterministic),
 // then normalises, rotates and stores its own pairs. The weight streaming is the same as in the other modes.
+// H200, Qwen3 decode (bench/RESULTS.md, "Qwen3 q/k norm fused"): 8 blocks per head beat 4 and 16 (16 x 4 pairs).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -282,12 +283,16 @@ template <class K>
 void launch_heads(const Stream& s, K kernel, Params& p) {
   const MatvecRope& r = p.a.rope;
   const int half = r.head_dim / 2;  // pairs per head
-  while (p.P > 1 && half % p.P) p.P /= 2;
-  // Blocks per head: up to 8 (MK_MATVEC_HEAD_CLUSTER: fewer, for measurements), a power of two dividing the head's
-  // groups, and enough that a block keeps at most MAX_PAIRS_PER_BLOCK pairs.
+  // Measurement knobs: MK_MATVEC_HEAD_PAIRS caps P (narrower blocks), MK_MATVEC_HEAD_CLUSTER the blocks per head
+  // (16: non-portable clusters).
+  const int max_p = std::max(1, env_int("MK_MATVEC_HEAD_PAIRS", 8));
+  while (p.P > 1 && (half % p.P || p.P > max_p)) p.P /= 2;
+  // Blocks per head: up to 8 (MK_MATVEC_HEAD_CLUSTER), a power of two dividing the head's groups, and enough that a
+  // block keeps at most MAX_PAIRS_PER_BLOCK pairs.
   const int want = std::max(1, env_int("MK_MATVEC_HEAD_CLUSTER", MAX_HEAD_CLUSTER));
+  const int max_c = want > MAX_HEAD_CLUSTER ? 2 * MAX_HEAD_CLUSTER : MAX_HEAD_CLUSTER;
   p.C = 1;
-  while (2 * p.C <= MAX_HEAD_CLUSTER && (half / p.P) % (2 * p.C) == 0 &&
+  while (2 * p.C <= max_c && (half / p.P) % (2 * p.C) == 0 &&
          (2 * p.C <= want || half / (p.P * p.C) > MAX_PAIRS_PER_BLOCK / p.P))
     p.C *= 2;
   p.G = half / (p.P * p.C);
@@ -315,6 +320,8 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB>;
   static bool attr = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return true;
   }();
   (void)attr;
