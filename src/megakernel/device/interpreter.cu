@@ -103,9 +103,9 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;
           case Op::MlpGateUp: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
           case Op::LmHead: prefetch_norm(c, p.final_norm); break;
-          case Op::AttnPartial: attn_preload(c, in); break;
+          case Op::AttnPartial: attn_preload<FLAG>(c, in); break;
           case Op::AttnOProj:
-            if (p.L.n_chunks == 1) attn_preload(c, in);
+            if (p.L.n_chunks == 1) attn_preload<FLAG>(c, in);
             break;
           default: break;
         }

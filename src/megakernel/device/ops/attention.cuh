@@ -226,6 +226,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // of step s (Ctx::synced; thread 0's acquire + the barrier order this thread's later loads), or at the
 // first step of a launch (earlier launches are complete), every position < pos is in memory. Only this
 // step's k/v (position pos) and qkv depend on the instruction's own wait; they are loaded after it.
+template <bool FLAG>
 __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = false, c.at_pos = -1, c.rope_ready = false;
   if (!c.p.prefetch) return;
@@ -238,7 +239,7 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   }
   if (!(c.synced || c.step == 0)) return;
   c.at_pos = kv_offset(c, c.pos, in.group);
-  if (in.op == Op::AttnOProj && attn_short_applies(c)) {
+  if (FLAG && in.op == Op::AttnOProj && attn_short_applies(c)) {
     attn_short_issue(c, in.layer, in.group);
     c.staged = true;
     return;
@@ -296,7 +297,11 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   float* s_m = s_o + G * hd;
   float* s_s = s_m + G;
   float* s_wp = s_s + G;
-  if (L.n_chunks == 1 && attn_short_applies(c)) {
+  // attn_short runs in the flag instance only (where inline attention publishes by default): in the counter
+  // instance (split attention at long contexts) its code raised ptxas's spills and cost 3-4% (v9, RESULTS.md).
+  bool short_path = false;
+  if constexpr (FLAG) short_path = L.n_chunks == 1 && attn_short_applies(c);
+  if (short_path) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
     if (!c.staged) attn_short_issue(c, in.layer, in.group);
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
