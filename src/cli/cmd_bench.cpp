@@ -90,7 +90,6 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
 //   h-f32          the SwiGLU output h in f32 to the down projection (default: bf16)
-//   mlp-split      gate/up and down as two kernels (default: one, matvec_mlp, where the shape allows)
 //   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
@@ -138,12 +137,11 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
     else if (f == "h-f32") v.opt.h_bf16 = false;
-    else if (f == "mlp-split") v.opt.fuse_mlp = false;
     else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, mlp-split, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -304,7 +302,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, mlp-split, skip-<kernel>)")
+                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

@@ -64,7 +64,6 @@ Status CudaBackend::init() {
       {reinterpret_cast<void**>(&attn_), Q * 2},
       {reinterpret_cast<void**>(&h_), F * 4},
       {reinterpret_cast<void**>(&hb_), F * 2},
-      {reinterpret_cast<void**>(&mlp_barrier_), 8},
       {reinterpret_cast<void**>(&logits_), V * 4},
       {reinterpret_cast<void**>(&inv_freq_), size_t(c.head_dim) * 2},
       {reinterpret_cast<void**>(&tokens_), C * 4},

@@ -54,8 +54,6 @@ struct CudaBackendOptions {
   // Decode: the SwiGLU output h goes to the down projection in bf16 (as in a bf16 transformers model) instead of
   // f32: each of the down projection's blocks stages all of h from L2.
   bool h_bf16 = true;
-  // Decode: gate/up and down in one kernel with a grid barrier between them (matvec_mlp) where the shape allows.
-  bool fuse_mlp = true;
   // Measurement only (`megakernel bench --variants skip-attn`, ...): kernels left out of the decode step, to read
   // each kernel's marginal cost in the chain. The results are garbage; never set outside a benchmark.
   unsigned leave_out = 0;  // LeaveOut bits
@@ -159,7 +157,6 @@ class CudaBackend final : public Backend {
   __nv_bfloat16* attn_ = nullptr;  // [n_head, head_dim]
   float* h_ = nullptr;             // [n_ff]
   __nv_bfloat16* hb_ = nullptr;    // [n_ff] h in bf16 (h_bf16)
-  unsigned long long* mlp_barrier_ = nullptr;  // matvec_mlp's grid barrier counter
   float* logits_ = nullptr;        // [n_vocab]
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace

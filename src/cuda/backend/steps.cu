@@ -154,19 +154,15 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
                  .add_early = opt_.add_early});
     // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x); in bf16 (h_bf16 option): every block of the down projection
     // stages all of h, so its L2 traffic halves
-    const MatvecArgs gu{.w = w.w_gate_up, .n_rows = 2 * F, .n_cols = E, .x = x_, .norm_w = w.mlp_norm,
-                        .eps = c.rms_norm_eps, .out = opt_.h_bf16 ? nullptr : h_,
-                        .out_bf16 = opt_.h_bf16 ? hb_ : nullptr, .mode = MatvecOut::SWIGLU};
-    // x += Wd h (add_early: x_ was last written by the O projection, before the gate/up matvec)
-    const MatvecArgs down{.w = w.w_down, .n_rows = E, .n_cols = F, .x = opt_.h_bf16 ? nullptr : h_,
-                          .x_bf16 = opt_.h_bf16 ? hb_ : nullptr, .out = x_, .mode = MatvecOut::ADD,
-                          .add_early = opt_.add_early};
-    if (opt_.fuse_mlp && keep(LEAVE_GATE_UP) && keep(LEAVE_DOWN) && matvec_mlp_supported(gu, down)) {
-      matvec_mlp(s, gu, down, mlp_barrier_);
-    } else {
-      if (keep(LEAVE_GATE_UP)) matvec(s, gu);
-      if (keep(LEAVE_DOWN)) matvec(s, down);
-    }
+    if (keep(LEAVE_GATE_UP))
+      matvec(s, {.w = w.w_gate_up, .n_rows = 2 * F, .n_cols = E, .x = x_, .norm_w = w.mlp_norm,
+                 .eps = c.rms_norm_eps, .out = opt_.h_bf16 ? nullptr : h_,
+                 .out_bf16 = opt_.h_bf16 ? hb_ : nullptr, .mode = MatvecOut::SWIGLU});
+    // x += Wd h (add_early: x_ was last written by the O projection, two kernels back)
+    if (keep(LEAVE_DOWN))
+      matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = opt_.h_bf16 ? nullptr : h_,
+                 .x_bf16 = opt_.h_bf16 ? hb_ : nullptr, .out = x_, .mode = MatvecOut::ADD,
+                 .add_early = opt_.add_early});
   }
   matvec(s, lm_head_args(x_));
   launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);

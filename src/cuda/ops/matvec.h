@@ -77,14 +77,6 @@ struct MatvecArgs {
 
 void matvec(const Stream& s, const MatvecArgs& a);
 
-// The MLP of a decode step in one kernel (matvec_mlp.cu): gate_up (SWIGLU with norm_w, x f32, h to out or out_bf16),
-// then down (ADD into gate_up.x from that h), with a grid barrier between them instead of a kernel boundary; the
-// same results, bit for bit, as matvec(gate_up) then matvec(down). barrier: a zeroed device counter that only
-// launches of one shape use (grid barrier arrivals, never reset). Supported: both column counts in the split-K
-// kernel's register-capped build with 1, 2, 4 or 8 slices of 1024 (e.g. n_embd 2048 or 4096 with n_ff 8192).
-bool matvec_mlp_supported(const MatvecArgs& gate_up, const MatvecArgs& down);
-void matvec_mlp(const Stream& s, const MatvecArgs& gate_up, const MatvecArgs& down, unsigned long long* barrier);
-
 // Which kernel matvec() uses: "splitk" (default), "bulk", "bulk-auto" (bulk where one launch's rings hold the
 // whole matrix, else split-K) or "rowpair"; environment MK_MATVEC (read once) or set_matvec_kernel (benchmarks;
 // takes effect for launches enqueued afterwards). Shapes a kernel does not support fall back: bulk -> splitk ->

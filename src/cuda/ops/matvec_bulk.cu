@@ -54,6 +54,16 @@ __device__ __forceinline__ void consumer_sync(int n_threads) {
   asm volatile("bar.sync %0, %1;" ::"n"(CONSUMER_BAR), "r"(n_threads) : "memory");
 }
 
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
 // Claim counters {next unit, blocks done}, zero between launches. Launches of the bulk kernel on one stream are
 // serialised by their claims (the next launch starts only after every block of the previous one has made its last
 // claim and the counters were reset), so one pair serves a stream; different streams use different pairs.
@@ -251,7 +261,7 @@ BulkParams plan(const MatvecArgs& a) {
   const int ring = std::min(RING_MAX, SMEM_TARGET - x_bytes);
   int slots = std::clamp(ring / p.slot_bytes, 2, MAX_SLOTS);
   // No more slots than a block has units (smaller footprint: more room for the neighbouring kernels).
-  const int blocks = std::min(p.n_units, device_sm_count());
+  const int blocks = std::min(p.n_units, sm_count());
   slots = std::max(1, std::min(slots, (p.n_units + blocks - 1) / blocks));
   if (slots > MAX_NW) slots -= slots % MAX_NW;
   p.n_slots = slots;
@@ -273,7 +283,7 @@ void launch_bulk(const Stream& s, const BulkParams& p) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     allowed = smem;
   }
-  const int blocks = std::min(p.n_units, device_sm_count());
+  const int blocks = std::min(p.n_units, sm_count());
   launch(s, dim3(blocks), dim3((p.n_consumers + 1) * 32), smem, kernel, p);
 }
 
@@ -312,7 +322,7 @@ void set_matvec_bulk_static(bool on) { static_units() = on; }
 
 bool matvec_bulk_one_pass(const MatvecArgs& a) {
   const BulkParams p = plan(a);
-  return p.rpu > 0 && p.n_units <= std::min(p.n_units, device_sm_count()) * p.n_slots;
+  return p.rpu > 0 && p.n_units <= std::min(p.n_units, sm_count()) * p.n_slots;
 }
 
 void matvec_bulk(const Stream& s, const MatvecArgs& a) {

@@ -101,7 +101,6 @@ void dispatch_matvec(const MatvecArgs& a, L&& launch) {
   }
 }
 
-int device_sm_count();  // of the current device, cached
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);
 void matvec_splitk(const Stream& s, const MatvecArgs& a);
 // Shared-memory ring filled by bulk copies (matvec_bulk.cu); false when the shape is not supported by it.
