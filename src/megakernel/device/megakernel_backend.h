@@ -40,7 +40,8 @@ struct MegakernelOptions {
   bool mid_resid = true;
   // Version 9: inline attention of short contexts in parallel phases (device/ops/attn_short.cuh) while the
   // sequence holds at most what its scratch allows (~16 * head_dim positions), with flag publishing (the inline
-  // default; the counter instance keeps attn_range); false: attn_range always.
+  // default; the counter instance keeps attn_range); false: attn_range always. H200, same process: 1B ctx 32
+  // 0.951 vs 1.014 ms/token off (v8 binary 0.988), 8B 5.021 vs 5.246 (v8 5.089).
   bool attn_short = true;
   // attn_short's K/V stage in shared memory: at most this many positions (0: up to 256, as many as fit beside
   // ring_pages pages; positions past the stage are read from L2 in place). Tests set it small.
