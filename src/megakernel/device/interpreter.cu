@@ -58,7 +58,7 @@ namespace mk::megakernel::device {
 
 namespace {
 
-// Dynamic shared memory: params.cuh (BAR_BYTES, blk_smem_offset).
+// Dynamic shared memory: params.cuh (BAR_BYTES).
 __host__ __device__ size_t ring_offset(const MkParams& p) {
   const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64);
   return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
