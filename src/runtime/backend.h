@@ -20,6 +20,16 @@ class Backend {
   virtual void truncate(int pos) = 0;
   virtual int max_context() const = 0;
   virtual const ModelConfig& config() const = 0;
+
+  // Greedy decoding with no host work between tokens, for backends that have it (the GPU ones: the argmax and the
+  // next step's input stay on the device). Feeds `token` at `pos` (pos must equal the number of cached tokens), then
+  // each argmax back in; out[i] is the i-th argmax (lowest id on ties). Afterwards pos + out.size() positions are
+  // cached (the last argmax is not fed). The engine uses it for greedy requests without a repetition penalty.
+  virtual bool has_decode_greedy() const { return false; }
+  virtual Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
+    (void)token, (void)pos, (void)out;
+    return make_error(name(), " backend: no on-device greedy decoding");
+  }
 };
 
 }  // namespace mk

@@ -20,6 +20,9 @@ const char* to_string(StopReason r) {
   return "?";
 }
 
+// Tokens per on-device greedy call: the granularity of streaming and of the stop checks in that mode.
+constexpr int DEVICE_CHUNK = 16;
+
 static double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -84,28 +87,13 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
     return !on_chunk || on_chunk(piece, ids);
   };
 
-  auto t0 = std::chrono::steady_clock::now();
-  MK_TRY(prefill(prompt, res.stats));
-  for (bool stop = false; !stop;) {
-    if (!res.ids.empty()) {  // decode step: feed the last token
-      t0 = std::chrono::steady_clock::now();
-      const int32_t last = res.ids.back();
-      const int pos = int(cached_.size());
-      Status st = backend_.forward({&last, 1}, pos, logits_);
-      if (!st) {
-        reset();  // the backend's cache state is unknown after a failure
-        return make_error("decode step at position ", pos, ": ", st.message());
-      }
-      cached_.push_back(last);
-    }
-    const int32_t id = sampler.sample(logits_, history);
-    if (id < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());
+  // Takes one new id: bookkeeping, text, stop conditions, the callback. Returns whether generation stops here.
+  auto accept = [&](int32_t id) {
     history.push_back(id);
     res.ids.push_back(id);
     const bool is_eos = std::find(eos.begin(), eos.end(), id) != eos.end();
     const std::string piece = text && !is_eos ? scanner.push(text->push(id)) : std::string();
-    (res.ids.size() == 1 ? res.stats.prefill_ms : res.stats.decode_ms) += ms_since(t0);
-    stop = true;
+    bool stop = true;
     if (scanner.stopped()) res.stop = StopReason::StopString;
     else if (is_eos) res.stop = StopReason::Eos;
     else if (int(res.ids.size()) >= opts.max_new_tokens) res.stop = StopReason::MaxTokens;
@@ -115,6 +103,45 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
       res.stop = StopReason::Callback;
       stop = true;
     }
+    return stop;
+  };
+  auto failed = [&](int pos, const Status& st) {
+    reset();  // the backend's cache state is unknown after a failure
+    return make_error("decode step at position ", pos, ": ", st.message());
+  };
+  // Greedy without a repetition penalty: the backend's on-device loop, DEVICE_CHUNK tokens per call, when it has
+  // one (the same argmax as Sampler's greedy). Tokens past a stop are dropped and uncached.
+  const bool on_device = opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
+
+  auto t0 = std::chrono::steady_clock::now();
+  MK_TRY(prefill(prompt, res.stats));
+  const int32_t first = sampler.sample(logits_, history);
+  if (first < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());
+  res.stats.prefill_ms += ms_since(t0);
+  bool stop = accept(first);
+  std::vector<int32_t> chunk;
+  while (!stop) {  // decode steps: feed the last id
+    t0 = std::chrono::steady_clock::now();
+    const int32_t last = res.ids.back();
+    const int pos = int(cached_.size());
+    if (on_device) {
+      chunk.resize(size_t(std::min(DEVICE_CHUNK, opts.max_new_tokens - int(res.ids.size()))));
+      if (Status st = backend_.decode_greedy(last, pos, chunk); !st) return failed(pos, st);
+      cached_.push_back(last);
+      size_t used = 0;
+      while (used < chunk.size() && !stop) {
+        if (used > 0) cached_.push_back(chunk[used - 1]);  // fed by the backend before it chose chunk[used]
+        stop = accept(chunk[used++]);
+      }
+      if (used < chunk.size()) backend_.truncate(int(cached_.size()));  // the steps after the stop
+    } else {
+      if (Status st = backend_.forward({&last, 1}, pos, logits_); !st) return failed(pos, st);
+      cached_.push_back(last);
+      const int32_t id = sampler.sample(logits_, history);
+      if (id < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());
+      stop = accept(id);
+    }
+    res.stats.decode_ms += ms_since(t0);
   }
   res.stats.n_generated = int(res.ids.size());
   if (text && res.stop != StopReason::StopString) {

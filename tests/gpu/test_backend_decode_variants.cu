@@ -8,6 +8,7 @@
 #include "cuda/attention/attention.h"
 #include "cuda/backend/cuda_backend.h"
 #include "gpu_test_util.h"
+#include "megakernel/engine.h"
 #include "megakernel/model.h"
 
 namespace mk::gpu_test {
@@ -106,6 +107,47 @@ TEST(BackendDecodeVariants, DeviceLoopsAcrossVariantsEqualHostLoop) {
     tok = cpu::argmax(l.data(), c.n_vocab);
     EXPECT_EQ(dev[size_t(i)], tok) << "token " << i << " (position " << 251 + i << ")";
   }
+}
+
+// The engine's greedy requests go through decode_greedy (chunks on the device) and must produce what its per-token
+// host loop produces on the same backend (a wrapper that hides decode_greedy forces that loop).
+TEST(BackendDecodeVariants, EngineOnDeviceGreedyEqualsHostLoop) {
+  struct HostLoop final : Backend {
+    Backend& b;
+    explicit HostLoop(Backend& inner) : b(inner) {}
+    const char* name() const override { return "host-loop"; }
+    Status forward(std::span<const int32_t> t, int pos, std::span<float> l) override { return b.forward(t, pos, l); }
+    void truncate(int pos) override { b.truncate(pos); }
+    int max_context() const override { return b.max_context(); }
+    const ModelConfig& config() const override { return b.config(); }
+  };
+  const ModelConfig c = llama_config();
+  Model m = make_random_model(c, DType::BF16, 9);
+  auto dev = make(m, 4096), host = make(m, 4096);
+  ASSERT_TRUE(dev && host && dev->has_decode_greedy());
+  HostLoop host_loop(*host);
+  Engine e_dev(*dev), e_host(host_loop);
+  GenerateOptions o;
+  o.max_new_tokens = 45;  // 1 from the prefill + chunks of 16, 16, 12
+  o.ignore_eos = true;
+  const std::vector<int32_t> prompt = tokens(240, c.n_vocab, 10);  // the decode crosses the 256 variant boundary
+  auto a = e_dev.generate(prompt, o), b = e_host.generate(prompt, o);
+  ASSERT_TRUE(a && b) << (a ? b.message() : a.message());
+  EXPECT_EQ(a->ids, b->ids);
+  // A second turn after an EOS inside a chunk: the engine must have uncached the steps past it.
+  o.ignore_eos = false;
+  o.extra_eos_ids = {a->ids[20]};
+  std::vector<int32_t> turn(prompt);
+  turn.push_back(5);
+  auto a2 = e_dev.generate(turn, o), b2 = e_host.generate(turn, o);
+  ASSERT_TRUE(a2 && b2);
+  EXPECT_EQ(a2->ids, b2->ids);
+  EXPECT_EQ(e_dev.cached_ids(), e_host.cached_ids());
+  std::vector<int32_t> turn3(e_dev.cached_ids());
+  turn3.insert(turn3.end(), {a2->ids.back(), 11, 12});
+  auto a3 = e_dev.generate(turn3, o), b3 = e_host.generate(turn3, o);
+  ASSERT_TRUE(a3 && b3);
+  EXPECT_EQ(a3->ids, b3->ids) << "third turn reusing the cache left by a stop inside a chunk";
 }
 
 }  // namespace

@@ -41,6 +41,19 @@ class FakeBackend final : public Backend {
   }
   int max_context() const override { return max_context_; }
   const ModelConfig& config() const override { return config_; }
+  // On-device greedy decoding (off unless device_greedy): feeds token, out[0], ..., out[n-2] through forward.
+  bool has_decode_greedy() const override { return device_greedy; }
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {
+    if (!device_greedy) return Backend::decode_greedy(token, pos, out);
+    ++n_decode_greedy;
+    std::vector<float> logits(size_t(config_.n_vocab));
+    for (size_t i = 0; i < out.size(); ++i) {
+      MK_TRY(forward({&token, 1}, pos + int(i), logits));
+      token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      out[i] = token;
+    }
+    return {};
+  }
 
   ModelConfig config_;
   std::vector<int32_t> seq;  // what the "KV cache" holds
@@ -48,6 +61,8 @@ class FakeBackend final : public Backend {
   std::vector<int> forward_sizes, forward_positions;
   int fail_at_pos = -1;
   bool nan_logits = false;
+  bool device_greedy = false;
+  int n_decode_greedy = 0;
 
  private:
   int max_context_;

@@ -279,3 +279,88 @@ TEST(Engine, ZeroNewTokensDoesNothing) {
 
 }  // namespace
 }  // namespace mk
+
+namespace mk {
+namespace {
+
+// Greedy requests on a backend with on-device greedy decoding (chunks of tokens per call) give what the per-token
+// host loop gives: ids, text, stop reason, and a KV cache that holds exactly the fed tokens after a stop inside
+// a chunk (a follow-up turn reusing it matches a fresh run).
+TEST(Engine, OnDeviceGreedyChunksEqualTheHostLoop) {
+  const int V = 97;
+  auto next = [&](const std::vector<int32_t>& s) { return hash_next(s, V); };
+  struct Req {
+    int max_new;
+    std::vector<int32_t> eos;
+    std::vector<std::string> stops;
+    int callback_stop_after;  // 0: never
+  };
+  const std::vector<int32_t> prompt{4, 9, 1, 30};
+  const auto ref = reference_greedy(prompt, 60, V);
+  std::map<int32_t, std::string> pieces;
+  for (int i = 0; i < V; ++i) pieces[i] = std::string(1, char('a' + i % 26));
+  std::string stop_at = pieces[ref[21]];  // with the next piece: inside the second chunk of 16
+  stop_at += pieces[ref[22]];
+  for (const Req& q : {Req{37, {}, {}, 0}, Req{60, {ref[19]}, {}, 0}, Req{60, {}, {stop_at}, 0}, Req{60, {}, {}, 5},
+                       Req{1, {}, {}, 0}, Req{16, {}, {}, 0}}) {
+    SCOPED_TRACE(cat("max_new ", q.max_new, q.eos.empty() ? "" : " eos", q.stops.empty() ? "" : " stop string",
+                     q.callback_stop_after ? " callback" : ""));
+    GenerateResult got[2];
+    std::vector<int32_t> cache[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      FakeBackend be(V, 256, next);
+      be.device_greedy = dev == 1;
+      be.config_.eos_token_ids = q.eos;
+      Engine eng(be);
+      MapTextStream text(pieces);
+      GenerateOptions o;
+      o.max_new_tokens = q.max_new;
+      o.stop_strings = q.stops;
+      int n_cb = 0;
+      auto r = eng.generate(prompt, o, &text, [&](std::string_view, std::span<const int32_t> ids) {
+        n_cb += int(ids.size());
+        return q.callback_stop_after == 0 || n_cb < q.callback_stop_after;
+      });
+      ASSERT_TRUE(r) << r.message();
+      got[dev] = *r;
+      cache[dev] = be.seq;
+      EXPECT_EQ(be.seq, eng.cached_ids()) << "the backend's cache must hold exactly the engine's cached ids";
+      if (dev == 1 && q.max_new > 1) {
+        EXPECT_GT(be.n_decode_greedy, 0) << "the on-device path was not taken";
+      }
+      // A follow-up turn on the same engine reuses the cache and must match a fresh engine.
+      std::vector<int32_t> turn2 = eng.cached_ids();
+      turn2.insert(turn2.end(), {7, 8});
+      GenerateOptions o2;
+      o2.max_new_tokens = 20;
+      auto again = eng.generate(turn2, o2);
+      FakeBackend fresh_be(V, 256, next);
+      Engine fresh(fresh_be);
+      auto want = fresh.generate(turn2, o2);
+      ASSERT_TRUE(again && want);
+      EXPECT_EQ(again->ids, want->ids) << "follow-up turn after a stop inside a chunk";
+    }
+    EXPECT_EQ(got[1].ids, got[0].ids);
+    EXPECT_EQ(got[1].text, got[0].text);
+    EXPECT_EQ(got[1].stop, got[0].stop);
+    EXPECT_EQ(cache[1], cache[0]);
+  }
+}
+
+TEST(Engine, OnDeviceGreedyOnlyForPlainGreedy) {
+  const int V = 50;
+  for (int c = 0; c < 2; ++c) {
+    FakeBackend be(V, 128, [&](const auto& s) { return hash_next(s, V); });
+    be.device_greedy = true;
+    Engine eng(be);
+    GenerateOptions o;
+    o.max_new_tokens = 10;
+    if (c == 0) o.sampling.repetition_penalty = 1.3f;  // greedy, but the penalty needs the logits
+    else o.sampling.temperature = 0.7f;
+    ASSERT_TRUE(eng.generate(std::vector<int32_t>{1, 2}, o));
+    EXPECT_EQ(be.n_decode_greedy, 0) << (c == 0 ? "repetition penalty" : "temperature");
+  }
+}
+
+}  // namespace
+}  // namespace mk

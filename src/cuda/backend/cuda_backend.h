@@ -87,6 +87,10 @@ class CudaBackend final : public Backend {
 
   // Greedy decode on the device: feeds `token` at `pos`, then each argmax back in; out[i] is the i-th argmax.
   Status generate_greedy(int32_t token, int pos, std::span<int32_t> out);
+  bool has_decode_greedy() const override { return true; }
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {
+    return generate_greedy(token, pos, out);
+  }
 
   // --- for benchmarks ---
   // Pretends positions [0, n) are cached, with random K/V (attention cost depends only on the length).

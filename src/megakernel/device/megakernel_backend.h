@@ -69,6 +69,10 @@ class MegakernelBackend final : public Backend {
   // Greedy decode on the device: feeds `token` at `pos`, then each argmax back in, steps_per_launch
   // steps per launch (the host only launches); out[i] is the i-th chosen token.
   Status generate_greedy(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch);
+  bool has_decode_greedy() const override { return true; }
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {  // the engine's chunks: one launch
+    return generate_greedy(token, pos, out, MAX_STEPS);
+  }
 
   // --- for benchmarks ---
   // Enqueues one launch of n_steps greedy steps starting at pos (token from tokens[0] on the device,
