@@ -137,8 +137,8 @@ class CudaBackend final : public Backend {
   void attend_prefill(const Stream& s, int layer, int n_tokens);
   Status ensure_graph();
   Status capture_steps(int n_steps, int n_split, cudaGraphExec_t* out);
-  // The decode variant that serves the next n_steps steps (graphs_ picked by the host's decode_pos_).
-  const DecodeGraph& graph_for(int n_steps) const;
+  // The decode variant that serves a step whose sequence holds seq_len positions.
+  const DecodeGraph& variant_for(int seq_len) const;
 
   ModelConfig config_;
   DeviceWeights weights_;

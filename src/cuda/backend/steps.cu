@@ -216,20 +216,16 @@ Status CudaBackend::capture_steps(int n_steps, int n_split, cudaGraphExec_t* out
 }
 
 // Any variant is correct for any sequence (the decode kernel splits the actual length); the choice is speed only.
-const CudaBackend::DecodeGraph& CudaBackend::graph_for(int n_steps) const {
+const CudaBackend::DecodeGraph& CudaBackend::variant_for(int seq_len) const {
   for (const DecodeGraph& g : graphs_)
-    if (decode_pos_ + n_steps <= g.max_seq_len) return g;  // the sequence length of the last of the steps
+    if (seq_len <= g.max_seq_len) return g;
   return graphs_.back();
 }
 
-int CudaBackend::decode_attention_splits(int seq_len) const {
-  for (const DecodeGraph& g : graphs_)
-    if (seq_len <= g.max_seq_len) return g.n_split;
-  return graphs_.back().n_split;
-}
+int CudaBackend::decode_attention_splits(int seq_len) const { return variant_for(seq_len).n_split; }
 
 void CudaBackend::replay_decode() {
-  const DecodeGraph& g = graph_for(1);
+  const DecodeGraph& g = variant_for(decode_pos_ + 1);
   if (g.one) CUDA_CHECK(cudaGraphLaunch(g.one, stream_));
   else enqueue_decode(Stream(stream_, opt_.pdl), g.n_split);
   decode_pos_ += 1;
@@ -237,7 +233,7 @@ void CudaBackend::replay_decode() {
 
 void CudaBackend::replay_decode_k() {
   const int k = decode_steps_per_replay();
-  const DecodeGraph& g = graph_for(k);
+  const DecodeGraph& g = variant_for(decode_pos_ + k);  // the last step's sequence
   if (g.k) {
     CUDA_CHECK(cudaGraphLaunch(g.k, stream_));
     decode_pos_ += k;
