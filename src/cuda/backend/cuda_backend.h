@@ -147,7 +147,7 @@ class CudaBackend final : public Backend {
   int max_context_ = 0;
   int n_cached_ = 0;
   cudaStream_t stream_ = nullptr;
-  std::vector<DecodeGraph> graphs_;  // ascending max_seq_len, the last one max_context_
+  std::vector<DecodeGraph> graphs_;  // ascending max_seq_len, the last one the whole cache
   int decode_pos_ = 0;               // position of the next decode step, as the host enqueued them
   std::unique_ptr<Gemm> gemm_;
 
