@@ -32,7 +32,8 @@ CudaBackend::~CudaBackend() {
 }
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& config, DeviceWeights weights,
-                                                           int max_context, const CudaBackendOptions& opt) {
+                                                           int max_context, const CudaBackendOptions& opt,
+                                                           const DeviceKvCache* shared_kv) {
   if (max_context <= 0) return make_error("max_context must be positive, got ", max_context);
   if (config.head_dim % 32 != 0 || config.head_dim > 256)
     return make_error("head_dim ", config.head_dim, " is not supported by the CUDA backend (a multiple of 32, <= 256)");
@@ -42,13 +43,17 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& co
   if (opt.graph_steps < 1 || opt.graph_steps > 256)
     return make_error("graph_steps must be in [1, 256] decode steps per graph launch, got ", opt.graph_steps);
   std::unique_ptr<CudaBackend> b(new CudaBackend(config, std::move(weights), max_context, opt));
-  MK_TRY(b->init());
+  if (shared_kv && shared_kv->capacity() < max_context)
+    return make_error("the shared KV cache holds ", shared_kv->capacity(), " positions, fewer than max_context ",
+                      max_context);
+  MK_TRY(b->init(shared_kv));
   return std::move(b);
 }
 
-Status CudaBackend::init() {
+Status CudaBackend::init(const DeviceKvCache* shared_kv) {
   const ModelConfig& c = config_;
-  MK_TRY(kv_.init(c, max_context_));
+  if (shared_kv) kv_.alias(*shared_kv);
+  else MK_TRY(kv_.init(c, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a CUDA stream"));
   auto g = Gemm::create();
   if (!g) return g.error();
@@ -202,6 +207,12 @@ Status CudaBackend::set_random_context(int n) {
   if (n < 0 || n >= max_context_) return make_error("set_random_context: ", n, " is outside [0, ", max_context_, ")");
   kv_.fill_random(12345, stream_);
   MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "filling the KV cache"));
+  n_cached_ = n;
+  return {};
+}
+
+Status CudaBackend::set_cached(int n) {
+  if (n < 0 || n > max_context_) return make_error("set_cached: ", n, " is outside [0, ", max_context_, "]");
   n_cached_ = n;
   return {};
 }

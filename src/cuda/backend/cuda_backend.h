@@ -75,8 +75,11 @@ struct StepState {
 
 class CudaBackend final : public Backend {
  public:
+  // shared_kv: use that cache (same configuration, at least max_context positions; it must outlive the backend)
+  // instead of allocating one: another backend of the same model writes it too (the megakernel's layered prefill).
   static Expected<std::unique_ptr<CudaBackend>> create(const ModelConfig& config, DeviceWeights weights,
-                                                       int max_context, const CudaBackendOptions& opt = {});
+                                                       int max_context, const CudaBackendOptions& opt = {},
+                                                       const DeviceKvCache* shared_kv = nullptr);
   ~CudaBackend() override;
 
   const char* name() const override { return "cuda"; }
@@ -95,6 +98,8 @@ class CudaBackend final : public Backend {
   // --- for benchmarks ---
   // Pretends positions [0, n) are cached, with random K/V (attention cost depends only on the length).
   Status set_random_context(int n);
+  // Positions [0, n) of the (shared) cache hold valid K/V: another backend wrote them.
+  Status set_cached(int n);
   // Sets the decode state (token at pos) without running anything; then replay_decode() runs one step each.
   Status begin_decode(int32_t token, int pos);
   void replay_decode();
@@ -121,7 +126,7 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context, const CudaBackendOptions& opt);
-  Status init();
+  Status init(const DeviceKvCache* shared_kv);
   Status check_step(std::span<const int32_t> tokens, int pos) const;
   void set_state(int32_t token, int pos, int n_tokens);
   // Decode graph: the layers, the LM head with its argmax, and a finish kernel that feeds the argmax back (token,

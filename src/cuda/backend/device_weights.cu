@@ -158,6 +158,17 @@ DeviceWeights::~DeviceWeights() {
   if (arena) cudaFree(arena);
 }
 
+DeviceWeights DeviceWeights::alias() const {
+  DeviceWeights d;
+  d.tok_embd = tok_embd;
+  d.lm_head = lm_head;
+  d.final_norm = final_norm;
+  d.layers = layers;
+  d.rope_pair_rows = rope_pair_rows;
+  d.bytes = bytes;  // arena stays null: the owner frees
+  return d;
+}
+
 size_t device_weight_bytes(const ModelConfig& c) {
   DeviceWeights d;
   size_t off = 0;

@@ -44,6 +44,8 @@ struct DeviceWeights {
   DeviceWeights& operator=(DeviceWeights&& o) noexcept;
   DeviceWeights(const DeviceWeights&) = delete;
   ~DeviceWeights();
+  // The same device pointers without ownership (frees nothing): a second backend over these weights.
+  DeviceWeights alias() const;
 };
 
 // Bytes of device memory the weights of this configuration take (bf16 matrices, f32 vectors, padding).

@@ -32,6 +32,14 @@ size_t DeviceKvCache::bytes_for(const ModelConfig& c, int max_context) {
   return 2 * per_pool * size_t(c.n_layer) + n_blocks * 4 + 256;
 }
 
+void DeviceKvCache::alias(const DeviceKvCache& owner) {
+  MK_CHECK(!arena_);
+  bytes_ = owner.bytes_;
+  block_table_ = owner.block_table_;
+  n_blocks_ = owner.n_blocks_;
+  layers_ = owner.layers_;
+}
+
 Status DeviceKvCache::init(const ModelConfig& c, int max_context) {
   MK_CHECK(!arena_ && max_context > 0);
   n_blocks_ = (max_context + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
@@ -63,6 +71,7 @@ Status DeviceKvCache::init(const ModelConfig& c, int max_context) {
 }
 
 void DeviceKvCache::fill_random(uint64_t seed, cudaStream_t stream) {
+  MK_CHECK(arena_);  // the owner of the cache, not an alias
   size_t words = (reinterpret_cast<char*>(block_table_) - static_cast<char*>(arena_)) / 4;
   fill_random_kernel<<<1024, 256, 0, stream>>>(static_cast<uint32_t*>(arena_), words, seed);
   CUDA_CHECK_LAUNCH();

@@ -25,6 +25,9 @@ class DeviceKvCache {
   static size_t bytes_for(const ModelConfig& c, int max_context);
   // Allocates (fails with a message when GPU memory is short) and zero-fills.
   Status init(const ModelConfig& c, int max_context);
+  // Makes this a non-owning view of `owner`'s cache (same memory and block table; `owner` must outlive it): two
+  // backends writing one cache, e.g. the megakernel's decode and the layered prefill.
+  void alias(const DeviceKvCache& owner);
 
   const KvCacheView& layer(int i) const { return layers_[size_t(i)]; }
   BlockTableView block_table() const { return {block_table_, n_blocks_}; }

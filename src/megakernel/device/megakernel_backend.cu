@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/ops.h"
+#include "cuda/backend/cuda_backend.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/device_info.h"
 #include "megakernel/device/interpreter.h"
@@ -166,6 +167,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   int clock_khz = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev->index));
   watchdog_cycles_ = (long long)(opt.watchdog_s * double(clock_khz) * 1e3);
+  if (opt.layered_prefill) {
+    auto p = cuda::CudaBackend::create(config_, weights_.alias(), max_context_, {}, &kv_);
+    if (!p) return make_error("megakernel: the layered prefill: ", p.message());
+    prefill_ = std::move(*p);
+  }
   return {};
 }
 
@@ -255,10 +261,15 @@ Status MegakernelBackend::forward(std::span<const int32_t> tokens, int pos, std:
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= config_.n_vocab)
       return make_error("megakernel: token id ", tokens[i], " is outside the vocabulary [0, ", config_.n_vocab, ")");
-  for (size_t i = 0; i < tokens.size(); ++i) MK_TRY(enqueue(tokens[i], pos + int(i), 1));
-  CUDA_CHECK(cudaMemcpyAsync(logits.data(), ws_ + schedule_.layout.logits, logits.size() * 4, cudaMemcpyDeviceToHost,
-                             stream_));
-  MK_TRY(check_error());
+  if (prefill_ && tokens.size() > 1) {  // the layered prefill writes the same cache (it finishes before returning)
+    MK_TRY(prefill_->set_cached(pos));
+    MK_TRY(prefill_->forward(tokens, pos, logits));
+  } else {
+    for (size_t i = 0; i < tokens.size(); ++i) MK_TRY(enqueue(tokens[i], pos + int(i), 1));
+    CUDA_CHECK(cudaMemcpyAsync(logits.data(), ws_ + schedule_.layout.logits, logits.size() * 4,
+                               cudaMemcpyDeviceToHost, stream_));
+    MK_TRY(check_error());
+  }
   n_cached_ = pos + int(tokens.size());
   return {};
 }

@@ -19,6 +19,10 @@
 #include "megakernel/schedule.h"
 #include "runtime/backend.h"
 
+namespace mk::cuda {
+class CudaBackend;
+}
+
 namespace mk::megakernel {
 
 struct MegakernelOptions {
@@ -50,6 +54,10 @@ struct MegakernelOptions {
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
   // 1.627 with 3; 8B shapes: 4 fit (5.110 ms) and 3 lose 7% (5.459).
   int ring_pages = 4;
+  // Prompts of more than one token run on the layered path's prefill (cuBLASLt GEMMs, tiled attention) over the
+  // same weights and KV cache, instead of one megakernel step per token. Off until run on a GPU (tests:
+  // tests/gpu/test_megakernel_prefill.cu); then the default.
+  bool layered_prefill = false;
 };
 
 class MegakernelBackend final : public Backend {
@@ -117,6 +125,7 @@ class MegakernelBackend final : public Backend {
   ModelConfig config_;
   cuda::DeviceWeights weights_;
   cuda::DeviceKvCache kv_;
+  std::unique_ptr<cuda::CudaBackend> prefill_;  // layered_prefill: over aliases of weights_ and kv_
   Schedule schedule_;
   int max_context_ = 0;
   int n_cached_ = 0;
