@@ -1,5 +1,5 @@
 // Backend factory tests: the built-in CPU backend on a random model, the CUDA error when no CUDA
-// backend is registered, unknown devices/kinds, and registration of a new kind.
+// backend is registered, unknown devices/kinds, registration of a new kind, and the warm-up of GPU backends.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -82,6 +82,36 @@ TEST(BackendFactory, RegisteredFactoriesArePicked) {
   const auto names = registered_backends();
   EXPECT_EQ(names.front(), "cpu/reference");
   EXPECT_NE(std::find(names.begin(), names.end(), "cpu/fake-test"), names.end());
+}
+
+// make_backend warms a "cuda" backend up (a 2-token prefill, a decode step, on-device greedy steps) and hands it
+// over with an empty cache; a failing warm-up is an error naming the backend. A fake stands in for the GPU.
+TEST(BackendFactory, GpuBackendsAreWarmedUpAndStartEmpty) {
+  static testing::FakeBackend* made = nullptr;
+  static bool fail = false;
+  register_backend("cuda", "fake-warm", [](const Model& m, const BackendOptions& o) -> Expected<std::unique_ptr<Backend>> {
+    auto b = std::make_unique<testing::FakeBackend>(m.config.n_vocab, o.max_context, [](const auto&) { return 1; });
+    b->device_greedy = true;
+    if (fail) b->fail_at_pos = 1;
+    made = b.get();
+    return std::unique_ptr<Backend>(std::move(b));
+  });
+  const Model m = make_random_model(tiny_config(), DType::F32, 3);
+  BackendOptions o;
+  o.device = "cuda";
+  o.kind = "fake-warm";
+  o.max_context = 16;
+  auto be = make_backend(m, o);
+  ASSERT_TRUE(be) << be.message();
+  EXPECT_EQ(made->forward_sizes, (std::vector<int>{2, 1, 1, 1}));
+  EXPECT_EQ(made->forward_positions, (std::vector<int>{0, 2, 3, 4}));
+  EXPECT_EQ(made->n_decode_greedy, 1);
+  EXPECT_TRUE(made->seq.empty()) << "the warm-up's positions must be uncached";
+  fail = true;
+  be = make_backend(m, o);
+  ASSERT_FALSE(be);
+  EXPECT_NE(be.message().find("warming up the fake backend"), std::string::npos) << be.message();
+  fail = false;
 }
 
 }  // namespace
