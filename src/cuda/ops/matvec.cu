@@ -1,5 +1,6 @@
-// Decode matvec, split-K (see matvec.h; the kernel is in matvec_splitk.cuh, its shape and launch here). Work item = (row pair, slice of 2048 columns). A block holds P pairs x S
-// slices (S = ceil(n_cols / 2048)); warp w works on pair w / S, slice w % S, with its 16 16-byte weight loads per
+// Decode matvec, split-K (see matvec.h; the kernel is in matvec_splitk.cuh, its shape and launch here).
+// Work item = (row pair, slice of 2048 columns). A block holds P pairs x S slices (S = ceil(n_cols / 2048));
+// warp w works on pair w / S, slice w % S, with its 16 16-byte weight loads per
 // lane issued before the kernel waits on the producer of x (PDL). The S partial dot products of a pair are summed
 // in a fixed order in shared memory (deterministic). Blocks grid-stride over groups of P pairs.
 // Pipelined (default; MK_MATVEC_RING=0 turns it off): the loads of a warp's next group are issued half by half as
