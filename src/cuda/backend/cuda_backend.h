@@ -1,9 +1,10 @@
 // CudaBackend: the layered GPU path. One kernel per operation (src/cuda/ops/), weights uploaded once in bf16
 // (device_weights.h), a paged KV cache on the device (kv_cache.h), prefill through cuBLASLt GEMMs, and the
-// decode step captured once as a CUDA graph whose kernels chain with programmatic dependent launch.
-// The decode graph reads its token and position from device memory and writes the argmax token back, so greedy
-// generation replays it with no host work between steps (generate_greedy).
-// Tests: tests/gpu/test_backend.cu. Benchmark: `megakernel bench` (src/cli/cmd_bench.cpp).
+// decode step captured as CUDA graphs (one per sequence-length variant, see DecodeGraph) whose kernels chain with
+// programmatic dependent launch. A decode graph reads its token and position from device memory and writes the
+// argmax token back, so greedy generation replays it with no host work between steps (generate_greedy, the
+// engine's decode_greedy).
+// Tests: tests/gpu/test_backend.cu, test_backend_decode_variants.cu. Benchmark: `megakernel bench` (cmd_bench.cpp).
 #pragma once
 #include <cuda_runtime.h>
 
