@@ -1,5 +1,7 @@
 // Engine: generates tokens for one sequence on a Backend. prompt ids -> forward (prefill) -> sample ->
-// forward (1 token) -> ... until an EOS id, a stop string, or max_new_tokens. Text is streamed through a
+// forward (1 token) -> ... until an EOS id, a stop string, or max_new_tokens; greedy requests without a repetition
+// penalty decode on the device instead where the backend can (Backend::decode_greedy, 16 tokens per call, every
+// stop condition still checked token by token, the steps past a stop uncached). Text is streamed through a
 // TextStream (the tokenizer's streaming decoder) with stop strings held back, never half a UTF-8 character.
 // The engine remembers which ids the backend's KV cache holds, so a follow-up prompt that extends the
 // previous sequence (a chat turn) prefills only the new tokens.
