@@ -163,35 +163,7 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
     for (int i = tid * 4; i < a.n_cols; i += n_cons * 4)
       *reinterpret_cast<float4*>(s_x + i) = *reinterpret_cast<const float4*>(a.norm_w + i);
   pdl_wait();  // x (and out, for ADD) come from the previous kernels
-  constexpr int XB = 4;  // loads of x in flight per thread
-  float ss = 0.f;
-  for (int i0 = tid * 4; i0 < a.n_cols; i0 += n_cons * 4 * XB) {
-    float4 v[XB];
-#pragma unroll
-    for (int k = 0; k < XB; ++k) {
-      const int i = i0 + k * n_cons * 4;
-      if (i < a.n_cols) {
-        if constexpr (sizeof(XT) == 4) {
-          v[k] = __ldcg(reinterpret_cast<const float4*>(a.x + i));
-        } else {
-          const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
-          v[k] = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < XB; ++k) {
-      const int i = i0 + k * n_cons * 4;
-      if (i < a.n_cols) {
-        if constexpr (NORM) {  // each thread rescales the very elements it staged the norm weight of
-          ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-          const float4 g = *reinterpret_cast<const float4*>(s_x + i);
-          v[k] = make_float4(v[k].x * g.x, v[k].y * g.y, v[k].z * g.z, v[k].w * g.w);
-        }
-        *reinterpret_cast<float4*>(s_x + i) = v[k];
-      }
-    }
-  }
+  float ss = stage_x<NORM, XT>(a, s_x, tid, n_cons);
   if constexpr (NORM) {
     ss = warp_sum(ss);
     if (lane == 0) s_red[warp] = ss;

@@ -51,6 +51,43 @@ __device__ __forceinline__ void norm_rope_store(const MatvecRope& r, const float
   rope_store(r, row, nw[j] * (y0 * inv_rms), nw[j + r.head_dim / 2] * (y1 * inv_rms));
 }
 
+// Stages x into s_x ([n_cols] floats; with NORM times the norm weight, which thread `tid` staged at the very elements
+// it rescales here: no barrier needed between), XB loads of x in flight per thread before any is used (x comes from
+// L2: its latency hidden XB at a time). Returns the thread's share of the sum of squares of x (NORM).
+template <bool NORM, class XT>
+__device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int tid, int n_threads) {
+  constexpr int XB = 4;
+  float ss = 0.f;
+  for (int i0 = tid * 4; i0 < a.n_cols; i0 += n_threads * 4 * XB) {
+    float4 v[XB];
+#pragma unroll
+    for (int k = 0; k < XB; ++k) {
+      const int i = i0 + k * n_threads * 4;
+      if (i < a.n_cols) {
+        if constexpr (sizeof(XT) == 4) {
+          v[k] = __ldcg(reinterpret_cast<const float4*>(a.x + i));
+        } else {
+          const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
+          v[k] = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < XB; ++k) {
+      const int i = i0 + k * n_threads * 4;
+      if (i < a.n_cols) {
+        if constexpr (NORM) {
+          ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+          const float4 g = *reinterpret_cast<const float4*>(s_x + i);
+          v[k] = make_float4(v[k].x * g.x, v[k].y * g.y, v[k].z * g.z, v[k].w * g.w);
+        }
+        *reinterpret_cast<float4*>(s_x + i) = v[k];
+      }
+    }
+  }
+  return ss;
+}
+
 // Epilogue of one finished row pair, the same in every kernel: rows r and (when has1) r + 1 get the bias, then go
 // out in the kernel's mode (ROPE_QKV_NORM: only the v heads, which take no norm, come through here); STORE with ARGMAX also folds them into the thread's running argmax `best`. ADD adds to
 // old0/old1 (the rows of out read earlier, see MatvecArgs::add_early) when use_old, else to out as it is now.

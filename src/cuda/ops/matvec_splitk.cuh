@@ -100,37 +100,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   pdl_wait();
-  // Stage x (each thread rescales the very elements it staged the norm weight of: no barrier needed between).
-  // XB loads of x in flight per thread before any is used (x comes from L2: hide its latency XB at a time).
-  constexpr int XB = 4;
-  float ss = 0.f;
-  for (int i0 = threadIdx.x * 4; i0 < a.n_cols; i0 += blockDim.x * 4 * XB) {
-    float4 v[XB];
-#pragma unroll
-    for (int k = 0; k < XB; ++k) {
-      const int i = i0 + k * blockDim.x * 4;
-      if (i < a.n_cols) {
-        if constexpr (sizeof(XT) == 4) {
-          v[k] = __ldcg(reinterpret_cast<const float4*>(a.x + i));
-        } else {
-          const uint2 raw = __ldcg(reinterpret_cast<const uint2*>(a.x_bf16 + i));
-          v[k] = make_float4(bf16_lo(raw.x), bf16_hi(raw.x), bf16_lo(raw.y), bf16_hi(raw.y));
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < XB; ++k) {
-      const int i = i0 + k * blockDim.x * 4;
-      if (i < a.n_cols) {
-        if constexpr (NORM) {
-          ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-          const float4 g = *reinterpret_cast<const float4*>(s_x + i);
-          v[k] = make_float4(v[k].x * g.x, v[k].y * g.y, v[k].z * g.z, v[k].w * g.w);
-        }
-        *reinterpret_cast<float4*>(s_x + i) = v[k];
-      }
-    }
-  }
+  const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x);
   float inv = 1.f;
   if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
   __syncthreads();  // s_x complete
