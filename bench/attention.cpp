@@ -311,34 +311,38 @@ void decode_table(bool quick) {
       }
 }
 
+// Decode launch options of the variant tables below (the rest as AttentionOptions' defaults).
+cuda::AttentionOptions decode_opts(int ctas_per_sm, bool early_kv, int splits, int l2_prefetch_tiles = 2,
+                                   bool cluster = false) {
+  cuda::AttentionOptions o;
+  o.decode_ctas_per_sm = ctas_per_sm;
+  o.decode_early_kv = early_kv;
+  o.decode_splits = splits;
+  o.decode_l2_prefetch_tiles = l2_prefetch_tiles;
+  o.decode_cluster_combine = cluster;
+  return o;
+}
+
 // 'decfocus': batch 1 (and 8) at 4k / 32k, the decode launch variants against the default in one process:
 // 2 CTAs per SM (96 KB ring), the early K/V contract, both, and split counts around the chosen one; the
 // default is timed again at the end of each shape (drift check).
 void decode_focus() {
   const double ceiling = decode_read_ceiling();
-  auto opts = [](int cps, bool early, int splits, int pref = 2) {
-    cuda::AttentionOptions o;
-    o.decode_ctas_per_sm = cps;
-    o.decode_early_kv = early;
-    o.decode_splits = splits;
-    o.decode_l2_prefetch_tiles = pref;
-    return o;
-  };
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    decode_time(st, true, opts(0, false, 0), "default", ceiling);  // L2 prefetch of 2 tiles per warp
-    decode_time(st, true, opts(0, false, 0, 0), "nopref", ceiling);  // round 4's default
-    decode_time(st, true, opts(0, true, 0), "early", ceiling);
+    decode_time(st, true, decode_opts(0, false, 0), "default", ceiling);  // L2 prefetch of 2 tiles per warp
+    decode_time(st, true, decode_opts(0, false, 0, 0), "nopref", ceiling);  // round 4's default
+    decode_time(st, true, decode_opts(0, true, 0), "early", ceiling);
     if (batch == 1) {
-      decode_time(st, true, opts(0, false, 0, 1), "pref1", ceiling);
-      decode_time(st, true, opts(0, false, 0, 4), "pref4", ceiling);
-      decode_time(st, true, opts(2, false, 0), "cps2", ceiling);
-      decode_time(st, true, opts(2, true, 0), "cps2_early", ceiling);
-      decode_time(st, true, opts(2, false, 16), "cps2_s16", ceiling);
-      decode_time(st, true, opts(2, true, 16), "cps2_early_s16", ceiling);
-      decode_time(st, true, opts(0, false, 12), "s12", ceiling);
-      decode_time(st, false, opts(0, false, 0), "default", ceiling);  // hot
+      decode_time(st, true, decode_opts(0, false, 0, 1), "pref1", ceiling);
+      decode_time(st, true, decode_opts(0, false, 0, 4), "pref4", ceiling);
+      decode_time(st, true, decode_opts(2, false, 0), "cps2", ceiling);
+      decode_time(st, true, decode_opts(2, true, 0), "cps2_early", ceiling);
+      decode_time(st, true, decode_opts(2, false, 16), "cps2_s16", ceiling);
+      decode_time(st, true, decode_opts(2, true, 16), "cps2_early_s16", ceiling);
+      decode_time(st, true, decode_opts(0, false, 12), "s12", ceiling);
+      decode_time(st, false, decode_opts(0, false, 0), "default", ceiling);  // hot
     }
-    decode_time(st, true, opts(0, false, 0), "default_again", ceiling);
+    decode_time(st, true, decode_opts(0, false, 0), "default_again", ceiling);
   });
 }
 
@@ -352,14 +356,7 @@ void decode_cluster() {
         std::printf("[decode] D=%d ctas_per_sm=%d: clusters of %2d CTAs held at once: %d (GQA 4) / %d (GQA 12)\n", d,
                     cps, n, cuda::attn::decode_cluster_capacity(d, n, cps, false),
                     cuda::attn::decode_cluster_capacity(d, n, cps, true));
-  auto opts = [](bool cl, int cps, bool early, int splits = 0) {
-    cuda::AttentionOptions o;
-    o.decode_cluster_combine = cl;
-    o.decode_ctas_per_sm = cps;
-    o.decode_early_kv = early;
-    o.decode_splits = splits;
-    return o;
-  };
+  const auto opts = [](bool cl, int cps, bool early, int splits = 0) { return decode_opts(cps, early, splits, 2, cl); };
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
     decode_time(st, true, opts(false, 0, false), "default", ceiling);
     decode_time(st, true, opts(true, 0, false), "cluster", ceiling);
