@@ -10,26 +10,13 @@
 #include "gpu_test_util.h"
 #include "megakernel/engine.h"
 #include "megakernel/model.h"
+#include "../megakernel/mk_test_util.h"
 
 namespace mk::gpu_test {
 namespace {
 
-ModelConfig llama_config() {
-  ModelConfig c;
-  c.family = Family::Llama;
-  c.architecture = "LlamaForCausalLM";
-  c.n_vocab = 640;
-  c.n_embd = 128;
-  c.n_ff = 256;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.head_dim = 64;
-  c.rms_norm_eps = 1e-5f;
-  c.rope.theta = 500000.f;
-  c.max_position = 8192;
-  return c;
-}
+// Llama (llama3 RoPE scaling), head dim 64 as cuda/attention serves it, GQA 2, positions up to 4096.
+ModelConfig llama_config() { return megakernel::test::tiny_config(Family::Llama, 4, 2, 64, 128, 256, 2, 640); }
 
 std::unique_ptr<cuda::CudaBackend> make(const Model& m, int max_ctx, cuda::CudaBackendOptions opt = {}) {
   auto w = cuda::upload_weights(m.config, m.weights, /*rope_pair_rows=*/true);
