@@ -15,6 +15,7 @@
 
 #include "cuda/backend/bench_probe.h"
 #include "cuda/backend/cuda_backend.h"
+#include "cuda/common/bench_timing.h"
 #include "megakernel/device/megakernel_backend.h"
 #include "megakernel/model.h"
 #include "model/shapes.h"
@@ -37,34 +38,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Milliseconds between two events recorded on s around the work fn enqueues (one pair, reused).
-struct EventPair {
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  EventPair() {
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-  }
-  ~EventPair() {
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-  }
-  template <class F>
-  float time(cudaStream_t s, F&& fn) {
-    CK(cudaEventRecord(e0, s));
-    fn();
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    return ms;
-  }
-};
-
 // ms/token of the megakernel decoding n_new tokens from position pos, steps_per_launch steps per launch.
 double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int steps_per_launch, int reps) {
   std::vector<double> per;
   std::vector<int32_t> out(static_cast<size_t>(n_new));
-  EventPair ev;
+  cuda::EventPair ev;
   for (int r = 0; r < reps; ++r) {
     b.truncate(pos);
     Status st;
@@ -80,7 +58,7 @@ double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int
 
 double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
   std::vector<double> per;
-  EventPair ev;
+  cuda::EventPair ev;
   for (int r = 0; r < reps; ++r) {
     b.truncate(pos);
     if (!b.begin_decode(1, pos).ok()) return -1;

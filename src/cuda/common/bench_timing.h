@@ -4,7 +4,34 @@
 
 #include <functional>
 
+#include "cuda/common/cuda_check.h"
+
 namespace mk::cuda {
+
+// Milliseconds between two events recorded on a stream around the work fn enqueues (one pair, reused).
+struct EventPair {
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  EventPair() {
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  template <class F>
+  float time(cudaStream_t s, F&& fn) {
+    CUDA_CHECK(cudaEventRecord(e0, s));
+    fn();
+    CUDA_CHECK(cudaEventRecord(e1, s));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+  }
+};
 
 // Median milliseconds of fn() over `repeats` runs on stream s, one event pair around each, after `warmup`
 // untimed runs.
