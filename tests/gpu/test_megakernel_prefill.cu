@@ -1,5 +1,6 @@
-// The megakernel backend with MegakernelOptions::layered_prefill: a prompt runs on the layered path's prefill over
-// the same weights and KV cache, then the megakernel decodes from that cache. Against the CPU reference: the
+// The megakernel backend's prefill, both ways: MegakernelOptions::layered_prefill (the default; the prompt runs on
+// the layered path's prefill over the same weights and KV cache, then the megakernel decodes from that cache) and
+// one megakernel step per prompt token. Against the CPU reference: the
 // prompt's logits, teacher-forced decode steps, and greedy decoding with K steps per launch; a second prompt that
 // extends the first (the cache reused across the two backends).
 // Run: test_gpu --gtest_filter='MegakernelPrefill*'
@@ -29,7 +30,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want)
   if (g != w) EXPECT_LT(want[size_t(w)] - want[size_t(g)], TIE * std::max(1.f, std::fabs(want[size_t(w)])));
 }
 
-TEST(MegakernelPrefill, LayeredPrefillThenMegakernelDecodeMatchesCpu) {
+void prefill_then_decode(bool layered) {
   struct Case {
     const char* name;
     ModelConfig c;
@@ -37,12 +38,12 @@ TEST(MegakernelPrefill, LayeredPrefillThenMegakernelDecodeMatchesCpu) {
   for (const Case& k : {Case{"llama hd64 gqa4", test::tiny_config(Family::Llama, 8, 2, 64, 200, 344, 3, 509, false)},
                         Case{"qwen2 hd64 gqa6 bias", test::tiny_config(Family::Qwen2, 6, 1, 64, 72, 232, 3, 509, false)},
                         Case{"qwen3 hd128 gqa8 tied", test::tiny_config(Family::Qwen3, 8, 1, 128, 120, 104, 3, 509, true)}}) {
-    SCOPED_TRACE(k.name);
+    SCOPED_TRACE(cat(k.name, layered ? ", layered prefill" : ", megakernel prefill"));
     Model m = make_random_model(k.c, DType::BF16, 21);
     auto w = cuda::upload_weights(m.config, m.weights);
     ASSERT_TRUE(w) << w.message();
     MegakernelOptions opt;
-    opt.layered_prefill = true;
+    opt.layered_prefill = layered;
     auto mk = MegakernelBackend::create(m.config, std::move(*w), 128, opt);
     ASSERT_TRUE(mk) << mk.message();
     CpuBackend cpu(m, 128);
@@ -88,6 +89,9 @@ TEST(MegakernelPrefill, LayeredPrefillThenMegakernelDecodeMatchesCpu) {
     }
   }
 }
+
+TEST(MegakernelPrefill, LayeredPrefillThenMegakernelDecodeMatchesCpu) { prefill_then_decode(true); }
+TEST(MegakernelPrefill, MegakernelStepsPrefillThenDecodeMatchesCpu) { prefill_then_decode(false); }
 
 }  // namespace
 }  // namespace mk::megakernel
