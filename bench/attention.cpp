@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace] [persist] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -138,6 +138,51 @@ void settle() {
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     for (bool causal : {false, true}) prefill_point(st, 2, 16384, d, causal, cuda::AttentionOptions{}, "settle");
+  }
+}
+
+// 'persist': persistent CTAs (the default) against one CTA per work tile, on the quick table's shapes plus
+// 16k batch 2, timed alternately (new, old, old, new) in one process; the mean of each pair is reported, as
+// tag 'table' (new, joined with the peers by attention_peers.py) and 'table_old'.
+void persist_compare() {
+  for (int d : {64, 128})
+    for (int seq : {1024, 4096, 16384})
+      for (int batch : {1, 2, 4}) {
+        if (batch == 2 && seq != 16384) continue;
+        PrefillSetup st(batch, seq, d);
+        for (bool causal : {false, true}) {
+          st.args.causal = causal;
+          const double flops = 4.0 * batch * HQ * double(seq) * seq * d / (causal ? 2 : 1);
+          const int reps = flops > 2e14 ? 10 : 30;
+          float ms[2] = {0.f, 0.f};  // [new, old]
+          for (int k = 0; k < 4; ++k) {
+            const int v = (k == 1 || k == 2) ? 1 : 0;
+            cuda::AttentionOptions o;
+            o.hopper_persistent = v == 0;
+            Status status;
+            ms[v] += 0.5f * median_ms(nullptr, reps, [&] { status = cuda::attention_prefill(nullptr, st.args, o); });
+            MK_CHECK(status.ok());
+          }
+          ATT_CUDA_CHECK(cudaGetLastError());
+          const double tf_new = flops / (ms[0] * 1e-3) / 1e12, tf_old = flops / (ms[1] * 1e-3) / 1e12;
+          std::printf("[persist] D=%3d S=%5d B=%d causal=%d  persistent %6.1f  one-CTA-per-tile %6.1f TFLOP/s  %+5.1f%%\n",
+                      d, seq, batch, int(causal), tf_new, tf_old, 100.0 * (tf_new / tf_old - 1.0));
+          for (int v = 0; v < 2; ++v)
+            std::printf("RESULT {\"kind\":\"prefill\",\"tag\":\"%s\",\"kernel\":\"hopper\",\"head_dim\":%d,\"seq\":%d,"
+                        "\"batch\":%d,\"causal\":%s,\"poly\":0,\"lazy\":1,\"median_ms\":%.5f,\"tflops\":%.2f}\n",
+                        v == 0 ? "table" : "table_old", d, seq, batch, causal ? "true" : "false", ms[v],
+                        v == 0 ? tf_new : tf_old);
+          std::fflush(stdout);
+        }
+      }
+}
+
+// 'ncu': one default launch at 16k, batch 2, head dim 128, non-causal (and head dim 64), for a profiler.
+void ncu_target() {
+  for (int d : {128, 64}) {
+    PrefillSetup st(2, 16384, d);
+    MK_CHECK(cuda::attention_prefill(nullptr, st.args, cuda::AttentionOptions{}).ok());
+    ATT_CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
 
@@ -451,7 +496,7 @@ void decode_trace() {
 
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
-       want_focus = false, want_clust = false, want_trace = false;
+       want_focus = false, want_clust = false, want_trace = false, want_persist = false, want_ncu = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -462,6 +507,8 @@ int main(int argc, char** argv) {
     want_focus |= a == "decfocus";
     want_clust |= a == "decclust";
     want_trace |= a == "dectrace";
+    want_persist |= a == "persist";
+    want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
@@ -474,6 +521,8 @@ int main(int argc, char** argv) {
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();
   if (want_settle) settle();
+  if (want_persist) persist_compare();
+  if (want_ncu) ncu_target();
   return 0;
 }
 #endif

@@ -117,6 +117,11 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
     const int64_t kv_head_bytes = int64_t(2) * a.max_seqlen_k * a.kv.head_dim * 2;
     p.lpt_units = int(std::clamp<int64_t>((int64_t(32) << 20) / kv_head_bytes, 1, a.kv.n_kv_head)) * p.group;
   }
+  if (opt.hopper_persistent_ctas < 0)
+    return make_error(fn, ": hopper_persistent_ctas ", opt.hopper_persistent_ctas, " must be >= 0 (0 = the SM count)");
+  p.persistent_ctas = !opt.hopper_persistent           ? 0
+                      : opt.hopper_persistent_ctas > 0 ? opt.hopper_persistent_ctas
+                                                       : sm_count();
   const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
                       (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());
   if (opt.prefill_kernel == PrefillKernel::HOPPER && !device_is_sm90())
