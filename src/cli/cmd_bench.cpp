@@ -60,18 +60,20 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   if (!mm) return mm.error();
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
-  // The bulk kernel's probes are left out since it measured slower everywhere but 2048-3072 rows (RESULTS.md).
-  for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}, std::pair{16384, 2048}, std::pair{3072, 2048},
-                      std::pair{2048, 2048}}) {
-    auto mv = cuda::measure_matvec(r, c, 20, "splitk");
-    if (!mv) return mv.error();
-    j["matvec"].push_back({{"kernel", "splitk"}, {"rows", r}, {"cols", c}, {"us_single", mv->us_single},
-                           {"us_chained", mv->us_chained}, {"tbps_single", mv->tbps_single},
-                           {"tbps_chained", mv->tbps_chained}});
-    std::fprintf(human(o), "matvec splitk %5dx%-5d one launch %6.2f us (%.2f TB/s, %3.0f%%); in a PDL graph %6.2f us (%.2f TB/s, %3.0f%%)\n",
-                 r, c, mv->us_single, mv->tbps_single, 100 * mv->tbps_single / read_tbps, mv->us_chained,
-                 mv->tbps_chained, 100 * mv->tbps_chained / read_tbps);
-  }
+  // Both matvec kernels: split-K (the decode default) and the bulk-copy ring with contiguous ranges and an early
+  // launch of the next kernel (BulkSched::CONTIGUOUS).
+  for (const char* k : {"splitk", "bulk-contig"})
+    for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}, std::pair{16384, 2048}, std::pair{3072, 2048},
+                        std::pair{2048, 2048}}) {
+      auto mv = cuda::measure_matvec(r, c, 20, k);
+      if (!mv) return mv.error();
+      j["matvec"].push_back({{"kernel", k}, {"rows", r}, {"cols", c}, {"us_single", mv->us_single},
+                             {"us_chained", mv->us_chained}, {"tbps_single", mv->tbps_single},
+                             {"tbps_chained", mv->tbps_chained}});
+      std::fprintf(human(o), "matvec %-11s %5dx%-5d one launch %6.2f us (%.2f TB/s, %3.0f%%); in a PDL graph %6.2f us (%.2f TB/s, %3.0f%%)\n",
+                   k, r, c, mv->us_single, mv->tbps_single, 100 * mv->tbps_single / read_tbps, mv->us_chained,
+                   mv->tbps_chained, 100 * mv->tbps_chained / read_tbps);
+    }
   return j;
 }
 
@@ -84,7 +86,8 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 
 // A decode variant: '+'-joined features on top of the defaults, e.g. "rope-kernel+late-add".
 //   rope-kernel    the separate RoPE kernel (HF row order) instead of the default fused epilogue (rope-fused)
-//   bulk-auto, bulk-all, bulk-all-static   the bulk-copy matvec where one launch holds W / everywhere (+ O prefetch)
+//   bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig   the bulk-copy matvec where one launch holds W /
+//                  everywhere (+ O prefetch); -contig: its contiguous-early schedule (no O prefetch)
 //   graph          no PDL;  eager+pdl  no CUDA graph;  prefetch-o  the QKV matvec warms the O weights in L2
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
@@ -94,7 +97,8 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
   cuda::CudaBackendOptions opt;
-  bool fuse_rope = true, bulk_static = false;  // as make_cuda_backend
+  bool fuse_rope = true;  // as make_cuda_backend
+  cuda::BulkSched bulk_sched = cuda::BulkSched::CLAIM;
   std::string matvec = "splitk";
 };
 
@@ -129,7 +133,8 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "rope-kernel") v.fuse_rope = false;
     else if (f == "bulk-auto") v.matvec = "bulk-auto", v.opt.prefetch_o = true;
     else if (f == "bulk-all") v.matvec = "bulk", v.opt.prefetch_o = true;
-    else if (f == "bulk-all-static") v.matvec = "bulk", v.bulk_static = true, v.opt.prefetch_o = true;
+    else if (f == "bulk-all-contig") v.matvec = "bulk", v.bulk_sched = cuda::BulkSched::CONTIGUOUS;
+    else if (f == "bulk-auto-contig") v.matvec = "bulk-auto", v.bulk_sched = cuda::BulkSched::CONTIGUOUS;
     else if (f == "graph") v.opt.pdl = false;
     else if (f == "prefetch-o") v.opt.prefetch_o = true;
     else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
@@ -140,7 +145,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
-                        "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-all-static, graph, "
+                        "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
                         "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
@@ -179,7 +184,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
                " the repeats); %% of the read ceiling, weights + K/V bytes\n", o.n_tokens, o.repeats, o.n_tokens);
   // Default first: split-K matvec, RoPE fused into the QKV matvec, cuda/attention's decode (make_cuda_backend).
   std::vector<std::string> names = {"graph+pdl"};
-  const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-all-static", "graph",
+  const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-auto-contig", "graph",
                                              "eager+pdl", "late-add", "late-kv", "steps8"};
   for (const std::string& n : o.ablation ? ablation : o.variants)
     if (n != "graph+pdl") names.push_back(n);
@@ -187,8 +192,8 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
   for (const std::string& name : names) {
     auto v = parse_variant(name);
     if (!v) return v.error();
-    cuda::set_matvec_kernel(v->bulk_static ? "bulk" : v->matvec.c_str());  // read when the graph is captured
-    cuda::set_matvec_bulk_static(v->bulk_static);
+    cuda::set_matvec_kernel(v->matvec.c_str());  // read when the graph is captured
+    cuda::set_matvec_bulk_sched(v->bulk_sched);
     auto b = build(what, c, m, max_ctx, v->opt, v->fuse_rope);
     if (!b) return b.error();
     const bool main_variant = &name == &names.front();
@@ -204,7 +209,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     for (auto& d : t->decode) print_decode(o, j, name, d, read_tbps);
   }
   cuda::set_matvec_kernel("splitk");
-  cuda::set_matvec_bulk_static(false);
+  cuda::set_matvec_bulk_sched(cuda::BulkSched::CLAIM);
   if (o.backend != "layered") {
     MegakernelBenchArgs a{o.contexts, o.n_tokens, o.repeats, wbytes, read_tbps, human(o), m};
     MK_TRY(bench_megakernel(c, a, j["decode"]));
@@ -302,7 +307,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-all-static, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-<kernel>)")
+                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

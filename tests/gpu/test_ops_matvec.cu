@@ -345,9 +345,11 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
     q.out = dout.p;
     cuda::matvec_bulk(cuda::Stream(s, true), q);
   };
-  for (auto [graph, stat] : {std::pair{false, false}, {true, false}, {true, true}}) {
-    SCOPED_TRACE(cat(graph ? "graph" : "eager", stat ? ", static units" : ", claimed units"));
-    cuda::set_matvec_bulk_static(stat);
+  using cuda::BulkSched;
+  for (auto [graph, sched] : {std::pair{false, BulkSched::CLAIM}, {true, BulkSched::CLAIM},
+                              {false, BulkSched::CONTIGUOUS}, {true, BulkSched::CONTIGUOUS}}) {
+    SCOPED_TRACE(cat(graph ? "graph" : "eager", sched == BulkSched::CLAIM ? ", claimed units" : ", contiguous units"));
+    cuda::set_matvec_bulk_sched(sched);
     for (int rep = 0; rep < 3; ++rep) {
       CUDA_CHECK(cudaMemcpy(dx0.p, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
       dh.poison();
@@ -372,7 +374,7 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
       EXPECT_LT(err, 1e-4) << "rep " << rep;
     }
   }
-  cuda::set_matvec_bulk_static(false);
+  cuda::set_matvec_bulk_sched(BulkSched::CLAIM);
   cudaStreamDestroy(s);
 }
 

@@ -75,7 +75,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
     else if (kname == "splitk" || !matvec_bulk_supported(a)) matvec_splitk(Stream(s, true), a);
     else matvec_bulk(Stream(s, true), a);
   };
-  set_matvec_bulk_static(kname == "bulk-static");
+  set_matvec_bulk_sched(kname == "bulk-contig" ? BulkSched::CONTIGUOUS : BulkSched::CLAIM);
   int it = 0;
   double single = median_event_ms(s, [&] { mv(args(it++)); }, repeats * 4, 3);
   // Chained: a graph of `chain` matvecs over rotating copies (the decode pattern), per-matvec time.
@@ -89,7 +89,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   double chained = median_event_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats, 3) / chain;
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
-  set_matvec_bulk_static(false);
+  set_matvec_bulk_sched(BulkSched::CLAIM);
   MK_TRY(cuda_status(cudaStreamSynchronize(s), "measuring the matvec"));
   cudaStreamDestroy(s);
   MatvecRate r;

@@ -24,7 +24,7 @@ struct MatvecRate {
   double tbps_single = 0, tbps_chained = 0;
 };
 // Rotates over enough copies of the matrix to defeat the L2.
-// kernel: "bulk" (ops/matvec_bulk.cu), "bulk-static" (the same, static unit assignment), "splitk" (ops/matvec.cu)
+// kernel: "bulk" (ops/matvec_bulk.cu), "bulk-contig" (the same, BulkSched::CONTIGUOUS), "splitk" (ops/matvec.cu)
 // or "rowpair" (ops/matvec_rowpair.cu).
 Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk");
 

@@ -85,9 +85,12 @@ const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
 // matvec() calls so far in `mode`, over the process (tests: which decode path a backend enqueued).
 unsigned long long matvec_launch_count(MatvecOut mode);
-// Measurement knob of the bulk kernel: units assigned grid-stride instead of claimed from a counter
-// (environment MK_MATVEC_BULK_STATIC=1).
-void set_matvec_bulk_static(bool on);
+// How the bulk kernel assigns its units to blocks (environment MK_MATVEC_BULK_SCHED=claim|contiguous):
+enum class BulkSched : uint8_t {
+  CLAIM,       // claimed from a grid-wide counter; the next kernel may launch once a block's claims are exhausted
+  CONTIGUOUS,  // a contiguous range per block, and the next kernel may launch at once (see matvec_bulk.cu)
+};
+void set_matvec_bulk_sched(BulkSched s);
 
 #ifdef __CUDACC__
 #define MK_HOST_DEVICE __host__ __device__

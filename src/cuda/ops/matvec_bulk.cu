@@ -7,6 +7,8 @@
 // exhausted it lets the next kernel launch (griddepcontrol.launch_dependents): that kernel's blocks fit beside
 // ours (<= ~104 KB of shared memory each) and start streaming while our consumers drain the ring. Claims (not a
 // static split) because a block may share its SM with another block of the same launch at a kernel boundary.
+// BulkSched::CONTIGUOUS instead: block b takes units [b U / G, (b + 1) U / G) and lets the next kernel launch at
+// its first instruction, while every SM holds one block of ours (see the kernel); no counter.
 // Consumer warp w takes sequence numbers w, w + NW, ... (slot = number % S with S a multiple of NW, so a slot
 // always belongs to the same warp and is waited on one phase at a time): waits on the slot's `full` barrier,
 // computes its rows' dot products with x from shared memory (row pairs, lanes over 16-byte chunks, fixed order:
@@ -16,13 +18,17 @@
 // kernel that will start cold, e.g. the O projection behind the attention kernels).
 // Status (H200, bench/RESULTS.md, layered rounds 3-5): opt-in (MK_MATVEC=bulk or bulk-auto). Alone it wins where one
 // launch's rings hold the whole matrix (2048x2048 in a PDL graph 4.2 vs 5.1 us for split-K) and loses on large ones
-// (2048x8192 16.1 vs 9.8 us); in the decode graph even bulk-auto made a step slower (1B 0.936 vs 0.862 ms). Tests
+// (2048x8192 16.1 vs 9.8 us); in the decode graph even bulk-auto made a step slower (1B 0.936 vs 0.862 ms).
+// CONTIGUOUS (session 5, "bulk ring with contiguous ranges"): 2048x2048 2.99 us (62%) and 3072x2048 3.68 us in a
+// PDL graph vs split-K 5.14 / 4.99, but 2048x8192 13.98 vs 10.21 (one warp per 16 KB row), and 1B decode with it
+// where one launch holds W 0.8657 vs 0.7784 ms (the kernels before and after it cannot overlap with it). Tests
 // pass (tests/gpu/test_ops_matvec.cu, test_backend.cu); racecheck reports hazards between the bulk writes of a slot
 // and the consumers' reads, which only the mbarriers order (the pattern of CUTLASS's TMA pipelines) - unresolved.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "cuda/common/mbarrier.cuh"
 #include "cuda/ops/matvec_internal.h"
@@ -46,7 +52,7 @@ struct BulkParams {
   int n_slots;     // ring depth S: S <= MAX_NW (then NW = S) or a multiple of MAX_NW
   int n_consumers;  // consumer warps NW (S % NW == 0)
   int sched;        // which pair of claim counters (see sched_counters)
-  int static_units; // 1: grid-stride static assignment instead of claims (MK_MATVEC_BULK_STATIC=1)
+  BulkSched sched_mode;  // how units are assigned to blocks (see BulkSched)
   int slot_bytes;  // >= rpu * n_cols * 2, multiple of 128
 };
 
@@ -89,6 +95,11 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
   const MatvecArgs& a = p.a;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int S = p.n_slots, NW = p.n_consumers;
+  const bool claims = p.sched_mode == BulkSched::CLAIM;
+  // CONTIGUOUS: let the next kernel launch at once. Every SM holds exactly one block of ours now (none has finished),
+  // so each takes exactly one block of the next launch beside ours, which streams its first ring's worth of
+  // weights while ours drain; a block of the launch after that can only take the place of one of ours as it exits.
+  if (p.sched_mode == BulkSched::CONTIGUOUS && threadIdx.x == 0) pdl_launch_dependents();
   float* s_x = reinterpret_cast<float*>(smem + size_t(S) * p.slot_bytes);
   uint64_t* full = reinterpret_cast<uint64_t*>(s_x + a.n_cols);
   uint64_t* empty = full + S;
@@ -111,20 +122,23 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
       // claims less; and all SMs stream neighbouring parts of W): a first batch of S, then one at a time, the
       // next claim in flight while waiting for a free slot.
       unsigned* ctr = sched_counters(p.sched);
-      int first = p.static_units ? -1 : int(atomicAdd(&ctr[0], unsigned(S)));
+      int first = claims ? int(atomicAdd(&ctr[0], unsigned(S))) : -1;
       int claim = 0;
+      // CONTIGUOUS: units [u_begin, u_end), a contiguous byte range of W per block.
+      const int u_begin = int(size_t(blockIdx.x) * p.n_units / gridDim.x);
+      const int u_end = int(size_t(blockIdx.x + 1) * p.n_units / gridDim.x);
       int i = 0;
       for (;; ++i) {
         int unit;
-        if (p.static_units) {  // measurement knob: grid-stride over units, no counter
-          unit = blockIdx.x + i * gridDim.x;
+        if (p.sched_mode == BulkSched::CONTIGUOUS) {
+          unit = u_begin + i < u_end ? u_begin + i : p.n_units;
         } else if (i < S) {
           unit = first + i;
         } else {
           unit = claim;
         }
         if (unit >= p.n_units) break;
-        if (!p.static_units && i + 1 >= S) claim = int(atomicAdd(&ctr[0], 1u));  // used one iteration later
+        if (claims && i + 1 >= S) claim = int(atomicAdd(&ctr[0], 1u));  // used one iteration later
         const int slot = i % S;
         if (i >= S) mbar_wait(&empty[slot], uint32_t((i / S - 1) & 1));  // its previous unit consumed
         const int r0 = unit * p.rpu, nr = min(p.rpu, a.n_rows - r0);
@@ -138,7 +152,7 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
       // Every claim of ours is settled. The last block to get here resets the counters for the next launch (which
       // cannot start claiming before every block of ours has triggered below), then we let it launch: its blocks
       // fit beside ours and start filling their rings while our consumers drain.
-      if (!p.static_units) {
+      if (claims) {
         if (atomicAdd(&ctr[1], 1u) == gridDim.x - 1) {
           const unsigned a0 = atomicExch(&ctr[0], 0u), a1 = atomicExch(&ctr[1], 0u);
           if (a0 == 0xffffffffu && a1 == 0xffffffffu) ctr[1] = 0;  // never true: waits for the exchanges
@@ -278,10 +292,11 @@ int sched_index(cudaStream_t s) {
   return id;
 }
 
-bool& static_units() {
-  static bool v = [] {
-    const char* e = std::getenv("MK_MATVEC_BULK_STATIC");
-    return e && *e == '1';
+BulkSched& bulk_sched() {
+  static BulkSched v = [] {
+    const char* e = std::getenv("MK_MATVEC_BULK_SCHED");
+    const std::string n = e ? e : "";
+    return n == "contiguous" ? BulkSched::CONTIGUOUS : BulkSched::CLAIM;
   }();
   return v;
 }
@@ -290,7 +305,7 @@ bool& static_units() {
 
 bool matvec_bulk_supported(const MatvecArgs& a) { return matvec_bulk_supported_impl(a); }
 
-void set_matvec_bulk_static(bool on) { static_units() = on; }
+void set_matvec_bulk_sched(BulkSched s) { bulk_sched() = s; }
 
 bool matvec_bulk_one_pass(const MatvecArgs& a) {
   const BulkParams p = plan(a);
@@ -300,7 +315,7 @@ bool matvec_bulk_one_pass(const MatvecArgs& a) {
 void matvec_bulk(const Stream& s, const MatvecArgs& a) {
   BulkParams p = plan(a);
   p.sched = sched_index(s.stream);
-  p.static_units = static_units() ? 1 : 0;
+  p.sched_mode = bulk_sched();
   MK_CHECK(p.rpu > 0);
   MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
   MK_CHECK(a.mode != MatvecOut::ROPE_QKV_NORM && "ROPE_QKV_NORM is served by the split-K kernel only");
