@@ -20,8 +20,9 @@ struct PrefillCase {
 std::string describe(const PrefillCase& c) {
   std::string s = cat("D=", c.head_dim, " H=", c.n_head, "/", c.n_kv_head, " bs=", c.block_size,
                       " causal=", c.causal, " qsig=", c.q_sigma, " kernel=", int(c.opt.prefill_kernel),
-                      " poly=", c.opt.poly_exp2_fraction, " lazy=", c.opt.lazy_rescale, " persistent=", c.opt.hopper_persistent, "/",
-                      c.opt.hopper_persistent_ctas, " q/kv:");
+                      " poly=", c.opt.poly_exp2_fraction, " lazy=", c.opt.lazy_rescale,
+                      " persistent=", c.opt.hopper_persistent, "/", c.opt.hopper_persistent_ctas, "/",
+                      c.opt.hopper_persistent_sched, " q/kv:");
   for (size_t i = 0; i < c.q_lens.size(); ++i) s += cat(" ", c.q_lens[i], "/", c.kv_lens[i]);
   return s;
 }
@@ -95,6 +96,7 @@ struct HopperShape {
   int wgs = 0;
   bool lpt = true;
   int ctas = 0;
+  int sched = 0;  // persistent: 0 static reversed on odd rounds, 1 round robin, 2 dynamic
 };
 
 cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true, HopperShape hs = {}) {
@@ -105,6 +107,7 @@ cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy
   o.hopper_lpt_schedule = hs.lpt;
   o.hopper_persistent = hs.ctas >= 0;
   o.hopper_persistent_ctas = std::max(hs.ctas, 0);
+  o.hopper_persistent_sched = hs.sched;
   o.prefill_kernel = k;
   o.poly_exp2_fraction = poly;
   o.lazy_rescale = lazy;
@@ -140,6 +143,9 @@ TEST(AttentionPrefill, HopperTwoWarpgroupsMatchesReference) {
 TEST(AttentionPrefill, HopperPersistentFewCtasMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = 3});
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false, .ctas = 2});
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = 3, .sched = 1});
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = 3, .sched = 2});
+  prefill_sweep(cuda::PrefillKernel::HOPPER, {.sched = 2});  // one CTA per SM, counters reset between launches
 }
 TEST(AttentionPrefill, HopperOneCtaPerTileMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = -1});
@@ -169,8 +175,9 @@ TEST(AttentionSanitize, PrefillSmall) {
   run_prefill({{300}, {700}, 2, 1, 128, 128, false, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 10);
   // persistent, 2 CTAs over many work tiles: Q's buffer and the K/V ring reused across tiles
   for (int d : {64, 128})
-    run_prefill({{260, 3, 129}, {300, 70, 129}, 4, 2, d, 64, true, 1.f,
-                 opts(cuda::PrefillKernel::HOPPER, 0.f, true, {.ctas = 2})}, 11);
+    for (int sched : {0, 2})
+      run_prefill({{260, 3, 129}, {300, 70, 129}, 4, 2, d, 64, true, 1.f,
+                   opts(cuda::PrefillKernel::HOPPER, 0.f, true, {.ctas = 2, .sched = sched})}, 11);
 }
 
 TEST(AttentionPrefill, RefusesBadInput) {

@@ -86,6 +86,10 @@ struct AttentionOptions {
   bool hopper_persistent = true;
   // HOPPER kernel, persistent: CTAs launched (0 = the SM count; tests use a few to give each CTA many tiles).
   int hopper_persistent_ctas = 0;
+  // HOPPER kernel, persistent: which CTA takes which tile. 0: static, CTA order reversed on odd rounds; 1: static
+  // round robin; 2: dynamic, from a global counter (one process-wide counter: launches on concurrent streams
+  // must not use it).
+  int hopper_persistent_sched = 0;
   // Decode: number of KV splits per (sequence, kv head), 1 .. 1024; 0 chooses from max_seqlen_k, the batch
   // and the SM count.
   int decode_splits = 0;

@@ -31,6 +31,8 @@ struct PrefillParams {
                   // units; 0 = one unit after another (prefill_hopper.cuh, cta_tile)
   int persistent_ctas;  // Hopper kernel: > 0: at most this many CTAs (the SM count), each looping over work
                         // tiles (prefill_hopper_tile.cuh, work_index); 0: one CTA per work tile
+  int sched;            // persistent: 0 static, odd rounds reversed; 1 static round robin; 2 dynamic (counter)
+  int* sched_counter;   // sched 2: [2] device ints, zero between launches (the last CTA resets them)
 };
 
 struct DecodeParams {

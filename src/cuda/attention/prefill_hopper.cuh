@@ -52,7 +52,8 @@ struct HopperCfg {
   static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
   // q_full, k_full[S], v_full[S], k_empty[S], v_empty[S], q_empty
   static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
-  static constexpr int BYTES = BAR_OFF + 8 * (2 + 4 * STAGES) + 1024;  // + slack to align the base to 1024
+  static constexpr int WORK_OFF = BAR_OFF + 8 * (2 + 4 * STAGES);  // int[2]: persistent work tile handed over
+  static constexpr int BYTES = WORK_OFF + 8 + 1024;                   // + slack to align the base to 1024
   static_assert(BYTES <= 227 * 1024, "shared memory budget");
   static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
 };
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   uint64_t* k_empty = v_full + STAGES;
   uint64_t* v_empty = k_empty + STAGES;
   uint64_t* q_empty = v_empty + STAGES;  // persistent: Q's buffer read by every consumer warp, may be reloaded
+  volatile int* s_work = reinterpret_cast<volatile int*>(smem + L::WORK_OFF);  // [2]: tile of Q phase 0 / 1, -1 = end
 
   const int n_m = (p.max_seqlen_q + BM - 1) / BM;
   const int n_work = n_m * p.n_head * p.batch;
@@ -105,12 +107,22 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       int g = 0, n_done = 0;
 #pragma unroll 1
       for (int k = 0;; ++k) {
-        const int lin = work_index<PERSIST>(k);
-        if (lin >= n_work) break;
+        const int lin = PERSIST ? work_index(p, k, n_work, lane) : (k == 0 ? int(blockIdx.x) : n_work);
+        if (lin >= n_work) {
+          if (PERSIST && lane == 0) {  // the end, handed over like a tile (the slot is free once Q is)
+            mbar_wait(q_empty, (n_done & 1) ^ 1);
+            s_work[n_done & 1] = -1;
+            mbar_arrive(q_full);
+          }
+          break;
+        }
         const WorkTile w = work_tile<BM>(p, n_m, lin);
         if (w.empty) continue;
         if (lane == 0) {
-          if constexpr (PERSIST) mbar_wait(q_empty, (n_done & 1) ^ 1);  // the previous tile's Q has been read
+          if constexpr (PERSIST) {
+            mbar_wait(q_empty, (n_done & 1) ^ 1);  // the previous tile's Q (and its slot) have been read
+            s_work[n_done & 1] = lin;              // published by the arrive below (release / acquire)
+          }
           mbar_arrive_expect_tx(q_full, L::Q_BYTES);
           for (int c = 0; c < BM / 64; ++c)
             for (int a = 0; a < ATOMS; ++a)
@@ -177,10 +189,15 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   int g_base = 0, n_done = 0;  // K/V tiles and work tiles consumed before this one (ring and Q phases)
 #pragma unroll 1
   for (int k = 0;; ++k) {
-    const int lin = work_index<PERSIST>(k);
+    int lin = k == 0 ? int(blockIdx.x) : n_work;  // one CTA per tile: no hand-over
+    if constexpr (PERSIST) {
+      mbar_wait(q_full, n_done & 1);
+      lin = s_work[n_done & 1];
+      if (lin < 0) break;
+    }
     if (lin >= n_work) break;
     const WorkTile w = work_tile<BM>(p, n_m, lin);
-    if (w.empty) continue;
+    if (!PERSIST && w.empty) continue;
     const int n_tiles = w.n_tiles, kv_len = w.kv_len, diag = w.diag;
     float o[DT][4];
 #pragma unroll
@@ -188,7 +205,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
     const int row_in_seq[2] = {w.m0 + c * 64 + warp * 16 + g, w.m0 + c * 64 + warp * 16 + g + 8};
     const int m0_wg = w.m0 + c * 64;
-    mbar_wait(q_full, n_done & 1);
+    if constexpr (!PERSIST) mbar_wait(q_full, n_done & 1);
     ++n_done;
     // Q in registers (L::Q_IN_REGS): A fragments of this warp's 16 rows, k-step kk: {row g, row g + 8} x
     // {columns 16kk + 2t, 16kk + 8 + 2t}, read from the TMA's 128-byte-swizzled tile (16-byte chunk ^ row % 8).

@@ -78,15 +78,26 @@ __device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int li
   b = u / p.n_head;
 }
 
-// Linear work index of round k of this CTA. One CTA per tile: blockIdx.x (k = 0 only). Persistent (grid of G <=
-// SM count): tile k * G + blockIdx.x, the CTA order reversed on odd rounds (snake) so that, with tiles sorted
-// longest first, no CTA takes the heaviest tile of every round (causal: a static round-robin would leave the low
-// CTAs ~1 key tile per round behind).
-template <bool PERSIST>
-__device__ __forceinline__ int work_index(int k) {
-  if constexpr (!PERSIST) return k == 0 ? int(blockIdx.x) : 0x7fffffff;
-  const int G = gridDim.x;
-  return k * G + ((k & 1) ? G - 1 - int(blockIdx.x) : int(blockIdx.x));
+// Linear work index of round k of this CTA (persistent: grid of G <= SM count; taken by the producer warp and
+// handed to the consumers through shared memory). sched 0: tile k * G + blockIdx.x, the CTA order reversed on
+// odd rounds (with tiles sorted longest first, no CTA takes the heaviest tile of every round); 1: k * G +
+// blockIdx.x; 2: the next tile of a global counter (lane 0 fetches, the warp gets it by shuffle; after its last
+// fetch each CTA counts itself out and the last one resets the counters for the next launch).
+__device__ __forceinline__ int work_index(const PrefillParams& p, int k, int n_work, int lane) {
+  const int G = gridDim.x, bid = blockIdx.x;
+  if (p.sched != 2) return k * G + ((p.sched == 0 && (k & 1)) ? G - 1 - bid : bid);
+  int lin = 0;
+  if (lane == 0) {
+    lin = atomicAdd(&p.sched_counter[0], 1);
+    if (lin >= n_work) {
+      __threadfence();  // this CTA's last fetch is performed before it counts itself out
+      if (atomicAdd(&p.sched_counter[1], 1) == G - 1) {
+        p.sched_counter[0] = 0;
+        p.sched_counter[1] = 0;
+      }
+    }
+  }
+  return __shfl_sync(0xffffffffu, lin, 0);
 }
 
 // One work tile: BM query rows [m0, m0 + BM) of head h of sequence b and the key tiles they see.
