@@ -4,8 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace] [persist] [sched]
-//        [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace] [clock] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -143,126 +142,43 @@ void settle() {
   }
 }
 
-// 'persist': persistent CTAs (the default) against one CTA per work tile, on the quick table's shapes plus
-// 16k batch 2, timed alternately (new, old, old, new) in one process; the mean of each pair is reported, as
-// tag 'table' (new, joined with the peers by attention_peers.py) and 'table_old'.
-void persist_compare() {
-  for (int d : {64, 128})
-    for (int seq : {1024, 4096, 16384})
-      for (int batch : {1, 2, 4}) {
-        if (batch == 2 && seq != 16384) continue;
-        PrefillSetup st(batch, seq, d);
-        for (bool causal : {false, true}) {
-          st.args.causal = causal;
-          const double flops = 4.0 * batch * HQ * double(seq) * seq * d / (causal ? 2 : 1);
-          const int reps = flops > 2e14 ? 10 : 30;
-          float ms[2] = {0.f, 0.f};  // [new, old]
-          for (int k = 0; k < 4; ++k) {
-            const int v = (k == 1 || k == 2) ? 1 : 0;
-            cuda::AttentionOptions o;
-            o.hopper_persistent = v == 0;
-            Status status;
-            ms[v] += 0.5f * median_ms(nullptr, reps, [&] { status = cuda::attention_prefill(nullptr, st.args, o); });
-            MK_CHECK(status.ok());
-          }
-          ATT_CUDA_CHECK(cudaGetLastError());
-          const double tf_new = flops / (ms[0] * 1e-3) / 1e12, tf_old = flops / (ms[1] * 1e-3) / 1e12;
-          std::printf("[persist] D=%3d S=%5d B=%d causal=%d  persistent %6.1f  one-CTA-per-tile %6.1f TFLOP/s  %+5.1f%%\n",
-                      d, seq, batch, int(causal), tf_new, tf_old, 100.0 * (tf_new / tf_old - 1.0));
-          for (int v = 0; v < 2; ++v)
-            std::printf("RESULT {\"kind\":\"prefill\",\"tag\":\"%s\",\"kernel\":\"hopper\",\"head_dim\":%d,\"seq\":%d,"
-                        "\"batch\":%d,\"causal\":%s,\"poly\":0,\"lazy\":1,\"median_ms\":%.5f,\"tflops\":%.2f}\n",
-                        v == 0 ? "table" : "table_old", d, seq, batch, causal ? "true" : "false", ms[v],
-                        v == 0 ? tf_new : tf_old);
-          std::fflush(stdout);
-        }
-      }
-}
-
-// 'sched': one CTA per tile against the persistent schedules (static reversed on odd rounds, round robin,
-// dynamic counter) at 1k B=4, 4k B=4 and 16k B=2, in the order A B C D D C B A per shape (mean of the two).
-void sched_compare() {
-  struct V {
-    const char* name;
-    bool persistent;
-    int sched;
-  };
-  const V vs[] = {{"per_tile", false, 0}, {"snake", true, 0}, {"rr", true, 1}, {"dynamic", true, 2}};
-  constexpr int NV = 4;
-  for (int d : {64, 128})
-    for (int seq : {1024, 4096, 16384}) {
-      const int batch = seq == 16384 ? 2 : 4;
-      PrefillSetup st(batch, seq, d);
-      for (bool causal : {false, true}) {
-        st.args.causal = causal;
-        const double flops = 4.0 * batch * HQ * double(seq) * seq * d / (causal ? 2 : 1);
-        const int reps = flops > 2e14 ? 10 : 30;
-        float ms[NV] = {};
-        for (int k = 0; k < 2 * NV; ++k) {
-          const int v = k < NV ? k : 2 * NV - 1 - k;
-          cuda::AttentionOptions o;
-          o.hopper_persistent = vs[v].persistent;
-          o.hopper_persistent_sched = vs[v].sched;
-          Status status;
-          ms[v] += 0.5f * median_ms(nullptr, reps, [&] { status = cuda::attention_prefill(nullptr, st.args, o); });
-          MK_CHECK(status.ok());
-        }
-        ATT_CUDA_CHECK(cudaGetLastError());
-        std::printf("[sched] D=%3d S=%5d B=%d causal=%d ", d, seq, batch, int(causal));
-        for (int v = 0; v < NV; ++v) std::printf(" %s %6.1f", vs[v].name, flops / (ms[v] * 1e-3) / 1e12);
-        std::printf(" TFLOP/s\n");
-        std::fflush(stdout);
-      }
-    }
-}
-
-// 'clock': 16k, batch 2, head dim 64 then 128, non-causal: each of one CTA per tile and persistent (static,
-// reversed on odd rounds) launched back to back for ~1.5 s, twice in the order A B B A, with the wall time
-// at each phase's start (for an nvidia-smi clock / power log taken alongside).
+// 'clock': the default kernel at 16k, batch 2, non-causal, head dim 64 then 128, launched back to back for ~1.5 s
+// each, with the wall time at the start of each phase, so that an nvidia-smi log of SM clock and power taken
+// alongside (bench/attention_run.sh, ATTN_CLOCK=1) tells how far the sustained rate is power-bound.
 void clock_probe() {
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     st.args.causal = false;
     const double flops = 4.0 * 2 * HQ * 16384.0 * 16384.0 * d;
-    for (int k = 0; k < 4; ++k) {
-      const bool persistent = k == 1 || k == 2;
-      cuda::AttentionOptions o;
-      o.hopper_persistent = persistent;
-      timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      cudaEvent_t a, b;
-      ATT_CUDA_CHECK(cudaEventCreate(&a));
-      ATT_CUDA_CHECK(cudaEventCreate(&b));
-      MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());
-      ATT_CUDA_CHECK(cudaEventRecord(a));
-      int n = 0;
-      const int per = int(1.5 / (flops / 550e12));
-      for (; n < per; ++n) MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());
-      ATT_CUDA_CHECK(cudaEventRecord(b));
-      ATT_CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      ATT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      std::printf("[clock] start %ld.%03ld D=%3d %-9s %4d launches %7.1f ms  %6.1f TFLOP/s\n", long(ts.tv_sec),
-                  ts.tv_nsec / 1000000, d, persistent ? "persist" : "per_tile", n, ms, flops * n / (ms * 1e-3) / 1e12);
-      std::fflush(stdout);
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-    }
+    const cuda::AttentionOptions o;
+    MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());  // warm-up
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cudaEvent_t a, b;
+    ATT_CUDA_CHECK(cudaEventCreate(&a));
+    ATT_CUDA_CHECK(cudaEventCreate(&b));
+    ATT_CUDA_CHECK(cudaEventRecord(a));
+    const int n = int(1.5 / (flops / 550e12));
+    for (int i = 0; i < n; ++i) MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());
+    ATT_CUDA_CHECK(cudaEventRecord(b));
+    ATT_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    ATT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    std::printf("[clock] start %ld.%03ld D=%d %d launches %.1f ms %.1f TFLOP/s\n", long(ts.tv_sec),
+                ts.tv_nsec / 1000000, d, n, ms, flops * n / (ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
   }
 }
 
-// 'ncu': at 16k, batch 2, non-causal, head dim 64 then 128: one launch with one CTA per tile, one persistent
-// (static, reversed on odd rounds), for a profiler.
+// 'ncu': one launch of the default kernel at 16k, batch 2, non-causal, head dim 64 then 128, for a profiler.
 void ncu_target() {
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     st.args.causal = false;
-    for (bool persistent : {false, true}) {
-      cuda::AttentionOptions o;
-      o.hopper_persistent = persistent;
-      MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());
-      ATT_CUDA_CHECK(cudaDeviceSynchronize());
-    }
+    MK_CHECK(cuda::attention_prefill(nullptr, st.args, cuda::AttentionOptions{}).ok());
+    ATT_CUDA_CHECK(cudaDeviceSynchronize());
   }
 }
 
@@ -576,8 +492,7 @@ void decode_trace() {
 
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
-       want_focus = false, want_clust = false, want_trace = false, want_persist = false, want_ncu = false,
-       want_sched = false, want_clock = false;
+       want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -588,10 +503,8 @@ int main(int argc, char** argv) {
     want_focus |= a == "decfocus";
     want_clust |= a == "decclust";
     want_trace |= a == "dectrace";
-    want_persist |= a == "persist";
-    want_ncu |= a == "ncu";
-    want_sched |= a == "sched";
     want_clock |= a == "clock";
+    want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
@@ -604,8 +517,6 @@ int main(int argc, char** argv) {
   if (want_prefill) prefill_table(quick);
   if (want_ablation) ablation();
   if (want_settle) settle();
-  if (want_persist) persist_compare();
-  if (want_sched) sched_compare();
   if (want_clock) clock_probe();
   if (want_ncu) ncu_target();
   return 0;

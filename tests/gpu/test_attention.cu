@@ -20,9 +20,7 @@ struct PrefillCase {
 std::string describe(const PrefillCase& c) {
   std::string s = cat("D=", c.head_dim, " H=", c.n_head, "/", c.n_kv_head, " bs=", c.block_size,
                       " causal=", c.causal, " qsig=", c.q_sigma, " kernel=", int(c.opt.prefill_kernel),
-                      " poly=", c.opt.poly_exp2_fraction, " lazy=", c.opt.lazy_rescale,
-                      " persistent=", c.opt.hopper_persistent, "/", c.opt.hopper_persistent_ctas, "/",
-                      c.opt.hopper_persistent_sched, " q/kv:");
+                      " poly=", c.opt.poly_exp2_fraction, " lazy=", c.opt.lazy_rescale, " q/kv:");
   for (size_t i = 0; i < c.q_lens.size(); ++i) s += cat(" ", c.q_lens[i], "/", c.kv_lens[i]);
   return s;
 }
@@ -89,14 +87,11 @@ void run_prefill(const PrefillCase& c, uint32_t seed) {
 }
 
 // Hopper kernel shape: overlap (intra-warpgroup), ping-pong (between warpgroups), consumer warpgroups (0 = default),
-// CTA order (longest first in head sections, or head after head), persistent CTAs (ctas: how many, 0 = SM count;
-// -1 = one CTA per work tile).
+// CTA order (longest first in head sections, or head after head).
 struct HopperShape {
   bool overlap = true, pingpong = true;
   int wgs = 0;
   bool lpt = true;
-  int ctas = 0;
-  int sched = 0;  // persistent: 0 static reversed on odd rounds, 1 round robin, 2 dynamic
 };
 
 cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy = true, HopperShape hs = {}) {
@@ -105,9 +100,6 @@ cuda::AttentionOptions opts(cuda::PrefillKernel k, float poly = 0.25f, bool lazy
   o.hopper_pingpong = hs.pingpong;
   o.hopper_consumer_warpgroups = hs.wgs;
   o.hopper_lpt_schedule = hs.lpt;
-  o.hopper_persistent = hs.ctas >= 0;
-  o.hopper_persistent_ctas = std::max(hs.ctas, 0);
-  o.hopper_persistent_sched = hs.sched;
   o.prefill_kernel = k;
   o.poly_exp2_fraction = poly;
   o.lazy_rescale = lazy;
@@ -138,18 +130,6 @@ TEST(AttentionPrefill, HopperNoOverlapMatchesReference) {
 TEST(AttentionPrefill, HopperTwoWarpgroupsMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.wgs = 2});
 }
-// Persistent CTAs: 3 CTAs, so that each loops over many work tiles (ring and Q phases carried across tiles,
-// ping-pong turns paired across tiles, empty row blocks of the shorter sequences skipped); and one CTA per tile.
-TEST(AttentionPrefill, HopperPersistentFewCtasMatchesReference) {
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = 3});
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false, .ctas = 2});
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = 3, .sched = 1});
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = 3, .sched = 2});
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.sched = 2});  // one CTA per SM, counters reset between launches
-}
-TEST(AttentionPrefill, HopperOneCtaPerTileMatchesReference) {
-  prefill_sweep(cuda::PrefillKernel::HOPPER, {.ctas = -1});
-}
 TEST(AttentionPrefill, HopperNoPingPongMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.pingpong = false, .wgs = 2, .lpt = false});
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false, .pingpong = false});
@@ -173,11 +153,6 @@ TEST(AttentionSanitize, PrefillSmall) {
   run_prefill({{130, 5}, {400, 200}, 4, 2, 64, 128, true, 1.f,
                opts(cuda::PrefillKernel::HOPPER, 0.25f, true, {.pingpong = false, .wgs = 2})}, 9);
   run_prefill({{300}, {700}, 2, 1, 128, 128, false, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 10);
-  // persistent, 2 CTAs over many work tiles: Q's buffer and the K/V ring reused across tiles
-  for (int d : {64, 128})
-    for (int sched : {0, 2})
-      run_prefill({{260, 3, 129}, {300, 70, 129}, 4, 2, d, 64, true, 1.f,
-                   opts(cuda::PrefillKernel::HOPPER, 0.f, true, {.ctas = 2, .sched = sched})}, 11);
 }
 
 TEST(AttentionPrefill, RefusesBadInput) {

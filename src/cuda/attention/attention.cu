@@ -117,23 +117,6 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
     const int64_t kv_head_bytes = int64_t(2) * a.max_seqlen_k * a.kv.head_dim * 2;
     p.lpt_units = int(std::clamp<int64_t>((int64_t(32) << 20) / kv_head_bytes, 1, a.kv.n_kv_head)) * p.group;
   }
-  if (opt.hopper_persistent_ctas < 0)
-    return make_error(fn, ": hopper_persistent_ctas ", opt.hopper_persistent_ctas, " must be >= 0 (0 = the SM count)");
-  if (opt.hopper_persistent_sched < 0 || opt.hopper_persistent_sched > 2)
-    return make_error(fn, ": hopper_persistent_sched ", opt.hopper_persistent_sched, " is not supported (0, 1, 2)");
-  p.sched = opt.hopper_persistent_sched;
-  if (p.sched == 2) {  // the dynamic schedule's counters, zero between launches (the kernel resets them)
-    static int* counter = [] {
-      int* c = nullptr;
-      if (cudaMalloc(&c, 2 * sizeof(int)) != cudaSuccess || cudaMemset(c, 0, 2 * sizeof(int)) != cudaSuccess) c = nullptr;
-      return c;
-    }();
-    if (!counter) return make_error(fn, ": could not allocate the dynamic schedule's counter");
-    p.sched_counter = counter;
-  }
-  p.persistent_ctas = !opt.hopper_persistent           ? 0
-                      : opt.hopper_persistent_ctas > 0 ? opt.hopper_persistent_ctas
-                                                       : sm_count();
   const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
                       (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());
   if (opt.prefill_kernel == PrefillKernel::HOPPER && !device_is_sm90())

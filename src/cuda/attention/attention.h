@@ -80,16 +80,6 @@ struct AttentionOptions {
   // HOPPER kernel: CTA order longest-processing-time first (the heaviest row blocks of every head in an
   // L2-sized group of heads first, the light ones last) instead of head after head.
   bool hopper_lpt_schedule = true;
-  // HOPPER kernel: persistent CTAs (one per SM) that loop over the work tiles in that order, so that a tile's
-  // epilogue overlaps the next tile's Q and first K/V loads; off: one CTA per tile. Default instances only
-  // (head dim 64: 3 consumer warpgroups, no polynomial exp2).
-  bool hopper_persistent = true;
-  // HOPPER kernel, persistent: CTAs launched (0 = the SM count; tests use a few to give each CTA many tiles).
-  int hopper_persistent_ctas = 0;
-  // HOPPER kernel, persistent: which CTA takes which tile. 0: static, CTA order reversed on odd rounds; 1: static
-  // round robin; 2: dynamic, from a global counter (one process-wide counter: launches on concurrent streams
-  // must not use it).
-  int hopper_persistent_sched = 0;
   // Decode: number of KV splits per (sequence, kv head), 1 .. 1024; 0 chooses from max_seqlen_k, the batch
   // and the SM count.
   int decode_splits = 0;

@@ -29,10 +29,6 @@ struct PrefillParams {
   int n_wg;       // Hopper kernel: consumer warpgroups of 64 query rows (2; or 3 at head dim 64)
   int lpt_units;  // Hopper kernel: CTA order, longest first within sections of this many (sequence, head)
                   // units; 0 = one unit after another (prefill_hopper.cuh, cta_tile)
-  int persistent_ctas;  // Hopper kernel: > 0: at most this many CTAs (the SM count), each looping over work
-                        // tiles (prefill_hopper_tile.cuh, work_index); 0: one CTA per work tile
-  int sched;            // persistent: 0 static, odd rounds reversed; 1 static round robin; 2 dynamic (counter)
-  int* sched_counter;   // sched 2: [2] device ints, zero between launches (the last CTA resets them)
 };
 
 struct DecodeParams {
