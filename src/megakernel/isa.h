@@ -109,6 +109,12 @@ struct Instr {
 };
 static_assert(sizeof(Instr) == 64, "Instr is read by the device as 4 x 16-byte vectors");
 
+#if defined(__CUDACC__)
+#define MK_ISA_HD __host__ __device__
+#else
+#define MK_ISA_HD
+#endif
+
 // Where every activation lives in the fp32 workspace (offsets and strides in floats). Built by the
 // schedule; the device and the simulator index with exactly these.
 struct Layout {
@@ -133,16 +139,22 @@ struct Layout {
   int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
+  // Dynamic LM head (version 10; ScheduleOptions::lm_unit_rows > 0, the device's MkParams::lm_dynamic): the vocabulary
+  // in units of lm_unit_rows rows (the last may be shorter; the device's ring page); LmHead slice ch first takes
+  // the static units ch * lm_static + k (k < lm_static, unit < lm_units), then claims the units from
+  // n_lm_slices * lm_static on one at a time from a monotonic claim counter until a claim falls past the last
+  // unit; every LmHead instruction makes exactly one such overshooting claim, so a step advances the counter by
+  // exactly lm_claims_per_step() and step e's claims are [e * that, (e + 1) * that). Its amax entry is the best
+  // of the rows it computed ((-inf, n_vocab) for none); Argmax breaks value ties by the smaller index.
+  int lm_unit_rows = 0;  // 0: static slices (the instruction's rows)
+  int lm_units = 0;      // ceil(n_vocab / lm_unit_rows)
+  int lm_static = 0;     // static units per slice
+  MK_ISA_HD int lm_dynamic_units() const { return lm_units > n_lm_slices * lm_static ? lm_units - n_lm_slices * lm_static : 0; }
+  MK_ISA_HD int lm_claims_per_step() const { return lm_dynamic_units() + n_lm_slices; }
   int64_t workspace_floats = 0;
   // counters:
   int n_counters = 0;
 };
-
-#if defined(__CUDACC__)
-#define MK_ISA_HD __host__ __device__
-#else
-#define MK_ISA_HD
-#endif
 
 // Positions [p0, p1) that AttnPartial's chunk attends to at step position pos (both the device and the
 // simulator clip them to [0, pos]; the chunk whose range holds pos appends this step's k/v). Static

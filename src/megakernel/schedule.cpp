@@ -125,6 +125,9 @@ class Builder {
 Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   if (o.n_sm < 1 || o.n_sm > 4096) return make_error("megakernel schedule: n_sm = ", o.n_sm, ", expected 1..4096");
   if (o.max_context < 1) return make_error("megakernel schedule: max_context = ", o.max_context, ", expected >= 1");
+  if (o.lm_unit_rows < 0 || o.lm_static_units < 0)
+    return make_error("megakernel schedule: lm_unit_rows ", o.lm_unit_rows, " and lm_static_units ", o.lm_static_units,
+                      " must be >= 0");
   if (o.row_granularity < 1 || o.slices_per_sm < 1 || o.attn_chunk_len < 0)
     return make_error("megakernel schedule: row_granularity and slices_per_sm must be >= 1, attn_chunk_len >= 0");
   if (c.n_layer < 1 || c.n_embd < 1 || c.n_ff < 1 || c.n_vocab < 1 || c.n_head < 1 || c.n_kv_head < 1)
@@ -180,6 +183,11 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.mid_resid = o.mid_resid ? 1 : 0;
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
+  if (o.lm_unit_rows > 0) {
+    L.lm_unit_rows = o.lm_unit_rows;
+    L.lm_units = (c.n_vocab + o.lm_unit_rows - 1) / o.lm_unit_rows;
+    L.lm_static = std::max(0, o.lm_static_units);
+  }
   L.workspace_floats = off;
   return L;
 }

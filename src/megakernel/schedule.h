@@ -30,6 +30,8 @@ struct ScheduleOptions {
                              // residual readers sum one down partial per gate/up slice
   bool mid_resid = false;    // Layout::mid_resid: QkvProj / LmHead read the residual materialised by
                              // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
+  int lm_unit_rows = 0;      // > 0: the dynamic LM head's units (Layout::lm_unit_rows, isa.h), 0: static slices only
+  int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm_static)
 };
 
 // Counter ids of one model (see counter_* below).

@@ -140,6 +140,7 @@ const Schedule& Simulator::schedule() const { return st_->schedule; }
 void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true; }
 void Simulator::skip_flag_polls_for_test(Op op) { st_->skip_polls_op = op; }
 void Simulator::drop_step_barrier_for_test() { st_->no_step_barrier = true; }
+void Simulator::extra_lm_claim_for_test() { st_->extra_lm_claim = true; }
 
 void Simulator::drop_wait_for_test(Op op, int index) {
   for (auto& q : st_->schedule.queues)

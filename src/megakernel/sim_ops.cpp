@@ -223,17 +223,55 @@ bool mlp_down(Simulator::State& s, const Instr& in) {
                  out.data() + in.row_begin);
 }
 
+// The rows an LmHead instruction computes: its static rows, or with the dynamic LM head (Layout::lm_unit_rows) its
+// static units and then the units it claims from the step's range of the claim counter (isa.h) until a claim
+// overshoots -- here at once, as if this SM's loader won every race for them (a valid interleaving of the device).
+bool lm_rows(Simulator::State& s, const Instr& in, std::vector<std::pair<int, int>>& rows) {
+  const Layout& L = s.schedule.layout;
+  rows.clear();
+  if (L.lm_unit_rows == 0) return rows.emplace_back(int(in.row_begin), int(in.row_end)), true;
+  auto unit = [&](int u) { rows.emplace_back(u * L.lm_unit_rows, std::min(L.n_vocab, (u + 1) * L.lm_unit_rows)); };
+  for (int k = 0; k < L.lm_static; ++k)
+    if (int(in.chunk) * L.lm_static + k < L.lm_units) unit(int(in.chunk) * L.lm_static + k);
+  const uint64_t per = uint64_t(L.lm_claims_per_step()), base = uint64_t(s.cur_epoch()) * per;
+  for (;;) {
+    if (s.lm_claim < base || s.lm_claim >= base + per) {
+      s.error = cat(s.where(), " claims LM-head unit ", s.lm_claim, " outside its step's range [", base, ", ", base + per, ")");
+      return false;
+    }
+    const int64_t c = int64_t(s.lm_claim++ - base);
+    if (c >= L.lm_dynamic_units()) break;  // the overshoot: every instruction makes exactly one
+    unit(L.n_lm_slices * L.lm_static + int(c));
+  }
+  if (s.extra_lm_claim) ++s.lm_claim;
+  return true;
+}
+
+// (value, index) beats (best value, best index): the larger value, NaN the largest, the smaller index on ties
+// (the device's argmax_better; cpu::argmax / torch.argmax pick the first maximum).
+bool argmax_better(float v, int i, float bv, int bi) {
+  if (std::isnan(bv)) return std::isnan(v) && i < bi;
+  if (std::isnan(v)) return true;
+  return v > bv || (v == bv && i < bi);
+}
+
 bool lm_head(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec x, xn(static_cast<size_t>(L.n_embd)), logits(static_cast<size_t>(L.n_vocab));
   if (!residual_in(s, L.n_layer, x)) return false;
   cpu::rmsnorm(xn.data(), x.data(), s.weights->final_norm, s.config.rms_norm_eps, L.n_embd);
   const TensorView& head = s.weights->lm_head.present() ? s.weights->lm_head : s.weights->tok_embd;
-  cpu::matvec_rows(logits.data(), head, xn.data(), in.row_begin, in.row_end);
-  int n = int(in.row_end - in.row_begin);
-  if (!s.write(L.logits + in.row_begin, n, logits.data() + in.row_begin)) return false;
-  int i = cpu::argmax(logits.data() + in.row_begin, n);
-  float rec[2] = {logits[size_t(in.row_begin) + size_t(i)], float(int(in.row_begin) + i)};
+  std::vector<std::pair<int, int>> rows;
+  if (!lm_rows(s, in, rows)) return false;
+  float best = -std::numeric_limits<float>::infinity();
+  int best_i = L.n_vocab;  // no rows: loses to every real candidate
+  for (auto [r0, r1] : rows) {
+    cpu::matvec_rows(logits.data(), head, xn.data(), r0, r1);
+    if (!s.write(L.logits + r0, r1 - r0, logits.data() + r0)) return false;
+    const int i = r0 + cpu::argmax(logits.data() + r0, r1 - r0);
+    if (argmax_better(logits[size_t(i)], i, best, best_i)) best = logits[size_t(i)], best_i = i;
+  }
+  float rec[2] = {best, float(best_i)};
   return s.write(L.amax + 2 * int64_t(in.chunk), 2, rec);
 }
 
@@ -241,13 +279,16 @@ bool argmax(Simulator::State& s, const Instr&) {
   const Layout& L = s.schedule.layout;
   Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
   if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
-  // Slices are in row order: the first strictly larger value wins (first index on ties); NaN is the
-  // largest, as in cpu::argmax / torch.argmax.
-  int best = 0;
-  for (int i = 1; i < L.n_lm_slices; ++i) {
-    float b = rec[size_t(2 * best)], v = rec[size_t(2 * i)];
-    if (!std::isnan(b) && (std::isnan(v) || v > b)) best = i;
+  // The dynamic LM head: every LmHead instruction of the step has claimed past the last unit exactly once.
+  if (L.lm_unit_rows > 0 && s.lm_claim != uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step())) {
+    s.error = cat(s.where(), ": the LM-head claim counter is at ", s.lm_claim, ", expected ",
+                  uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step()));
+    return false;
   }
+  int best = 0;
+  for (int i = 1; i < L.n_lm_slices; ++i)
+    if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
+      best = i;
   return s.write(s.tokens + s.cur_step + 1, 1, rec.data() + 2 * best + 1);
 }
 

@@ -45,6 +45,8 @@ struct Simulator::State {
   int n_active = 0;                          // SMs with a non-empty queue
   Op skip_polls_op = Op::Count;              // test hook: this op polls nothing
   bool no_step_barrier = false;              // test hook
+  uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm_unit_rows)
+  bool extra_lm_claim = false;               // test hook
   // The instruction being executed (for checks and messages).
   int cur_sm = 0;
   int cur_step = 0;     // step within the launch

@@ -52,7 +52,10 @@ void expect_cpu_greedy_prefix(const Model& m, const std::vector<int32_t>& prompt
   }
 }
 
+// Prompts run through the megakernel here, one launch per token (the backend's default sends prompts of more than
+// one token to the layered prefill: tests/gpu/test_megakernel_prefill.cu covers that).
 std::unique_ptr<MegakernelBackend> make_mk(const Model& m, int max_ctx, MegakernelOptions opt) {
+  opt.layered_prefill = false;
   auto w = cuda::upload_weights(m.config, m.weights);
   EXPECT_TRUE(w) << w.message();
   if (!w) return nullptr;
@@ -289,6 +292,75 @@ TEST(Megakernel, ShortAttentionKStepsEqualOneStep) {
   }
   EXPECT_EQ(outs[0], outs[1]);
   expect_cpu_greedy_prefix(m, p5, outs[0]);
+}
+
+// Version 10's switches (argmax_par: the Argmax reduced by every consumer thread; wide_poll: the flag instance's
+// residual / act polls with more loads in flight; lm_dynamic: the LM head's pages claimed by whichever SM's loader
+// comes first) change only who loads, computes and compares what, never the arithmetic: the 8 combinations give
+// bit-identical logits (flags and counters, inline and split attention, all SMs and 7, a vocabulary of 5000 so
+// that 7 SMs claim most units) and the same greedy tokens with 1 and 8 steps per launch -- also on a one-layer
+// model wide enough that every thread polls more than one block of element pairs (n_embd 2904: 1452 pairs > 3 x
+// 480; n_ff 8656: 4328 > 9 x 480) and the LM head has more units than its static share -- equal to the CPU's.
+TEST(Megakernel, V10SwitchesBitIdentical) {
+  auto configure = [](MegakernelBackend& b, int mode) {
+    b.set_argmax_par(mode & 1);
+    b.set_wide_poll(mode & 2);
+    b.set_lm_dynamic(mode & 4);
+  };
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 79);
+  expect_modes_bit_identical(m, 43, 7,
+                             {MegakernelOptions{}, MegakernelOptions{.flag_publish = 0},
+                              MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24, .flag_publish = 1}},
+                             8, configure);
+  Model mv = make_random_model(cfg(Family::Llama, 64, 8, 2, 200, 344, false, 5000), DType::BF16, 81);
+  expect_modes_bit_identical(mv, 45, 3, {MegakernelOptions{.n_sm = 7}, MegakernelOptions{.n_sm = 7, .flag_publish = 0}}, 8,
+                             configure);
+  const ModelConfig wide = test::tiny_config(Family::Llama, 8, 2, 64, 2904, 8656, /*n_layer=*/1, /*n_vocab=*/4099);
+  Model mw = make_random_model(wide, DType::BF16, 80);
+  for (const Model* mp : {&mv, &mw}) {
+    SCOPED_TRACE(cat("n_embd ", mp->config.n_embd, " n_vocab ", mp->config.n_vocab));
+    std::vector<int32_t> p5 = {5, 17, 300 % mp->config.n_vocab, 2, 99};
+    std::vector<float> logits(static_cast<size_t>(mp->config.n_vocab));
+    std::vector<std::vector<int32_t>> outs;
+    std::vector<std::vector<float>> lg;
+    for (int mode = 0; mode < 16; ++mode) {  // bit 3: 8 steps per launch
+      auto b = make_mk(*mp, 64, {.n_sm = mp == &mv ? 7 : 0});
+      ASSERT_TRUE(b);
+      ASSERT_TRUE(b->flag_publish());
+      configure(*b, mode);
+      ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+      lg.push_back(logits);
+      std::vector<int32_t> out(24);
+      auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, mode & 8 ? 8 : 1);
+      ASSERT_TRUE(st.ok()) << st.message();
+      outs.push_back(out);
+    }
+    for (int mode = 1; mode < 16; ++mode) {
+      EXPECT_EQ(lg[size_t(mode)], lg[0]) << "mode " << mode;
+      EXPECT_EQ(outs[size_t(mode)], outs[0]) << "mode " << mode;
+    }
+    expect_cpu_greedy_prefix(*mp, p5, outs[0]);
+  }
+}
+
+// The dynamic LM head's smallest case with claims (7 SMs: 28 static units of 63, the rest claimed), 4 positions
+// in one launch: compute-sanitizer's case for the claim path.
+TEST(Megakernel, DynamicLmHeadTiny) {
+  Model m = make_random_model(cfg(Family::Llama, 64, 8, 2, 200, 344, false, 5000), DType::BF16, 95);
+  auto b = make_mk(m, 8, {.n_sm = 7});
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->lm_dynamic_on());
+  ASSERT_GT(b->schedule().layout.lm_dynamic_units(), 0);
+  CpuBackend cpu(m, 8);
+  std::vector<int32_t> prompt = {3, 1, 4, 1};
+  std::vector<float> a(static_cast<size_t>(m.config.n_vocab)), r(a.size());
+  ASSERT_TRUE(b->forward(prompt, 0, a).ok());
+  ASSERT_TRUE(cpu.forward(prompt, 0, r).ok());
+  EXPECT_LT(rel_err(a, r), LOGITS_TOL);
+  std::vector<int32_t> out(3);
+  ASSERT_TRUE(b->generate_greedy(argmax(a), 4, out, 3).ok());
+  expect_cpu_greedy_prefix(m, prompt, out);
 }
 
 // The smallest attn_short run (2 SMs, a 2-position stage, 4 positions): compute-sanitizer racecheck's case.

@@ -32,6 +32,8 @@ struct Case {
   int chunk_len;  // 0: inline attention
   bool fuse_down = false;
   bool dynamic = false;  // chunk ranges follow the step's position (isa.h attn_chunk_range)
+  int lm_unit = 0;       // > 0: the dynamic LM head in units of this many rows (isa.h Layout::lm_unit_rows)
+  int lm_static = 0;     // its static units per slice
 };
 
 std::vector<Case> cases() {
@@ -46,6 +48,9 @@ std::vector<Case> cases() {
       {"llama gqa1 hd64 split dynamic", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 301, true), 3, false, true},
       {"qwen3 gqa4 hd128 split dynamic", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5, false, true},
       {"qwen2 gqa6 split fused mlp dynamic", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 2, true, true},
+      {"llama gqa4 dynamic lm head", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 8, 1},
+      {"qwen3 gqa8 tied dynamic lm head no static", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0, false, false, 6, 0},
+      {"llama gqa1 split dynamic lm head", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 301, true), 3, false, true, 5, 2},
   };
 }
 
@@ -56,7 +61,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, boo
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
   ASSERT_TRUE(s.ok()) << s.message();
   Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
   std::vector<float> ref(size_t(k.config.n_vocab));
@@ -116,7 +121,7 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     for (int n_sm : {2, 7, 66, -7}) {  // -7: 7 SMs, flag protocol + mid_resid
-      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0});
+      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
       ASSERT_TRUE(s.ok()) << s.message();
       Simulator sim(m.config, m.weights, std::move(*s), n_sm < 0 ? Protocol::Flags : Protocol::Counters);
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.
@@ -231,6 +236,22 @@ TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
     auto r = sim.launch(1, 3, 3, 4);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.message().find("SM"), std::string::npos) << r.message();
+  }
+}
+
+// The dynamic LM head's claim arithmetic (isa.h Layout::lm_unit_rows): one claim too many per instruction is caught.
+TEST(Sim, DynamicLmHeadClaimDriftIsCaught) {
+  const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300);
+  Model m = make_random_model(c, DType::BF16, 3);
+  for (bool flags : {false, true}) {
+    auto s = build_schedule(c, {.n_sm = 7, .max_context = 8, .lm_unit_rows = 8, .lm_static_units = 1});
+    ASSERT_TRUE(s.ok()) << s.message();
+    Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
+    ASSERT_TRUE(sim.launch(3, 0, 2, 1).ok());  // the correct count passes
+    sim.extra_lm_claim_for_test();
+    auto r = sim.launch(4, 2, 1, 2);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.message().find("claim"), std::string::npos) << r.message();
   }
 }
 

@@ -70,6 +70,12 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
   mid_resid_ = opt.mid_resid;
+  // The dynamic LM head's units: one ring page of rows each (when a row fits a page); the first ring_pages units of
+  // each slice static, so that the loader streams them before the consumers arrive (ring.cuh loader_lm_dynamic).
+  if (2 * config_.n_embd <= device::PAGE_BYTES) {
+    so.lm_unit_rows = device::page_rows(config_.n_embd);
+    so.lm_static_units = std::max(2, opt.ring_pages);
+  }
   auto s = build_schedule(config_, so);
   if (!s) return s.error();
   schedule_ = std::move(*s);
@@ -90,7 +96,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;  // + hd: RoPE table
   const size_t optin = dev->smem_per_block_optin;
-  const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 64 + 128;  // + static, + alignment
+  const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 128 + 128;  // + static, + alignment
   if (other + size_t(x_floats) * 4 > optin)
     return make_error("megakernel: needs ", other + size_t(x_floats) * 4, " B of shared memory per block, the GPU allows ",
                       optin, "; use the layered backend");
@@ -120,6 +126,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   }
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
+  argmax_par_ = opt.argmax_par;
+  wide_poll_ = opt.wide_poll;
+  lm_dynamic_ = opt.lm_dynamic;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
@@ -161,6 +170,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   CUDA_CHECK(cudaMemset(ftokens_, 0xff, (MAX_STEPS + 1) * 8));
   n_active_ = 0;
   for (const auto& q : schedule_.queues) n_active_ += q.empty() ? 0 : 1;
+  MK_TRY(alloc(lm_claim_, 1, "megakernel: LM-head claim counter"));
+  CUDA_CHECK(cudaMemset(lm_claim_, 0, sizeof(unsigned long long)));
   MK_TRY(alloc(error_, 4, "megakernel: error word"));
   CUDA_CHECK(cudaMemset(error_, 0, 16));
   MK_TRY(alloc(out_tokens_, size_t(max_context_), "megakernel: output tokens"));
@@ -180,7 +191,7 @@ MegakernelBackend::~MegakernelBackend() {
   for (void* p : {instrs_, static_cast<void*>(queue_begin_), layers_, static_cast<void*>(inv_freq_),
                   static_cast<void*>(ws_), static_cast<void*>(tokens_), static_cast<void*>(counters_),
                   static_cast<void*>(error_), static_cast<void*>(out_tokens_), static_cast<void*>(timing_),
-                  static_cast<void*>(fws_), static_cast<void*>(ftokens_)})
+                  static_cast<void*>(fws_), static_cast<void*>(ftokens_), static_cast<void*>(lm_claim_)})
     if (p) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -224,6 +235,12 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
+  p.argmax_par = argmax_par_ ? 1 : 0;
+  p.wide_poll = wide_poll_ ? 1 : 0;
+  const bool lm_dyn = lm_dynamic_on();
+  p.lm_dynamic = lm_dyn ? 1 : 0;
+  p.lm_claim = lm_claim_;
+  p.lm_base = lm_claims_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;
@@ -239,6 +256,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
   epoch_ += uint32_t(n_steps);
   (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n_steps);
+  if (lm_dyn) lm_claims_ += (unsigned long long)n_steps * (unsigned long long)schedule_.layout.lm_claims_per_step();
   return {};
 }
 
@@ -248,6 +266,7 @@ Status MegakernelBackend::check_error() {
   CUDA_CHECK(cudaMemcpy(e, error_, 16, cudaMemcpyDeviceToHost));
   if (e[0] == 0) return {};
   broken_ = true;
+  if (e[0] == 2) return make_error("megakernel: the dynamic LM head's claim counter fell behind its step's range (block ", e[1], ")");
   return make_error("megakernel: watchdog: block ", e[1], " waited too long on counter ", e[3],
                     " before instruction ", e[2], " (a dependency that never completes)");
 }
@@ -386,6 +405,46 @@ Expected<std::string> MegakernelBackend::timing_report() {
   std::snprintf(line, sizeof line, "    loader stalled on a full ring: %.1f us per SM per step\n",
                 stall * per / std::max(1, timing_steps_));
   out += line;
+  // Version 10: how unevenly each stage ends. Per (op, layer): the mean and the latest of its instructions' ends
+  // (thread 0 done with the op) and the longest matvec; summed over the layers (us per step). "late" = latest - mean
+  // end: roughly what an average consumer of the stage waits for its slowest producer.
+  {
+    struct Agg { double sum_end = 0, max_end = 0, sum_mv = 0, max_mv = 0; int n = 0; };
+    std::vector<Agg> agg(size_t(N_OP) * size_t(config_.n_layer + 1));
+    for (size_t i = 0; i < n_instr; ++i) {
+      const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+      const int op = int(instrs[i].op), l = std::min<int>(instrs[i].layer, config_.n_layer);
+      Agg& a = agg[size_t(op) * size_t(config_.n_layer + 1) + size_t(l)];
+      const double end = double(r[device::T_COMPUTE_END] - t_min);
+      const unsigned long long mv0 = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
+      const double mv = double(r[device::T_COMPUTE_END] - mv0);
+      a.sum_end += end, a.max_end = std::max(a.max_end, end), a.sum_mv += mv, a.max_mv = std::max(a.max_mv, mv), a.n++;
+    }
+    out += "    op            late end (latest - mean, us/step)   matvec mean / longest (us/step)\n";
+    for (int op = 0; op < N_OP; ++op) {
+      double late = 0, mv_mean = 0, mv_max = 0;
+      bool any = false;
+      for (int l = 0; l <= config_.n_layer; ++l) {
+        const Agg& a = agg[size_t(op) * size_t(config_.n_layer + 1) + size_t(l)];
+        if (!a.n) continue;
+        any = true;
+        late += a.max_end - a.sum_end / a.n, mv_mean += a.sum_mv / a.n, mv_max += a.max_mv;
+      }
+      if (!any) continue;
+      std::snprintf(line, sizeof line, "    %-13s %12.1f %28.1f / %.1f\n", op_name(Op(op)), late * 1e-3, mv_mean * 1e-3,
+                    mv_max * 1e-3);
+      out += line;
+    }
+    for (size_t i = 0; i < n_instr; ++i)
+      if (instrs[i].op == Op::Argmax) {
+        const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+        std::snprintf(line, sizeof line, "    Argmax: wait %.1f us, op %.1f us, publish %.1f us\n",
+                      double(r[device::T_WAIT_END] - r[device::T_WAIT_START]) * 1e-3,
+                      double(r[device::T_COMPUTE_END] - r[device::T_WAIT_END]) * 1e-3,
+                      double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]) * 1e-3);
+        out += line;
+      }
+  }
   return out;
 }
 

@@ -22,6 +22,13 @@ constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
 
+// Rows of `cols` bf16 per ring page: whole rows, an even number when two fit (consumers take rows in pairs). The
+// backend sizes the dynamic LM head's units with it (isa.h Layout::lm_unit_rows: one unit = one page).
+__host__ __device__ __forceinline__ int page_rows(int cols) {
+  const int rpp = PAGE_BYTES / (2 * cols);
+  return rpp >= 2 ? rpp & ~1 : 1;
+}
+
 // How an instruction publishes its writes (common.cuh signal) and how a wait orders the reads after it
 // (wait_deps): red.release.gpu (a release with fence.acq_rel strength, which PTX defines as enough for the
 // release pattern), and the waiter relies on ld.acquire + bar.sync alone (no fence after the poll). Measured
@@ -114,6 +121,18 @@ struct MkParams {
   // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
   int attn_short_max;
   int attn_stage;
+  // Version 10 switches (bench/RESULTS.md "Megakernel v10"): Argmax reduced by all consumer threads instead of
+  // thread 0's loop over the slices (ops/lm_head.cuh); with flags, the residual / act polls with more loads in
+  // flight per thread (common.cuh sum_residual_flag_wide, poll_values_wide: the FLAG = 2 kernel instance). Both
+  // bit-identical.
+  int argmax_par;
+  int wide_poll;
+  // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
+  // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
+  // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).
+  int lm_dynamic;
+  unsigned long long* lm_claim;
+  unsigned long long lm_base;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

@@ -78,9 +78,106 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
 }
 
 // Rows per page: whole rows, an even number when two fit (consumers take rows in pairs).
-__device__ __forceinline__ int rows_per_page(int cols) {
-  const int rpp = PAGE_BYTES / (2 * cols);
-  return rpp >= 2 ? rpp & ~1 : 1;
+__device__ __forceinline__ int rows_per_page(int cols) { return page_rows(cols); }
+
+// The dynamic LM head (version 10, isa.h Layout::lm_unit_rows, MkParams::lm_dynamic): the loader tells the consumers
+// which unit of the vocabulary each LmHead page holds (written before the page's arrive, whose release the
+// consumers' wait acquires; -1: the instruction's last, empty page), and the consumers tell the loader that they
+// entered the LmHead instruction of launch step s - 1 by setting s_lm_gate = s (the loader claims units only then).
+__shared__ int s_lm_unit[MAX_PAGES];
+__shared__ int s_lm_gate;
+// The gate's accesses: a release store by consumer thread 0 (after its dependency wait's acquire), an acquire load by
+// the loader (before its claims), so the other blocks' claims of the step before precede this block's in causality
+// order (their claim, their page's arrive, their consumers' release, thread 0's acquire, this release, this acquire).
+__device__ __forceinline__ void lm_gate_set(int v) {
+  asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_lm_gate)), "r"(v) : "memory");
+}
+__device__ __forceinline__ int lm_gate_get() {
+  int v;
+  asm volatile("ld.acquire.cta.shared.b32 %0, [%1];" : "=r"(v) : "r"(smem_u32(&s_lm_gate)) : "memory");
+  return v;
+}
+
+// Loader: waits until ring slot `page % np` is free (every consumer warp released page - np). False after
+// another block raised the watchdog error (the caller returns).
+__device__ __forceinline__ bool loader_slot(const MkParams& p, uint64_t* empty, uint32_t page, uint32_t np,
+                                            unsigned long long& stall) {
+  if (page < np) return true;
+  const uint32_t slot = page % np, parity = ((page / np) - 1u) & 1u;
+  if (mbar_test_wait(&empty[slot], parity)) return true;
+  const unsigned long long t0 = p.timing ? global_ns() : 0;
+  mbar_wait_or_error(p, &empty[slot], parity);
+  if (p.timing) stall += global_ns() - t0;
+  return !error_raised(p);
+}
+
+// Loader: the bulk copies of one page of nr rows (row k at src + k * stride) into `slot`.
+__device__ __forceinline__ void loader_issue(unsigned char* ring, uint64_t* full, uint32_t slot, const bf16* src,
+                                             int nr, uint32_t row_bytes, int64_t stride, bool contiguous,
+                                             uint64_t policy, int lane) {
+  const uint32_t bytes = uint32_t(nr) * row_bytes;
+  unsigned char* dst = ring + size_t(slot) * PAGE_BYTES;
+  if (lane == 0) mbar_arrive_expect_tx(&full[slot], bytes);
+  __syncwarp();
+  if (contiguous) {  // one region: pieces of 8 KB over the lanes
+    constexpr uint32_t PIECE = 8192;
+    for (uint32_t off = uint32_t(lane) * PIECE; off < bytes; off += 32u * PIECE)
+      bulk_load(dst + off, reinterpret_cast<const unsigned char*>(src) + off, min(PIECE, bytes - off), &full[slot], policy);
+  } else {  // strided rows (a kv group's columns of wo): one copy per row
+    for (int k = lane; k < nr; k += 32)
+      bulk_load(dst + size_t(k) * row_bytes, src + int64_t(k) * stride, row_bytes, &full[slot], policy);
+  }
+}
+
+// Loader, dynamic LM head of launch step `step` (isa.h Layout::lm_unit_rows): the instruction's static units, then
+// (once this block's consumers entered the instruction) units claimed from the step's range of the counter until
+// a claim overshoots, which ends the instruction with an empty page. One unit = one page. False: watchdog.
+__device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, unsigned char* ring, uint64_t* full,
+                                  uint64_t* empty, uint32_t& page, unsigned long long& stall, uint64_t policy) {
+  const Layout& L = p.L;
+  const int lane = threadIdx.x & 31, ur = L.lm_unit_rows;
+  const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(L.n_embd) * 2u;
+  auto unit_page = [&](int unit) {
+    if (!loader_slot(p, empty, page, np, stall)) return false;
+    const uint32_t slot = page % np;
+    if (lane == 0) s_lm_unit[slot] = unit;
+    if (unit < 0) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&full[slot]);
+    } else {
+      const int r0 = unit * ur;
+      loader_issue(ring, full, slot, p.lm_head + int64_t(r0) * L.n_embd, min(ur, L.n_vocab - r0), row_bytes, L.n_embd,
+                   true, policy, lane);
+    }
+    ++page;
+    return true;
+  };
+  for (int k = 0; k < L.lm_static; ++k) {
+    const int u = int(in.chunk) * L.lm_static + k;
+    if (u < L.lm_units && !unit_page(u)) return false;
+  }
+  // Claims of step `step` only once the consumers are in it: every LmHead instruction of the step before has then
+  // made its last claim on every SM (the consumers passed a wait that follows the Argmax of that step), so the
+  // counter is at this step's base.
+  if (lane == 0)
+    for (uint32_t polls = 0; lm_gate_get() != step + 1; ++polls)
+      if ((polls & 1023u) == 1023u && error_raised(p)) break;
+  __syncwarp();
+  if (error_raised(p)) return false;
+  const unsigned long long base = p.lm_base + (unsigned long long)step * (unsigned long long)L.lm_claims_per_step();
+  // One claim ahead: the next unit's atomic is in flight while this unit waits for its slot (a claim is an L2 round
+  // trip). Still exactly one overshooting claim: nothing is claimed after a claim that overshot.
+  unsigned long long cl = 0;
+  if (lane == 0) cl = atomicAdd(p.lm_claim, 1ull);
+  for (;;) {
+    cl = __shfl_sync(0xffffffffu, cl, 0);
+    const long long c = (long long)(cl - base);
+    if (c < 0 && lane == 0) atomicCAS(p.error, 0u, 2u);  // cannot happen: the claim ranges of the steps are apart
+    const int unit = c >= 0 && c < L.lm_dynamic_units() ? L.n_lm_slices * L.lm_static + int(c) : -1;
+    if (unit >= 0 && lane == 0) cl = atomicAdd(p.lm_claim, 1ull);
+    if (!unit_page(unit)) return false;
+    if (unit < 0) return true;
+  }
 }
 
 // The loader warp: every page of every instruction of this block's queue, n_steps times.
@@ -93,94 +190,91 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   unsigned long long stall = 0;
   for (int step = 0; step < p.n_steps; ++step)
     for (uint32_t i = begin; i < end; ++i) {
+      if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
+        if (!loader_lm_dynamic(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) return;
+        continue;
+      }
       const WeightRows w = weight_rows(p, p.instrs[i]);
       if (w.n == 0) continue;
       const int rpp = rows_per_page(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
-      const bool contiguous = w.stride == w.cols;
       for (int r = 0; r < w.n; r += rpp, ++page) {
-        const uint32_t slot = page % np;
-        if (page >= np) {  // wait until every consumer warp released the slot's previous page
-          const uint32_t parity = ((page / np) - 1u) & 1u;
-          if (!mbar_test_wait(&empty[slot], parity)) {
-            const unsigned long long t0 = p.timing ? global_ns() : 0;
-            mbar_wait_or_error(p, &empty[slot], parity);
-            if (p.timing) stall += global_ns() - t0;
-            if (error_raised(p)) return;
-          }
-        }
-        const int nr = min(rpp, w.n - r);
-        const uint32_t bytes = uint32_t(nr) * row_bytes;
-        unsigned char* dst = ring + size_t(slot) * PAGE_BYTES;
-        const bf16* src = w.base + int64_t(r) * w.stride;
-        if (lane == 0) mbar_arrive_expect_tx(&full[slot], bytes);
-        __syncwarp();
-        if (contiguous) {  // one region: pieces of 8 KB over the lanes
-          constexpr uint32_t PIECE = 8192;
-          for (uint32_t off = uint32_t(lane) * PIECE; off < bytes; off += 32u * PIECE)
-            bulk_load(dst + off, reinterpret_cast<const unsigned char*>(src) + off, min(PIECE, bytes - off), &full[slot],
-                      policy);
-        } else {  // strided rows (a kv group's columns of wo): one copy per row
-          for (int k = lane; k < nr; k += 32)
-            bulk_load(dst + size_t(k) * row_bytes, src + int64_t(k) * w.stride, row_bytes, &full[slot], policy);
-        }
+        if (!loader_slot(p, empty, page, np, stall)) return;
+        loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
+                     w.stride == w.cols, policy, lane);
       }
     }
   if (p.timing && lane == 0) p.timing[size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS + B_LOADER_STALL] = stall;
+}
+
+// Consumer side: waits until ring page c.page has landed (warp 0's wait counted in c.page_wait).
+__device__ __forceinline__ uint32_t ring_wait_page(const Ctx& c) {
+  const uint32_t np = uint32_t(c.p.n_pages), slot = c.page % np;
+  if (!mbar_test_wait(&c.full[slot], (c.page / np) & 1u)) {
+    const int warp = threadIdx.x >> 5;
+    const unsigned long long t0 = (c.p.timing && warp == 0) ? global_ns() : 0;
+    mbar_wait_or_error(c.p, &c.full[slot], (c.page / np) & 1u);
+    if (c.p.timing && warp == 0) c.page_wait += global_ns() - t0;
+  }
+  return slot;
+}
+
+// Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
+// for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
+// successive pages start where the last one ended); then this warp releases the page.
+template <class Out>
+__device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
+                                                 const float* s_in, Out&& out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
+  // Bank-conflict-free x reads: lanes with bit 2 set read the upper 4 floats of their 8 first.
+  const int sw = (lane & 4) ? 4 : 0;
+  const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
+  const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
+  for (int q = first; q < n_pairs; q += WARPS) {
+    const int j = 2 * q;
+    const bool two = j + 1 < nr;
+    const uint4* w0 = pg + size_t(j) * row_u4;
+    const uint4* w1 = two ? w0 + row_u4 : w0;
+    float a0 = 0.f, a1 = 0.f;
+#pragma unroll 2
+    for (int ch = lane; ch < chunks; ch += 32) {
+      const uint4 u0 = w0[ch], u1 = w1[ch];
+      const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
+      const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
+      // weights of x0: elements sw..sw+3 (words z, w when sw = 4), of x1 the other half
+      const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
+      const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
+      a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
+            mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
+            mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
+      a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
+            mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
+            mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
+    }
+    a0 = mk::cuda::warp_sum(a0);
+    a1 = mk::cuda::warp_sum(a1);
+    if (lane == 0) {
+      out(row0 + j, a0);
+      if (two) out(row0 + j + 1, a1);
+    }
+  }
+  // Release the page: every lane's reads of it are done (syncwarp orders them before lane 0's arrive).
+  __syncwarp();
+  if (lane == 0) mbar_arrive(&c.empty[slot]);
+  ++c.page;
 }
 
 // Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages
 // in the loader's order (called by all consumer warps; lane 0 of the owning warp calls out).
 template <class Out>
 __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in, Out&& out) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint32_t np = uint32_t(c.p.n_pages);
-  const int rpp = rows_per_page(w.cols), chunks = w.cols / 8, row_u4 = w.cols / 8;
-  // Bank-conflict-free x reads: lanes with bit 2 set read the upper 4 floats of their 8 first.
-  const int sw = (lane & 4) ? 4 : 0;
+  const int rpp = rows_per_page(w.cols);
   int pair_base = 0;
-  for (int r = 0; r < w.n; r += rpp, ++c.page) {
-    const uint32_t slot = c.page % np;
-    const int nr = min(rpp, w.n - r), n_pairs = (nr + 1) / 2;
-    const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
-    if (!mbar_test_wait(&c.full[slot], (c.page / np) & 1u)) {
-      const unsigned long long t0 = (c.p.timing && warp == 0) ? global_ns() : 0;
-      mbar_wait_or_error(c.p, &c.full[slot], (c.page / np) & 1u);
-      if (c.p.timing && warp == 0) c.page_wait += global_ns() - t0;
-    }
-    const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
-    for (int q = first; q < n_pairs; q += WARPS) {
-      const int j = 2 * q;
-      const bool two = j + 1 < nr;
-      const uint4* w0 = pg + size_t(j) * row_u4;
-      const uint4* w1 = two ? w0 + row_u4 : w0;
-      float a0 = 0.f, a1 = 0.f;
-#pragma unroll 2
-      for (int ch = lane; ch < chunks; ch += 32) {
-        const uint4 u0 = w0[ch], u1 = w1[ch];
-        const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
-        const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
-        // weights of x0: elements sw..sw+3 (words z, w when sw = 4), of x1 the other half
-        const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
-        const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
-        a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
-              mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
-              mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
-        a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
-              mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
-              mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
-      }
-      a0 = mk::cuda::warp_sum(a0);
-      a1 = mk::cuda::warp_sum(a1);
-      if (lane == 0) {
-        out(w.row0 + r + j, a0);
-        if (two) out(w.row0 + r + j + 1, a1);
-      }
-    }
-    // Release the page: every lane's reads of it are done (syncwarp orders them before lane 0's arrive).
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&c.empty[slot]);
-    pair_base += n_pairs;
+  for (int r = 0; r < w.n; r += rpp) {
+    const int nr = min(rpp, w.n - r);
+    ring_page_matvec(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+    pair_base += (nr + 1) / 2;
   }
 }
 

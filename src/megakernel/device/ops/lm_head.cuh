@@ -5,18 +5,39 @@
 namespace mk::megakernel::device {
 
 // Final residual; rmsnorm(final_norm); logits[rows]; the slice's argmax -> amax[slice].
-template <bool RING, bool FLAG>
+// Version 10, the dynamic LM head (MkParams::lm_dynamic, isa.h Layout::lm_unit_rows): the rows come page by page
+// in the order the loader got them (its static units, then its claims; ring.cuh loader_lm_dynamic) until the empty
+// page; a block with no rows reports (-inf, n_vocab), which loses to every real candidate.
+template <bool RING, int FLAG>
 __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
+  const bool dynamic = RING && c.p.lm_dynamic;
+  // The loader claims this step's units once the consumers are here (ring.cuh s_lm_gate).
+  if (dynamic && threadIdx.x == 0) lm_gate_set(c.step + 1);
   residual_in<FLAG>(c, L.n_layer);
   rmsnorm_smem(c, c.p.final_norm, L.n_embd, true);
   float* logits = c.p.ws + L.logits;
   float best = -INFINITY;
-  int best_i = INT32_MAX;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) {
+  int best_i = dynamic ? L.n_vocab : INT32_MAX;
+  auto out = [&](int r, float v) {
     logits[r] = v;
     if (argmax_better(v, r, best, best_i)) best = v, best_i = r;
-  });
+  };
+  if (dynamic) {
+    if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
+    // At most every unit and the empty page (the bound only matters after a watchdog error, when a page wait gives
+    // up and the unit read is stale).
+    for (int pair_base = 0, n = 0; n <= L.lm_units; ++n) {
+      const uint32_t slot = ring_wait_page(c);
+      const int unit = *reinterpret_cast<volatile int*>(&s_lm_unit[slot]);
+      const int r0 = unit * L.lm_unit_rows, nr = unit < 0 ? 0 : min(L.lm_unit_rows, L.n_vocab - r0);
+      ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, c.s_x, out);
+      if (unit < 0) break;
+      pair_base += (nr + 1) / 2;
+    }
+  } else {
+    matvec<RING>(c, in, c.s_x, out);
+  }
   // Per-warp candidates (lane 0 holds them) -> thread 0.
   float* s_val = c.s_aux;
   int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
@@ -34,9 +55,49 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
 
 // tokens[step + 1] = argmax over the slices' candidates (first index on ties). Flag protocol: all consumer
 // threads poll amax first; the token goes out as a pair tagged with the next step's epoch (its reader's).
-template <bool FLAG>
+template <int FLAG>
 __device__ void op_argmax(const Ctx& c, const Instr&) {
   const Layout& L = c.p.L;
+  if (c.p.argmax_par) {
+    // Version 10: every consumer thread takes slices t, t + NCT, ... (one 16-byte load of the (value, index) pairs,
+    // re-polled while stale), then shuffles and the warps' candidates in s_aux. argmax_better is a total order
+    // on (value, index), so any reduction order picks the slice loop's winner. (Thread 0's loop over the
+    // slices below waits one L2 round trip per slice: 132 of them on an H200, on the step's critical path.)
+    float best = -INFINITY;
+    int best_i = INT32_MAX;
+    for (int s = threadIdx.x; s < L.n_lm_slices; s += NCT) {
+      float v, fi;
+      if constexpr (FLAG) {
+        const u64* f = c.p.fws + L.amax + 2 * s;
+        ulonglong2 q = ld_flag2(f);
+        const long long t0 = clock64();
+        for (uint32_t n = 0; !(fresh(q.x, c.epoch) && fresh(q.y, c.epoch)); ++n) {
+          if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
+          q = ld_flag2(f);
+        }
+        v = flag_val(q.x), fi = flag_val(q.y);
+      } else {
+        v = ld_act(c.p.ws + L.amax + 2 * s), fi = ld_act(c.p.ws + L.amax + 2 * s + 1);
+      }
+      if (argmax_better(v, int(fi), best, best_i)) best = v, best_i = int(fi);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+      if (argmax_better(ov, oi, best, best_i)) best = ov, best_i = oi;
+    }
+    float* s_val = c.s_aux;
+    int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
+    csync();
+    if (threadIdx.x != 0) return;
+    for (int k = 0; k < int(WARPS); ++k)
+      if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
+    c.p.tokens[c.step + 1] = best_i;
+    if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(best_i)), c.epoch + 1u);
+    return;
+  }
   if constexpr (FLAG) poll_region(c, c.p.fws + L.amax, 2 * L.n_lm_slices);
   if (threadIdx.x != 0) return;
   auto val = [&](int k) { return FLAG ? ld_flag_val(c.p.fws + L.amax + k) : ld_act(c.p.ws + L.amax + k); };
