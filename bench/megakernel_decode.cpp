@@ -71,8 +71,8 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants ("d,o": default, attn_short off (version 8's inline attention); also "pmax" all ring pages that
-// fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off, "v9" version 10's switches off, "a9" / "w9" / "l9"
-// argmax_par / wide_poll / lm_dynamic toggled alone; MK_SET_LONG: the same for contexts above 32);
+// fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off, "lm" the dynamic LM head toggled (version
+// 10); MK_SET_LONG: the same for contexts above 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -132,10 +132,9 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations: the default, then switches one at a time (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int argmax_par = -1, wide_poll = -1, lm_dynamic = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
-    const bool sh0 = (*b)->attn_short(), am0 = (*b)->argmax_par(), wp0 = (*b)->wide_poll();
-    const bool ld0 = (*b)->lm_dynamic();
+    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
     if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
     const int mp = (*b)->max_ring_pages();
@@ -153,29 +152,23 @@ void bench_shape(const std::string& name, double gbs) {
         vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, f, m, r});
       }
     if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, fl0, mi0, ro0});
-    // Version 10's switches: "v9" both off (version 9's code paths), "a9" / "w9" one of them off.
-    if (build == 0 && in_set("v9")) vars.push_back({"v10 switches off (v9 paths)", pf0, fl0, mi0, ro0, 0, -1, 0, 0, 0});
-    if (build == 0 && in_set("a9")) vars.push_back({cat("argmax_par ", int(!am0)), pf0, fl0, mi0, ro0, 0, -1, !am0, wp0, ld0});
-    if (build == 0 && in_set("w9")) vars.push_back({cat("wide_poll ", int(!wp0)), pf0, fl0, mi0, ro0, 0, -1, am0, !wp0, ld0});
-    if (build == 0 && in_set("l9")) vars.push_back({cat("lm_dynamic ", int(!ld0)), pf0, fl0, mi0, ro0, 0, -1, am0, wp0, !ld0});
+    // Version 10's switch: "lm" the dynamic LM head toggled.
+    if (build == 0 && in_set("lm")) vars.push_back({cat("lm_dynamic ", int(!ld0)), pf0, fl0, mi0, ro0, 0, -1, !ld0});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_flag_publish(v.flags);
       (*b)->set_mid_resid(v.mid);
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
-      (*b)->set_argmax_par(v.argmax_par >= 0 ? v.argmax_par != 0 : am0);
-      (*b)->set_wide_poll(v.wide_poll >= 0 ? v.wide_poll != 0 : wp0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
       const int pages0 = (*b)->ring_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, argmax_par %d, wide_poll %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->argmax_par()),
-                    int((*b)->wide_poll()), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
@@ -194,8 +187,6 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_ring_pages(pages0);
     }
     (*b)->set_attn_short(sh0);
-    (*b)->set_argmax_par(am0);
-    (*b)->set_wide_poll(wp0);
     (*b)->set_lm_dynamic(ld0);
     (*b)->set_prefetch(pf0);
     (*b)->set_flag_publish(fl0);

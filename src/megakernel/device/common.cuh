@@ -226,7 +226,7 @@ __device__ void poll_region(const Ctx& c, const u64* p, int n) {
 __device__ __forceinline__ float ld_flag_val(const u64* p) { return flag_val(ld_flag(p)); }
 
 // Stores one activation element: the plain float (counter protocol) or the flagged pair.
-template <int FLAG>
+template <bool FLAG>
 __device__ __forceinline__ void st_act(const Ctx& c, int64_t off, float v) {
   if constexpr (FLAG) st_flag(c.p.fws + off, v, c.epoch);
   else c.p.ws[off] = v;
@@ -284,91 +284,10 @@ __device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, in
   }
 }
 
-// Re-reads the 2 pairs at p until both hold `epoch` (as repoll4); out of line, so that the callers' unrolled load
-// batches keep their registers (inlined, the spin loops raised the flag kernel's spills several-fold).
-__device__ __noinline__ ulonglong2 poll2_slow(const MkParams& p, uint32_t instr, uint32_t epoch, const u64* a) {
-  const long long t0 = clock64();
-  ulonglong2 q = ld_flag2(a);
-  for (uint32_t n = 0; !(fresh(q.x, epoch) && fresh(q.y, epoch)); ++n) {
-    if ((n & 63u) == 1u && flag_poll_expired(p, instr, t0)) break;
-    q = ld_flag2(a);
-  }
-  return q;
-}
-__device__ __forceinline__ void repoll2(const Ctx& c, ulonglong2& q, const u64* p) {
-  if (!(fresh(q.x, c.epoch) && fresh(q.y, c.epoch))) q = poll2_slow(c.p, c.instr, c.epoch, p);
-}
-
-// Version 10 (MkParams::wide_poll): sum_residual_flag's sum (the same order, so the same bits) with fewer serial round
-// trips. sum_residual_flag gives each thread 4 elements of 4 vectors per round trip, and n_embd / 4 > NCT (2048 /
-// 4 = 512 > 480) gives warp 0 a second pass: 6 serial L2 round trips for MlpGateUp's 9 vectors on Llama-1B. Here
-// a thread holds element pairs j = t, t + NCT, t + 2 NCT (16 B of pairs per vector each) and issues R = 3 vectors
-// of all of them before re-polling any: 3 round trips for 9 vectors, 1 for QkvProj's / LmHead's 2. (Addresses
-// are recomputed from one base and 32-bit offsets: holding them raised the flag kernel's spills ~7x.)
-__device__ void sum_residual_flag_wide(const Ctx& c, int64_t first, int64_t parts, int n_parts, int64_t last) {
-  constexpr int PJ = 3, R = 3;
-  const Layout& L = c.p.L;
-  const int n = 1 + n_parts + (last >= 0 ? 1 : 0), J = L.n_embd / 2, E = L.n_embd;
-  const u64* f = c.p.fws;
-  // vector k starts at f + off(k); parts are contiguous, so only three bases exist.
-  auto vec = [&](int k) { return f + (k == 0 ? first : k <= n_parts ? parts + int64_t(k - 1) * E : last); };
-  for (int jb = int(threadIdx.x); jb < J; jb += PJ * NCT) {
-    float2 x[PJ];
-    for (int k0 = 0; k0 < n; k0 += R) {
-      ulonglong2 r[R][PJ];
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (k0 + k >= n) break;
-        const u64* v = vec(k0 + k) + 2 * jb;
-#pragma unroll
-        for (int u = 0; u < PJ; ++u)
-          if (jb + u * NCT < J) r[k][u] = ld_flag2(v + 2 * u * NCT);
-      }
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (k0 + k >= n) break;
-        const u64* v = vec(k0 + k) + 2 * jb;
-#pragma unroll
-        for (int u = 0; u < PJ; ++u)
-          if (jb + u * NCT < J) {
-            repoll2(c, r[k][u], v + 2 * u * NCT);
-            const float2 a = make_float2(flag_val(r[k][u].x), flag_val(r[k][u].y));
-            if (k0 + k == 0) x[u] = a;
-            else x[u].x += a.x, x[u].y += a.y;
-          }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < PJ; ++u)
-      if (jb + u * NCT < J) *reinterpret_cast<float2*>(c.s_x + 2 * (jb + u * NCT)) = x[u];
-  }
-}
-
-// Version 10 (wide_poll): dst[0, n) = the values of the n pairs at p (n even), each thread with up to PJ = 8
-// 16-byte loads in flight before it re-polls any (MlpDown's act: 4096 16-byte loads on Llama-1B, ~1.07 rounds of
-// 480 x 8: warps 0-3 take a second one; sum_residual's loop took 2 for them too, with 8 loads per thread at most).
-__device__ void poll_values_wide(const Ctx& c, const u64* p, int n, float* dst) {
-  constexpr int PJ = 8;
-  const int J = n / 2;
-  for (int jb = int(threadIdx.x); jb < J; jb += PJ * NCT) {
-    ulonglong2 r[PJ];
-    const u64* v = p + 2 * jb;
-#pragma unroll
-    for (int u = 0; u < PJ; ++u)
-      if (jb + u * NCT < J) r[u] = ld_flag2(v + 2 * u * NCT);
-#pragma unroll
-    for (int u = 0; u < PJ; ++u)
-      if (jb + u * NCT < J) {
-        repoll2(c, r[u], v + 2 * u * NCT);
-        *reinterpret_cast<float2*>(dst + 2 * (jb + u * NCT)) = make_float2(flag_val(r[u].x), flag_val(r[u].y));
-      }
-  }
-}
-
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
 // embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1] (with L.mid_resid:
 // resid_mid[l-1] + down[l-1], the same bits).
-template <int FLAG>
+template <bool FLAG>
 __device__ void residual_in(const Ctx& c, int l) {
   const Layout& L = c.p.L;
   if (l == 0) {
@@ -379,11 +298,8 @@ __device__ void residual_in(const Ctx& c, int l) {
   }
   const int64_t E = L.n_embd, down = L.down + int64_t(l - 1) * E;
   if constexpr (FLAG) {
-    const int64_t first = L.mid_resid ? L.resid_mid + (l - 1) * E : L.resid + (l - 1) * E;
-    const int64_t parts = L.mid_resid ? 0 : L.o_part + int64_t(l - 1) * L.n_kv_head * E;
-    const int n_parts = L.mid_resid ? 0 : L.n_kv_head;
-    if constexpr (FLAG == 2) sum_residual_flag_wide(c, first, parts, n_parts, down);
-    else sum_residual_flag(c, first, parts, n_parts, down);
+    if (L.mid_resid) sum_residual_flag(c, L.resid_mid + (l - 1) * E, 0, 0, down);
+    else sum_residual_flag(c, L.resid + (l - 1) * E, L.o_part + int64_t(l - 1) * L.n_kv_head * E, L.n_kv_head, down);
     return;
   }
   if (L.mid_resid) {

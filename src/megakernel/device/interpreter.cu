@@ -66,9 +66,7 @@ __host__ __device__ size_t ring_offset(const MkParams& p) {
 
 }  // namespace
 
-// RING: the weight ring (else the consumers load weights themselves). FLAG: 0 epoch counters, 1 flag-in-data
-// publishing, 2 the same with the wide polls (common.cuh sum_residual_flag_wide, poll_values_wide).
-template <bool RING, int FLAG>
+template <bool RING, bool FLAG>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
@@ -165,12 +163,9 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   const size_t smem = smem_bytes(p);
   // The flag protocol runs with the weight ring only (the backend refuses it otherwise).
   if (p.flags && p.n_pages == 0) return cudaErrorInvalidValue;
-  // FLAG = 2: the flag protocol with version 10's wide polls (MkParams::wide_poll) in an instance of its own: its
-  // batches of loads raised ptxas's spills of the flag instance 284 -> ~1200 B when compiled into it.
-  const void* kernel = p.flags && p.wide_poll ? reinterpret_cast<const void*>(megakernel_kernel<true, 2>)
-                       : p.flags              ? reinterpret_cast<const void*>(megakernel_kernel<true, 1>)
-                       : p.n_pages > 0        ? reinterpret_cast<const void*>(megakernel_kernel<true, 0>)
-                                              : reinterpret_cast<const void*>(megakernel_kernel<false, 0>);
+  const void* kernel = p.flags         ? reinterpret_cast<const void*>(megakernel_kernel<true, true>)
+                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false>)
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

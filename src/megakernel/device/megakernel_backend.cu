@@ -70,11 +70,14 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
   mid_resid_ = opt.mid_resid;
-  // The dynamic LM head's units: one ring page of rows each (when a row fits a page); the first ring_pages units of
-  // each slice static, so that the loader streams them before the consumers arrive (ring.cuh loader_lm_dynamic).
+  // The dynamic LM head's units: one ring page of rows each (when a row fits a page); lm_static_share of each
+  // slice's even share static (the loader streams those before its consumers arrive, with no claims), the rest
+  // claimed (ring.cuh loader_lm_dynamic).
   if (2 * config_.n_embd <= device::PAGE_BYTES) {
     so.lm_unit_rows = device::page_rows(config_.n_embd);
-    so.lm_static_units = std::max(2, opt.ring_pages);
+    const int units = (config_.n_vocab + so.lm_unit_rows - 1) / so.lm_unit_rows;
+    const int slices = int(split_rows(config_.n_vocab, n_sm_ * std::max(1, opt.slices_per_sm), so.row_granularity).size());
+    so.lm_static_units = std::max(2, int(std::clamp(opt.lm_static_share, 0.0, 1.0) * double(units) / double(slices)));
   }
   auto s = build_schedule(config_, so);
   if (!s) return s.error();
@@ -126,8 +129,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   }
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
-  argmax_par_ = opt.argmax_par;
-  wide_poll_ = opt.wide_poll;
   lm_dynamic_ = opt.lm_dynamic;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
@@ -235,8 +236,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
-  p.argmax_par = argmax_par_ ? 1 : 0;
-  p.wide_poll = wide_poll_ ? 1 : 0;
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;

@@ -59,14 +59,12 @@ struct MegakernelOptions {
   // megakernel's per-token prefill took 30 ms to the first token, the layered one 13). Test:
   // tests/gpu/test_megakernel_prefill.cu.
   bool layered_prefill = true;
-  // Version 10 (bench/RESULTS.md "Megakernel v10"; both bit-identical): Argmax reduced by every consumer thread
-  // instead of thread 0's loop over the LM-head slices; with flags, the residual and act polls with more loads in
-  // flight per thread (fewer serial L2 round trips; a kernel instance of its own, 640 B of ptxas spills vs 284).
-  bool argmax_par = true;
-  bool wide_poll = false;
-  // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows): after a few static pages per SM, the LM head's
-  // pages go to whichever SM's loader claims them first, so SMs that stream faster take more (with the ring).
+  // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows): each SM streams lm_static_share of its even share
+  // of the LM head's pages, then the remaining pages go to whichever SM's loader claims them first, so SMs that
+  // stream faster take more (with the ring). H200, 1B ctx 32 (v10 call 1, 4 static pages per SM): the stage's late
+  // end 5.6 -> 0.5 us per step, but its mean matvec 112.6 -> 122.1 us (one claim per page): no gain at that share.
   bool lm_dynamic = true;
+  double lm_static_share = 0.75;
 };
 
 class MegakernelBackend final : public Backend {
@@ -122,11 +120,7 @@ class MegakernelBackend final : public Backend {
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
-  // Version 10 switches (MegakernelOptions::argmax_par / wide_poll) for the next launches.
-  void set_argmax_par(bool on) { argmax_par_ = on; }
-  bool argmax_par() const { return argmax_par_; }
-  void set_wide_poll(bool on) { wide_poll_ = on; }
-  bool wide_poll() const { return wide_poll_; }
+  // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
   // Whether the next launch runs it: needs the ring and a schedule with LM-head units.
@@ -173,7 +167,7 @@ class MegakernelBackend final : public Backend {
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   bool prefetch_ = true;
   bool attn_short_ = true;
-  bool argmax_par_ = true, wide_poll_ = false, lm_dynamic_ = true;
+  bool lm_dynamic_ = true;
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)

@@ -121,12 +121,6 @@ struct MkParams {
   // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
   int attn_short_max;
   int attn_stage;
-  // Version 10 switches (bench/RESULTS.md "Megakernel v10"): Argmax reduced by all consumer threads instead of
-  // thread 0's loop over the slices (ops/lm_head.cuh); with flags, the residual / act polls with more loads in
-  // flight per thread (common.cuh sum_residual_flag_wide, poll_values_wide: the FLAG = 2 kernel instance). Both
-  // bit-identical.
-  int argmax_par;
-  int wide_poll;
   // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
   // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).

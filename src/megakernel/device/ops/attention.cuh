@@ -27,7 +27,7 @@ __device__ __forceinline__ const uint4* attn_stage(const Ctx& c) { return reinte
 // Loads q (group heads), k, v of kv head g from qkv[l] (flag protocol: polls exactly these pairs -- the
 // instruction waits only for the QkvProj rows it reads); q/k norm; RoPE; k, v rounded to bf16; appends
 // k, v at pos when `append`.
-template <int FLAG>
+template <bool FLAG>
 __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[l];
@@ -226,7 +226,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // of step s (Ctx::synced; thread 0's acquire + the barrier order this thread's later loads), or at the
 // first step of a launch (earlier launches are complete), every position < pos is in memory. Only this
 // step's k/v (position pos) and qkv depend on the instruction's own wait; they are loaded after it.
-template <int FLAG>
+template <bool FLAG>
 __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = false, c.at_pos = -1, c.rope_ready = false;
   if (!c.p.prefetch) return;
@@ -265,7 +265,7 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = true;
 }
 
-template <int FLAG>
+template <bool FLAG>
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
@@ -288,7 +288,7 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   }
 }
 
-template <bool RING, int FLAG>
+template <bool RING, bool FLAG>
 __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;

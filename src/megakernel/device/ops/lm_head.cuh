@@ -8,7 +8,7 @@ namespace mk::megakernel::device {
 // Version 10, the dynamic LM head (MkParams::lm_dynamic, isa.h Layout::lm_unit_rows): the rows come page by page
 // in the order the loader got them (its static units, then its claims; ring.cuh loader_lm_dynamic) until the empty
 // page; a block with no rows reports (-inf, n_vocab), which loses to every real candidate.
-template <bool RING, int FLAG>
+template <bool RING, bool FLAG>
 __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const bool dynamic = RING && c.p.lm_dynamic;
@@ -53,61 +53,46 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   }
 }
 
-// tokens[step + 1] = argmax over the slices' candidates (first index on ties). Flag protocol: all consumer
-// threads poll amax first; the token goes out as a pair tagged with the next step's epoch (its reader's).
-template <int FLAG>
+// tokens[step + 1] = argmax over the slices' candidates (the smaller index on ties). Flag protocol: the token goes out
+// as a pair tagged with the next step's epoch (its reader's).
+template <bool FLAG>
 __device__ void op_argmax(const Ctx& c, const Instr&) {
   const Layout& L = c.p.L;
-  if (c.p.argmax_par) {
-    // Version 10: every consumer thread takes slices t, t + NCT, ... (one 16-byte load of the (value, index) pairs,
-    // re-polled while stale), then shuffles and the warps' candidates in s_aux. argmax_better is a total order
-    // on (value, index), so any reduction order picks the slice loop's winner. (Thread 0's loop over the
-    // slices below waits one L2 round trip per slice: 132 of them on an H200, on the step's critical path.)
-    float best = -INFINITY;
-    int best_i = INT32_MAX;
-    for (int s = threadIdx.x; s < L.n_lm_slices; s += NCT) {
-      float v, fi;
-      if constexpr (FLAG) {
-        const u64* f = c.p.fws + L.amax + 2 * s;
-        ulonglong2 q = ld_flag2(f);
-        const long long t0 = clock64();
-        for (uint32_t n = 0; !(fresh(q.x, c.epoch) && fresh(q.y, c.epoch)); ++n) {
-          if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
-          q = ld_flag2(f);
-        }
-        v = flag_val(q.x), fi = flag_val(q.y);
-      } else {
-        v = ld_act(c.p.ws + L.amax + 2 * s), fi = ld_act(c.p.ws + L.amax + 2 * s + 1);
+  // Every consumer thread takes slices t, t + NCT, ... (one 16-byte load of the slice's (value, index) pairs,
+  // re-polled while stale), then shuffles and the 15 warps' candidates in s_aux: argmax_better is a total order on
+  // (value, index), so any reduction order picks the same winner. (Version 9's thread 0 looped over the slices, one
+  // L2 round trip each: 30-35 us per step on an H200, on the step's critical path; bench/RESULTS.md v10.)
+  float best = -INFINITY;
+  int best_i = INT32_MAX;
+  for (int s = threadIdx.x; s < L.n_lm_slices; s += NCT) {
+    float v, fi;
+    if constexpr (FLAG) {
+      const u64* f = c.p.fws + L.amax + 2 * s;
+      ulonglong2 q = ld_flag2(f);
+      const long long t0 = clock64();
+      for (uint32_t n = 0; !(fresh(q.x, c.epoch) && fresh(q.y, c.epoch)); ++n) {
+        if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
+        q = ld_flag2(f);
       }
-      if (argmax_better(v, int(fi), best, best_i)) best = v, best_i = int(fi);
+      v = flag_val(q.x), fi = flag_val(q.y);
+    } else {
+      v = ld_act(c.p.ws + L.amax + 2 * s), fi = ld_act(c.p.ws + L.amax + 2 * s + 1);
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-      if (argmax_better(ov, oi, best, best_i)) best = ov, best_i = oi;
-    }
-    float* s_val = c.s_aux;
-    int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
-    csync();
-    if (threadIdx.x != 0) return;
-    for (int k = 0; k < int(WARPS); ++k)
-      if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
-    c.p.tokens[c.step + 1] = best_i;
-    if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(best_i)), c.epoch + 1u);
-    return;
+    if (argmax_better(v, int(fi), best, best_i)) best = v, best_i = int(fi);
   }
-  if constexpr (FLAG) poll_region(c, c.p.fws + L.amax, 2 * L.n_lm_slices);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (argmax_better(ov, oi, best, best_i)) best = ov, best_i = oi;
+  }
+  float* s_val = c.s_aux;
+  int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
+  csync();
   if (threadIdx.x != 0) return;
-  auto val = [&](int k) { return FLAG ? ld_flag_val(c.p.fws + L.amax + k) : ld_act(c.p.ws + L.amax + k); };
-  float best = val(0);
-  int best_i = int(val(1));
-  for (int s = 1; s < L.n_lm_slices; ++s) {
-    const float v = val(2 * s);
-    const int i = int(val(2 * s + 1));
-    if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
-  }
+  for (int k = 0; k < int(WARPS); ++k)
+    if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
   c.p.tokens[c.step + 1] = best_i;
   if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(best_i)), c.epoch + 1u);
 }

@@ -5,15 +5,12 @@
 namespace mk::megakernel::device {
 
 // x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm); act[rows] = silu(gate x) * up x.
-template <bool RING, int FLAG>
+template <bool RING, bool FLAG>
 __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
   const int64_t E = L.n_embd;
-  if constexpr (FLAG) {
-    if constexpr (FLAG == 2) sum_residual_flag_wide(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
-    else sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
-  }
+  if constexpr (FLAG) sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
   else sum_residual(c, c.p.ws + L.resid + in.layer * E, c.p.ws + L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, nullptr);
   csync();
   // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
@@ -33,27 +30,23 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
 }
 
 // down[l][rows] = w_down[rows] . act[l]
-template <bool RING, int FLAG>
+template <bool RING, bool FLAG>
 __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
-  if constexpr (FLAG) {
-    if constexpr (FLAG == 2) {
-      poll_values_wide(c, c.p.fws + act, L.n_ff, c.s_x);
-    } else {  // 4 elements x 4 slots per thread in flight, then re-poll the stale ones
-      const u64* f = c.p.fws + act;
-      for (int i0 = 4 * threadIdx.x; i0 < L.n_ff; i0 += 16 * NCT) {
-        Pairs4 q[4];
+  if constexpr (FLAG) {  // 4 elements x 4 slots per thread in flight, then re-poll the stale ones
+    const u64* f = c.p.fws + act;
+    for (int i0 = 4 * threadIdx.x; i0 < L.n_ff; i0 += 16 * NCT) {
+      Pairs4 q[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
-          if (i0 + k * 4 * NCT < L.n_ff) q[k] = ld_pairs4(f + i0 + k * 4 * NCT);
+      for (int k = 0; k < 4; ++k)
+        if (i0 + k * 4 * NCT < L.n_ff) q[k] = ld_pairs4(f + i0 + k * 4 * NCT);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int i = i0 + k * 4 * NCT;
-          if (i < L.n_ff) {
-            repoll4(c, q[k], f + i);
-            *reinterpret_cast<float4*>(c.s_x + i) = val4(q[k]);
-          }
+      for (int k = 0; k < 4; ++k) {
+        const int i = i0 + k * 4 * NCT;
+        if (i < L.n_ff) {
+          repoll4(c, q[k], f + i);
+          *reinterpret_cast<float4*>(c.s_x + i) = val4(q[k]);
         }
       }
     }

@@ -5,7 +5,7 @@
 
 namespace mk::megakernel::device {
 
-template <bool RING, int FLAG>
+template <bool RING, bool FLAG>
 __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
