@@ -48,6 +48,12 @@
 // counter instance it raised that instance's spills 28 -> 132 B and cost 3-4% at ctx 4096 / 16384. Measured (H200,
 // same process as the v8 binary): 0.951 / 1.228 / 1.598 ms/token at ctx 32 / 4096 / 16384 (v8 0.988 / 1.236 /
 // 1.618), 8B 5.021 (v8 5.089). ptxas spill stores: 266 / 28 / 272 B (no ring / counters / flags).
+// Version 10 (bench/RESULTS.md "Megakernel v10"): the Argmax reduced by every consumer thread (v9's thread 0 looped
+// over the 132 LM-head slices, one L2 round trip each: 35 us per step on the critical path), and the dynamic LM
+// head (ring.cuh loader_lm_dynamic: the last quarter of the LM head's pages claimed by whichever SM's loader comes
+// first). Measured (H200, same process as v9's paths): 1B 0.922-0.924 / 1.211 / 1.591 ms/token at ctx 32 / 4096 /
+// 16384 (v9 paths 0.947 / 1.233 / 1.624), 8B 4.99-5.01 (5.009). Wider residual polls (more loads in flight per
+// thread) were 16-21% slower (spills) and are gone. ptxas spill stores: 270 / 28 / 220 B.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"

@@ -61,8 +61,10 @@ struct MegakernelOptions {
   bool layered_prefill = true;
   // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows): each SM streams lm_static_share of its even share
   // of the LM head's pages, then the remaining pages go to whichever SM's loader claims them first, so SMs that
-  // stream faster take more (with the ring). H200, 1B ctx 32 (v10 call 1, 4 static pages per SM): the stage's late
-  // end 5.6 -> 0.5 us per step, but its mean matvec 112.6 -> 122.1 us (one claim per page): no gain at that share.
+  // stream faster take more (with the ring). H200 (bench/RESULTS.md v10): with 4 static pages per SM the claims
+  // slowed the stage's streaming (mean matvec 112.6 -> 122.1 us per step) as much as the balance gained; with 75%
+  // static the slowest SM's lateness 6.0 -> 0.5 us and the step barrier's wait 19.0 -> 12.3 us per step, 1B ctx 32
+  // 0.924 vs 0.927 ms/token off, ctx 4096 / 16384 and 8B equal (1.211 / 1.591 / 5.009 vs 1.211 / 1.589 / 5.012).
   bool lm_dynamic = true;
   double lm_static_share = 0.75;
 };
