@@ -1,6 +1,7 @@
 #!/bin/bash
 # GPU round of the megakernel (run on the device machine from the repo root, binaries built here and carried in
-# .carry/mk, or packed: MK_UNPACK=.carry/mkz/bins.tgz is unpacked into .carry/mk first): GPU tests, compute-sanitizer
+# .carry/mk, or packed: MK_UNPACK=.carry/mkz/bins.tgz is unpacked into .carry/mk first; test_gpu links libutf8proc.so.2,
+# which the device lacks: pack it beside the binaries, e.g. from /lib/x86_64-linux-gnu): GPU tests, compute-sanitizer
 # memcheck and racecheck on small cases, then the decode benchmark. Logs under $OUT (at most 8 files come back).
 # Time limits (s): MK_TEST_S, MK_SAN_S, MK_RACE_S (0 = no racecheck), MK_BENCH_S; MK_FILTER selects the GPU tests,
 # MK_SAN_FILTER the memcheck test, MK_RACE_FILTER the racecheck test, MK_SHAPES the bench shapes (bench

@@ -16,6 +16,9 @@
 // LDGSTS) makes the consumers' publishing fence cheap but cannot stream at the SM's share of DRAM bandwidth
 // (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the ring is slower (1.29-1.61 ms/token), as
 // the sync-bubbles study found for L2 prefetch streams.
+// Version 10: the dynamic LM head (loader_lm_dynamic): an LmHead page's rows are the unit the loader names in
+// s_lm_unit (its static units, then units claimed from a global counter; an empty page ends the instruction), so the
+// last quarter of the LM head goes to whichever SMs stream fastest.
 #pragma once
 #include <cuda_bf16.h>
 
