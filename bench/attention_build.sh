@@ -3,9 +3,9 @@
 # objects, the read-ceiling probe, mk_core's dtype and the CPU reference), so they can travel to the GPU machine
 # without the whole tree. Used by bench/attention_run.sh (prefill) and bench/attention_decode_run.sh (decode).
 # Usage: bench/attention_build.sh [build-dir]   (default build-attn; configured with cmake -G Ninja)
-#   ATTN_CARRY: output folder (default .carry/attn). A compile-time variant for an A/B call, e.g. 176-key tiles:
-#   cmake -S . -B build-attn176 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS=-DMK_ATTN_BN176=1
-#   ATTN_CARRY=.carry/attn176 bench/attention_build.sh build-attn176   (then bench/attention_settle.sh on both)
+#   ATTN_CARRY: output folder (default .carry/attn). A compile-time variant for an A/B call: configure a second
+#   build dir with -DCMAKE_CUDA_FLAGS=-D<switch>, then ATTN_CARRY=.carry/attnB bench/attention_build.sh <that dir>
+#   (then bench/attention_settle.sh on both folders).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-attn}

@@ -221,7 +221,7 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
 namespace attn {
 
 // The driver's tensor-map encoder, fetched through the runtime (no link dependency on libcuda).
-cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows, int box_rows) {
+cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows) {
   using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -236,7 +236,7 @@ cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, in
   if (!encode) return cudaErrorNotSupported;
   const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(heads), cuuint64_t(rows)};
   const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(heads) * d * 2};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, 1, cuuint32_t(box_rows)};
+  const cuuint32_t box[3] = {64, 1, 64};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base),
                             dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,

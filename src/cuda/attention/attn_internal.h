@@ -65,9 +65,9 @@ cudaError_t launch_prefill_simple_d128(const PrefillParams& p, cudaStream_t s);
 // total_q: rows of q; pool_rows: kv_n_blocks * kv_block_size (extents of the TMA tensor maps).
 cudaError_t launch_prefill_hopper_d64(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s);
 cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s);
-// 3-D TMA map over a [rows, heads, D] bf16 tensor, box [box_rows rows, 1 head, 64 columns], 128-byte swizzle
+// 3-D TMA map over a [rows, heads, D] bf16 tensor, box [64 rows, 1 head, 64 columns], 128-byte swizzle
 // (CUtensorMap is passed as void* so that this header needs no driver API header).
-cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows, int box_rows = 64);
+cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows);
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l);
 // Clusters of n_split decode CTAs (4 warps, ctas_per_sm ring) the device can hold at once (0: none / error);
 // the cluster combine is used only where one wave of them fits. For the benchmark's report.

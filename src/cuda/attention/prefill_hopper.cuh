@@ -1,12 +1,12 @@
 // FA3-style prefill kernel for sm_90a: one CTA per BM = 64 * NWG query rows of one head, NWG + 1 warpgroups.
-// Warpgroup 0 is the producer (one warp: TMA loads of Q and of BN-key K/V tiles from the paged cache into a
+// Warpgroup 0 is the producer (one warp: TMA loads of Q and of 128-key K/V tiles from the paged cache into a
 // STAGES-deep shared-memory ring, completing on mbarriers); warpgroups 1..NWG are consumers of 64 query rows
 // each: S = Q K^T and O += P V on wgmma (fp32 accumulate), online softmax in registers with the FA-4 switches
 // (softmax_scores in attn_common.cuh). setmaxnreg moves registers from the producer to the consumers.
 // Ping-pong (FA3): the consumers take turns issuing their GEMMs, in warpgroup order, through named barriers,
 // so that one warpgroup's softmax runs while another's GEMMs occupy the tensor cores; inside a warpgroup,
 // S(j) = Q K(j)^T and O += P(j-1) V(j-1) are in flight together while the softmax of S(j) runs.
-// Paged KV: each CH-row chunk of a tile is one TMA box at pool row block_table[pos / bs] * bs + pos % bs; a
+// Paged KV: each 64-row chunk of a tile is one TMA box at pool row block_table[pos / bs] * bs + pos % bs; a
 // chunk that runs past the sequence end is copied by the producer warp with plain loads and zero-filled
 // (so that stale pool memory, possibly NaN, never meets a zero probability in P V).
 // Instantiated per head dim in prefill_hopper_d*.cu. Reference: cpu::attention_prefill.
@@ -22,14 +22,10 @@
 
 namespace mk::cuda::attn {
 
+constexpr int HOP_BN = 128;  // keys per tile
+
 #ifndef MK_ATTN_Q_IN_REGS_D128
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
-#endif
-// Experiment, NOT yet run on a GPU (off): 176-key K/V tiles at D=128 (FA3's non-causal shape), 2 stages, S = Q K^T
-// as an SS wgmma (S, O and P take 196 registers, no room for Q), K/V by 16-row TMA boxes (a tile starts at a
-// multiple of 16 rows, so no box crosses a KV page). Build a second binary with -DMK_ATTN_BN176=1 to compare.
-#ifndef MK_ATTN_BN176
-#define MK_ATTN_BN176 0
 #endif
 
 // Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
@@ -44,16 +40,14 @@ struct HopperCfg {
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
   static_assert(128 * PRODUCER_REGS + 128 * NWG * CONSUMER_REGS <= 65536, "register file budget");
   static_assert(NWG == 2 || NWG == 3, "2 or 3 consumer warpgroups (named barriers 1..NWG)");
-  static constexpr int BN = MK_ATTN_BN176 && D == 128 ? 176 : 128;  // keys per K/V tile
-  static constexpr int CH = BN == 128 ? 64 : 16;                     // rows per K/V TMA box
-  static constexpr int STAGES = BN == 176 ? 2 : D == 64 ? 4 : 3;
+  static constexpr int STAGES = D == 64 ? 4 : 3;
   // S = Q K^T as an RS wgmma with this warpgroup's Q rows in registers (32 per thread at D=128), instead of SS
   // (Q re-read from shared memory by every Q K^T): cuts the shared-memory reads of Q K^T by a third. Measured
   // on the H200 (same call, ABBA): D=128 non-causal +2.6% (576 -> 591 TFLOP/s), causal within noise.
-  static constexpr bool Q_IN_REGS = MK_ATTN_Q_IN_REGS_D128 && D == 128 && BN == 128;
+  static constexpr bool Q_IN_REGS = MK_ATTN_Q_IN_REGS_D128 && D == 128;
   static constexpr int ATOMS = D / 64;                     // 64-column (128-byte) swizzle atoms per row
   static constexpr int Q_BYTES = BM * D * 2;               // [ATOMS][BM rows][128 B]
-  static constexpr int KV_BYTES = BN * D * 2;              // [ATOMS][BN rows][128 B]
+  static constexpr int KV_BYTES = HOP_BN * D * 2;          // [ATOMS][128 rows][128 B]
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
@@ -63,31 +57,31 @@ struct HopperCfg {
   static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
 };
 
-// Producer warp: fills one [ATOMS][BN][64] tile of K or V for keys [n0, n0 + BN). Full CH-row chunks go by
+// Producer warp: fills one [ATOMS][128][64] tile of K or V for keys [n0, n0 + 128). Full 64-row chunks go by
 // TMA; a partial or empty chunk is copied by the warp's lanes (rows past kv_len zero-filled) in the TMA's
 // 128-byte swizzle, then made visible to the async proxy before the barrier arrive.
-template <int D, int BN, int CH>
+template <int D>
 __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const CUtensorMap* map, const bf16* pool,
                                              const PrefillParams& p, const int32_t* bt_row, int hk, int n0,
                                              int kv_len, int lane) {
   constexpr int ATOMS = D / 64;
   uint32_t bytes = 0;
 #pragma unroll
-  for (int c = 0; c < BN / CH; ++c) {
-    const int pos0 = n0 + c * CH, n_valid = min(CH, kv_len - pos0);
-    if (n_valid == CH) {
-      bytes += CH * 128 * ATOMS;
+  for (int c = 0; c < HOP_BN / 64; ++c) {
+    const int pos0 = n0 + c * 64, n_valid = min(64, kv_len - pos0);
+    if (n_valid == 64) {
+      bytes += 64 * 128 * ATOMS;
       continue;
     }
 #pragma unroll 1
-    for (int i = lane; i < CH * D / 8; i += 32) {  // 16-byte vectors: row r, vector v of the row
+    for (int i = lane; i < 64 * D / 8; i += 32) {  // 16-byte vectors: row r, vector v of the row
       const int r = i / (D / 8), v = i % (D / 8);
       uint4 val = make_uint4(0, 0, 0, 0);
       if (r < n_valid)
         val = *reinterpret_cast<const uint4*>(pool + paged_row(bt_row, p.block_size, p.n_kv_head, D, pos0 + r, hk) +
                                               v * 8);
       const int atom = v / 8, chunk = (v % 8) ^ (r & 7);
-      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s_tile) + atom * BN * 128 + (c * CH + r) * 128 +
+      *reinterpret_cast<uint4*>(reinterpret_cast<char*>(s_tile) + atom * HOP_BN * 128 + (c * 64 + r) * 128 +
                                 chunk * 16) = val;
     }
   }
@@ -96,13 +90,13 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
   if (lane == 0) {
     mbar_arrive_expect_tx(full, bytes);
 #pragma unroll
-    for (int c = 0; c < BN / CH; ++c) {
-      const int pos0 = n0 + c * CH;
-      if (kv_len - pos0 < CH) continue;
+    for (int c = 0; c < HOP_BN / 64; ++c) {
+      const int pos0 = n0 + c * 64;
+      if (kv_len - pos0 < 64) continue;
       const int row = bt_row[pos0 / p.block_size] * p.block_size + pos0 % p.block_size;
 #pragma unroll
       for (int a = 0; a < ATOMS; ++a)
-        tma_load_3d(reinterpret_cast<char*>(s_tile) + a * BN * 128 + c * CH * 128, map, full, a * 64, hk, row);
+        tma_load_3d(reinterpret_cast<char*>(s_tile) + a * HOP_BN * 128 + c * 64 * 128, map, full, a * 64, hk, row);
     }
   }
 }
@@ -135,7 +129,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     prefill_hopper_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                           const __grid_constant__ CUtensorMap tmap_v, const PrefillParams p) {
   using L = HopperCfg<D, NWG>;
-  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS, BM = L::BM, BN = L::BN;
+  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS, BM = L::BM;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16* s_q = reinterpret_cast<bf16*>(smem + L::Q_OFF);
@@ -160,7 +154,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   if (p.causal) n_end = max(0, min(kv_len, min(q_len, m0 + BM) + diag));
   // Every consumer warpgroup runs all n_tiles (rows of a warpgroup past the causal limit are masked), so that
   // the ping-pong turns stay paired.
-  const int n_tiles = (n_end + BN - 1) / BN;
+  const int n_tiles = (n_end + HOP_BN - 1) / HOP_BN;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
 
   if (threadIdx.x == 0) {
@@ -192,9 +186,9 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
         const int st = it % STAGES;
         const uint32_t ph = (it / STAGES) & 1;
         mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
-        produce_tile<D, BN, L::CH>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, it * BN, kv_len, lane);
+        produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, it * HOP_BN, kv_len, lane);
         mbar_wait(&v_empty[st], ph ^ 1);
-        produce_tile<D, BN, L::CH>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, it * BN, kv_len, lane);
+        produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, it * HOP_BN, kv_len, lane);
       }
     }
     return;
@@ -204,7 +198,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   const int c = wg - 1;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  constexpr int NT = BN / 8, DT = D / 8;
+  constexpr int NT = HOP_BN / 8, DT = D / 8;
   float o[DT][4];
 #pragma unroll
   for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
@@ -259,11 +253,9 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
-      const uint32_t koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
+      const uint32_t koff = (kk / 4) * HOP_BN * 128 + (kk % 4) * 32;
       if constexpr (L::Q_IN_REGS)
         wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
-      else if constexpr (BN == 176)
-        wgmma_m64n176k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
       else
         wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
     }
@@ -271,8 +263,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   auto issue_pv = [&](const uint32_t (&pf)[NT / 2][4], int st) {
     const uint32_t v_addr = smem_u32(s_v(st));
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
+    for (int kk = 0; kk < HOP_BN / 16; ++kk) {
+      const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, HOP_BN * 128, 1024);
       if constexpr (D == 64) wgmma_m64n64k16_rs(o, pf[kk], dv);
       else wgmma_m64n128k16_rs(o, pf[kk], dv);
     }
@@ -291,8 +283,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     release(&v_empty[st]);
   };
   auto mask = [&](float (&sc)[NT][4], int it) {
-    const int n0 = it * BN;
-    if (n0 + BN > kv_len || (p.causal && n0 + BN - 1 > m0_wg + diag)) {
+    const int n0 = it * HOP_BN;
+    if (n0 + HOP_BN > kv_len || (p.causal && n0 + HOP_BN - 1 > m0_wg + diag)) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -404,8 +396,8 @@ cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, 
   using L = HopperCfg<D, NWG>;
   CUtensorMap mq, mk, mv;
   cudaError_t e = make_tensor_map_3d(&mq, p.q, D, p.n_head, total_q);
-  if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows, L::CH);
-  if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows, L::CH);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows);
   if (e != cudaSuccess) return e;
   static bool attr_set = false;  // raise the dynamic shared-memory limit once per process (per instance)
   if (!attr_set) {
@@ -425,7 +417,7 @@ cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, 
 // call on the H200 the lean instance measured +1.5% causal at 64 but -2.5% non-causal at 128 (RESULTS, round 5).
 template <int D, int NWG>
 cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  if constexpr (D == 64 || HopperCfg<D, NWG>::BN == 176) {  // (176-key tiles: the lean instance spills less)
+  if constexpr (D == 64) {
     if (p.n_poly == 0) return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
   }
   return launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s);

@@ -104,7 +104,6 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   const int n_chunks = a.n_cols / 8;
   constexpr int slice = mv_ks(MINB) * 32;
   Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
-  p.early_trigger = env_int("MK_MATVEC_EARLY_TRIGGER", 0) != 0;  // measurement knob
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
   if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {

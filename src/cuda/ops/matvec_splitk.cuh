@@ -18,7 +18,6 @@ struct Params {
   MatvecArgs a;
   int S, P, n_pairs, n_groups;
   int ring;  // 1: prefetch the next group's weights while consuming the current one
-  int early_trigger;  // 1: let the next kernel launch at the first instruction instead of after x is staged
   int C = 1, G = 1;  // ROPE_QKV_NORM: blocks per cluster (= per head), groups per block (C * G * P = head_dim / 2)
 };
 
@@ -66,7 +65,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   using H2 = std::integral_constant<int, KS>;
   auto load = [&](int pair) { load_part(pair, H0{}, H2{}); };
 
-  if (p.early_trigger) pdl_launch_dependents();  // correct anywhere: the next kernel's wait covers all of ours
   // Before the wait: nothing here depends on the previous kernel (weights and the norm weight).
   // Groups this block works on: grp, grp + grp_step(), ... below grp_end() (the other modes: a grid-stride loop).
   int grp = blockIdx.x;
