@@ -20,6 +20,7 @@
 //                                                        act[l][rows] = silu(gate x) * up x; also
 //                                                        materialises resid_mid[l][aux_begin, aux_end) = x
 //     MlpDown     rows of n_embd                         down[l][0][rows] = w_down[rows] . act[l]
+//   (with Layout::gu / Layout::dn, version 11, the rows of MlpGateUp / MlpDown are a dynamic stage's: DynUnits)
 //   or, with ScheduleOptions::fuse_down, instead of MlpGateUp + MlpDown (one dependency point fewer):
 //     MlpGateUpDown rows of n_ff, part p                 act rows as MlpGateUp, then the split-K partial
 //                                                        down[l][p] = w_down[:, rows] . act[rows]  (n_embd)
@@ -167,10 +168,11 @@ struct Layout {
   int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
-  // Dynamic stages (version 10: the LM head, Layout::lm; version 11: each layer's MlpGateUp, Layout::gu; see DynUnits).
-  DynUnits lm;  // rows = n_vocab, n_slices = n_lm_slices (the LmHead instruction's chunk is its slice)
-  DynUnits gu;  // rows = n_ff per layer, n_slices = MlpGateUp instructions per layer (chunk = slice); one claim
-                // counter per layer
+  // Dynamic stages (version 10: the LM head, Layout::lm; version 11: each layer's MlpGateUp and MlpDown, Layout::gu
+  // and Layout::dn; see DynUnits). An instruction's chunk is its slice. One claim counter per stage and layer.
+  DynUnits lm;  // rows = n_vocab, n_slices = n_lm_slices
+  DynUnits gu;  // rows = n_ff per layer, n_slices = MlpGateUp instructions per layer
+  DynUnits dn;  // rows = n_embd per layer, n_slices = MlpDown instructions per layer
   int64_t workspace_floats = 0;
   // counters:
   int n_counters = 0;

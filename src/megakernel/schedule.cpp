@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 namespace mk::megakernel {
 
@@ -128,9 +130,10 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   if (o.lm_unit_rows < 0 || o.lm_static_units < 0)
     return make_error("megakernel schedule: lm_unit_rows ", o.lm_unit_rows, " and lm_static_units ", o.lm_static_units,
                       " must be >= 0");
-  if (o.gu_unit_rows < 0 || (o.gu_unit_rows > 0 && o.gu_static_units < 1) || (o.gu_unit_rows > 0 && o.fuse_down))
-    return make_error("megakernel schedule: gu_unit_rows ", o.gu_unit_rows, " / gu_static_units ", o.gu_static_units,
-                      ": expected gu_unit_rows >= 0, and with units gu_static_units >= 1 and fuse_down off");
+  for (auto [what, rows, st] : {std::tuple{"gu", o.gu_unit_rows, o.gu_static_units}, std::tuple{"dn", o.dn_unit_rows, o.dn_static_units}})
+    if (rows < 0 || (rows > 0 && (st < 1 || o.fuse_down)))
+      return make_error("megakernel schedule: ", what, "_unit_rows ", rows, " / ", what, "_static_units ", st, ": expected ", what,
+                        "_unit_rows >= 0, and with units ", what, "_static_units >= 1 and fuse_down off");
   if (o.row_granularity < 1 || o.slices_per_sm < 1 || o.attn_chunk_len < 0)
     return make_error("megakernel schedule: row_granularity and slices_per_sm must be >= 1, attn_chunk_len >= 0");
   if (c.n_layer < 1 || c.n_embd < 1 || c.n_ff < 1 || c.n_vocab < 1 || c.n_head < 1 || c.n_kv_head < 1)
@@ -164,7 +167,8 @@ DynUnits make_dyn(int rows, int n_slices, int unit_rows, int static_units) {
   return d;
 }
 
-Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices, int n_down_parts, int n_gu_slices) {
+Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices, int n_down_parts, int n_gu_slices,
+                   int n_dn_slices) {
   Layout L;
   L.n_layer = c.n_layer, L.n_embd = c.n_embd, L.n_ff = c.n_ff, L.n_vocab = c.n_vocab;
   L.n_head = c.n_head, L.n_kv_head = c.n_kv_head, L.head_dim = c.head_dim, L.group = c.n_head / c.n_kv_head;
@@ -200,6 +204,7 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.amax = take(int64_t(n_lm_slices) * 2);
   L.lm = make_dyn(c.n_vocab, n_lm_slices, o.lm_unit_rows, o.lm_static_units);
   L.gu = make_dyn(c.n_ff, n_gu_slices, o.fuse_down ? 0 : o.gu_unit_rows, o.gu_static_units);
+  L.dn = make_dyn(c.n_embd, n_dn_slices, o.fuse_down ? 0 : o.dn_unit_rows, o.dn_static_units);
   L.workspace_floats = off;
   return L;
 }
@@ -213,11 +218,13 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   auto lm_rows = split_rows(c.n_vocab, target, gran);
   auto ff_rows = split_rows(c.n_ff, target, gran);
   Schedule s;
-  s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1, int(ff_rows.size()));
+  s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1, int(ff_rows.size()),
+                         int(split_rows(c.n_embd, target, gran).size()));
   const Layout& L = s.layout;
-  if (L.gu.on() && int64_t(L.gu.n_slices) * L.gu.static_units > L.gu.units)
-    return make_error("megakernel schedule: ", L.gu.n_slices, " MlpGateUp slices x ", L.gu.static_units,
-                      " static units exceed the ", L.gu.units, " units of ", L.gu.unit_rows, " rows (every slice needs its static units)");
+  for (auto [what, D] : {std::pair{"MlpGateUp", &L.gu}, std::pair{"MlpDown", &L.dn}})
+    if (D->on() && int64_t(D->n_slices) * D->static_units > D->units)
+      return make_error("megakernel schedule: ", D->n_slices, " ", what, " slices x ", D->static_units, " static units exceed the ",
+                        D->units, " units of ", D->unit_rows, " rows (every slice needs its static units)");
   s.counters = CounterLayout{c.n_layer, c.n_kv_head};
   const CounterLayout& C = s.counters;
   if (C.n_counters() > (1 << 24))
@@ -299,9 +306,10 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
     }
     b.emit_stage(std::move(stage));
     stage.clear();
-    for (auto [r0, r1] : down_rows) {
+    for (size_t i = 0; i < down_rows.size(); ++i) {
+      auto [r0, r1] = down_rows[i];
       Instr in = b.make(Op::MlpDown, l, C.down(l), C.gate_up(l), count16(ff_rows.size()));
-      in.row_begin = r0, in.row_end = r1;
+      in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);  // chunk: the dynamic stage's slice (Layout::dn)
       stage.push_back({in, uint64_t(r1 - r0) * uint64_t(c.n_ff) * wb});
     }
     b.emit_stage(std::move(stage));

@@ -34,6 +34,8 @@ struct ScheduleOptions {
   int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm.static_units)
   int gu_unit_rows = 0;      // > 0: dynamic MlpGateUp in units of this many n_ff rows (Layout::gu; not with fuse_down)
   int gu_static_units = 0;   // its static units per slice (>= 1)
+  int dn_unit_rows = 0;      // > 0: dynamic MlpDown in units of this many n_embd rows (Layout::dn; not with fuse_down)
+  int dn_static_units = 0;   // its static units per slice (>= 1)
 };
 
 // Counter ids of one model (see counter_* below).

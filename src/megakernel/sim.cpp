@@ -29,6 +29,7 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
   seq.assign(size_t(n_sm), 0);
   counter.assign(size_t(L.n_counters), 0);
   gu_claim.assign(size_t(L.n_layer), 0);
+  dn_claim.assign(size_t(L.n_layer), 0);
   counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
   tag.assign(size_t(n_floats), NO_TAG);
   step_clock.assign(size_t(n_sm), 0);

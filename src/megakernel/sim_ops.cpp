@@ -242,13 +242,18 @@ bool mlp_gate_up_down(Simulator::State& s, const Instr& in) {
   return s.write(L.down + (int64_t(in.layer) * L.n_down_parts + in.chunk) * L.n_embd, L.n_embd, out.data());
 }
 
+// Static rows, or with the dynamic MlpDown (Layout::dn) its static units and claimed units (dyn_rows).
 bool mlp_down(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act(static_cast<size_t>(L.n_ff)), out(static_cast<size_t>(L.n_embd));
   if (!s.read(L.act + int64_t(in.layer) * L.n_ff, L.n_ff, act.data())) return false;
-  cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), in.row_begin, in.row_end);
-  return s.write(L.down + int64_t(in.layer) * L.n_embd + in.row_begin, in.row_end - in.row_begin,
-                 out.data() + in.row_begin);
+  std::vector<std::pair<int, int>> rows;
+  if (!dyn_rows(s, L.dn, in, s.dn_claim[in.layer], rows)) return false;
+  for (auto [r0, r1] : rows) {
+    cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), r0, r1);
+    if (!s.write(L.down + int64_t(in.layer) * L.n_embd + r0, r1 - r0, out.data() + r0)) return false;
+  }
+  return true;
 }
 
 // (value, index) beats (best value, best index): the larger value, NaN the largest, the smaller index on ties
@@ -283,8 +288,9 @@ bool argmax(Simulator::State& s, const Instr&) {
   const Layout& L = s.schedule.layout;
   Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
   if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
-  // The dynamic stages: every LmHead instruction of the step, and every MlpGateUp instruction of each layer (each
-  // one's static rows precede this Argmax: DynUnits::static_units >= 1), has claimed past the last unit exactly once.
+  // The dynamic stages: every LmHead instruction of the step, and every MlpGateUp / MlpDown instruction of each layer
+  // (each one's static rows precede this Argmax: DynUnits::static_units >= 1), has claimed past the last unit exactly
+  // once.
   auto claims_done = [&](const DynUnits& D, uint64_t claim, const char* what, int layer) {
     const uint64_t want = uint64_t(s.cur_epoch() + 1) * uint64_t(D.claims_per_step());
     if (!D.on() || claim == want) return true;
@@ -294,7 +300,8 @@ bool argmax(Simulator::State& s, const Instr&) {
   };
   if (!claims_done(L.lm, s.lm_claim, "LM-head", -1)) return false;
   for (int l = 0; l < L.n_layer; ++l)
-    if (!claims_done(L.gu, s.gu_claim[size_t(l)], "MlpGateUp", l)) return false;
+    if (!claims_done(L.gu, s.gu_claim[size_t(l)], "MlpGateUp", l) || !claims_done(L.dn, s.dn_claim[size_t(l)], "MlpDown", l))
+      return false;
   int best = 0;
   for (int i = 1; i < L.n_lm_slices; ++i)
     if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))

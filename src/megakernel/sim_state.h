@@ -47,6 +47,7 @@ struct Simulator::State {
   bool no_step_barrier = false;              // test hook
   uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm, DynUnits)
   std::vector<uint64_t> gu_claim;            // [n_layer] the dynamic MlpGateUp's claim counters (Layout::gu)
+  std::vector<uint64_t> dn_claim;            // [n_layer] the dynamic MlpDown's (Layout::dn)
   Op extra_claim_op = Op::Count;             // test hook: this dynamic op claims once more than the device
   // The instruction being executed (for checks and messages).
   int cur_sm = 0;

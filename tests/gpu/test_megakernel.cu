@@ -358,41 +358,50 @@ TEST(Megakernel, DynamicLmHeadTiny) {
   expect_cpu_greedy_prefix(m, prompt, out);
 }
 
-// Version 11's dynamic MlpGateUp changes only which SM computes an act row (and when), never the arithmetic: on/off
-// (with the dynamic LM head on/off) give bit-identical logits over 140 positions -- flags (and counters, where the
-// switch does nothing: the flag instance only), inline and split attention, all SMs and 7, units smaller than a page (8 and 12 rows: a shorter last unit) and of whole pages
-// (the default 2 pages, 80 rows here); then greedy tokens with 1 and 8 steps per launch, and with the switch toggled
-// between launches (the claim counters' bases), equal, and equal to the CPU's.
-TEST(Megakernel, DynamicGateUpBitIdentical) {
+// Version 11's dynamic MlpGateUp and MlpDown change only which SM computes an output row (and when), never the
+// arithmetic: every combination of gu_dynamic, dn_dynamic and the dynamic LM head gives bit-identical logits over 140
+// positions -- flags (and counters, where the switches do nothing: the flag instance only), inline and split
+// attention, all SMs and 7, units smaller than a page (gate/up 8 and 12 rows, down 4, 8 and 12 rows: shorter last
+// units) and gate/up units of whole pages (the default 2 pages, 80 rows here); then greedy tokens with 1 and 8 steps
+// per launch, and with the switches toggled between launches (the claim counters' bases), equal, and equal to the
+// CPU's.
+TEST(Megakernel, DynamicMlpBitIdentical) {
   auto configure = [](MegakernelBackend& b, int mode) {
     b.set_gu_dynamic(mode & 1);
     b.set_lm_dynamic(mode & 2);
+    b.set_dn_dynamic(mode & 4);
   };
   Model m = make_random_model(cfg(Family::Llama, 64, 8, 2, 200, 1000, false), DType::BF16, 83);
-  const std::vector<MegakernelOptions> opts = {MegakernelOptions{.gu_unit_rows = 8},
-                                               MegakernelOptions{.flag_publish = 0, .gu_unit_rows = 12},
-                                               MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24, .flag_publish = 1, .gu_unit_rows = 8},
-                                               MegakernelOptions{.n_sm = 7}};
-  for (const MegakernelOptions& o : opts) {  // every flag configuration claims units; counters run it static
+  const std::vector<MegakernelOptions> opts = {
+      MegakernelOptions{.gu_dynamic = true, .gu_unit_rows = 8, .dn_dynamic = true, .dn_unit_rows = 4},
+      MegakernelOptions{.flag_publish = 0, .gu_dynamic = true, .gu_unit_rows = 12, .dn_dynamic = true, .dn_unit_rows = 4},
+      MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24, .flag_publish = 1, .gu_dynamic = true, .gu_unit_rows = 8,
+                        .dn_dynamic = true, .dn_unit_rows = 8},
+      MegakernelOptions{.n_sm = 7, .gu_dynamic = true, .dn_dynamic = true, .dn_unit_rows = 12}};
+  for (const MegakernelOptions& o : opts) {  // every flag configuration claims units; counters run them static
+    SCOPED_TRACE(cat("n_sm ", o.n_sm, " gate/up unit rows ", o.gu_unit_rows, " down unit rows ", o.dn_unit_rows));
     auto b = make_mk(m, 8, o);
     ASSERT_TRUE(b);
-    EXPECT_EQ(b->gu_dynamic_on(), b->flag_publish()) << "n_sm " << o.n_sm;
-    EXPECT_GT(b->schedule().layout.gu.dynamic_units(), 0) << "n_sm " << o.n_sm << " unit rows " << o.gu_unit_rows;
+    EXPECT_EQ(b->gu_dynamic_on(), b->flag_publish());
+    EXPECT_EQ(b->dn_dynamic_on(), b->flag_publish());
+    EXPECT_GT(b->schedule().layout.gu.dynamic_units(), 0);
+    EXPECT_GT(b->schedule().layout.dn.dynamic_units(), 0);
   }
-  expect_modes_bit_identical(m, 47, 9, opts, 4, configure);
+  expect_modes_bit_identical(m, 47, 9, opts, 8, configure);
   std::vector<int32_t> p5 = {5, 17, 300, 2, 99};
   std::vector<std::vector<int32_t>> outs;
   for (int mode = 0; mode < 4; ++mode) {  // 0: off, 1: on, 2: on with 8 steps per launch, 3: toggled per launch
     SCOPED_TRACE(cat("greedy mode ", mode));
-    auto b = make_mk(m, 64, {.n_sm = 7, .gu_unit_rows = 8});
+    auto b = make_mk(m, 64, {.n_sm = 7, .gu_unit_rows = 8, .dn_unit_rows = 8});
     ASSERT_TRUE(b);
     b->set_gu_dynamic(mode != 0);
+    b->set_dn_dynamic(mode != 0);
     std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
     ASSERT_TRUE(b->forward(p5, 0, logits).ok());
     std::vector<int32_t> out(24);
     int32_t t = argmax(logits);
     for (int i = 0; i < 24; i += 8) {
-      if (mode == 3) b->set_gu_dynamic(i % 16 == 0);
+      if (mode == 3) b->set_gu_dynamic(i % 16 == 0), b->set_dn_dynamic(i % 16 != 0);
       auto st = b->generate_greedy(t, int(p5.size()) + i, std::span(out).subspan(size_t(i), 8), mode >= 2 ? 8 : 1);
       ASSERT_TRUE(st.ok()) << st.message();
       t = out[size_t(i) + 7];
@@ -403,14 +412,17 @@ TEST(Megakernel, DynamicGateUpBitIdentical) {
   expect_cpu_greedy_prefix(m, p5, outs[0]);
 }
 
-// Dynamic MlpGateUp's smallest case with claims (7 SMs, 125 units of 8 rows: 13 static per slice, the rest claimed),
-// 4 positions, then 3 steps in one launch: compute-sanitizer's case for its claim path.
-TEST(Megakernel, DynamicGateUpTiny) {
+// Dynamic MlpGateUp's and MlpDown's smallest case with claims (7 SMs; gate/up 125 units of 8 rows, 13 static per
+// slice; down 25 units of 8 rows, 2 static per slice; the rest claimed), 4 positions, then 3 steps in one launch:
+// compute-sanitizer's case for their claim paths.
+TEST(Megakernel, DynamicMlpTiny) {
   Model m = make_random_model(cfg(Family::Llama, 64, 8, 2, 200, 1000, false), DType::BF16, 97);
-  auto b = make_mk(m, 8, {.n_sm = 7, .gu_unit_rows = 8});
+  auto b = make_mk(m, 8, {.n_sm = 7, .gu_dynamic = true, .gu_unit_rows = 8, .dn_dynamic = true, .dn_unit_rows = 8});
   ASSERT_TRUE(b);
   ASSERT_TRUE(b->gu_dynamic_on());
+  ASSERT_TRUE(b->dn_dynamic_on());
   ASSERT_GT(b->schedule().layout.gu.dynamic_units(), 0);
+  ASSERT_GT(b->schedule().layout.dn.dynamic_units(), 0);
   CpuBackend cpu(m, 8);
   std::vector<int32_t> prompt = {3, 1, 4, 1};
   std::vector<float> a(static_cast<size_t>(m.config.n_vocab)), r(a.size());

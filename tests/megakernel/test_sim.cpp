@@ -36,6 +36,8 @@ struct Case {
   int lm_static = 0;     // its static units per slice
   int gu_unit = 0;       // > 0: dynamic MlpGateUp in units of this many n_ff rows (isa.h Layout::gu)
   int gu_static = 0;     // its static units per slice (>= 1)
+  int dn_unit = 0;       // > 0: dynamic MlpDown in units of this many n_embd rows (isa.h Layout::dn)
+  int dn_static = 0;     // its static units per slice (>= 1)
 };
 
 std::vector<Case> cases() {
@@ -56,6 +58,8 @@ std::vector<Case> cases() {
       {"llama gqa4 dynamic gate/up", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 0, 0, 4, 1},
       {"qwen2 gqa6 split dynamic gate/up odd units + lm head", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, false, false, 5, 1, 3, 2},
       {"qwen3 gqa4 hd128 dynamic chunks dynamic gate/up", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5, false, true, 0, 0, 5, 1},
+      {"llama gqa4 dynamic down", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 0, 0, 0, 0, 3, 1},
+      {"qwen2 gqa6 split dynamic gate/up, down, lm head", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, false, false, 5, 1, 3, 2, 2, 2},
   };
 }
 
@@ -66,7 +70,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, boo
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.gu_unit, .gu_static_units = k.gu_static});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.gu_unit, .gu_static_units = k.gu_static, .dn_unit_rows = k.dn_unit, .dn_static_units = k.dn_static});
   ASSERT_TRUE(s.ok()) << s.message();
   Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
   std::vector<float> ref(size_t(k.config.n_vocab));
@@ -126,7 +130,7 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     for (int n_sm : {2, 7, 66, -7}) {  // -7: 7 SMs, flag protocol + mid_resid
-      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.gu_unit, .gu_static_units = k.gu_static});
+      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.gu_unit, .gu_static_units = k.gu_static, .dn_unit_rows = k.dn_unit, .dn_static_units = k.dn_static});
       ASSERT_TRUE(s.ok()) << s.message();
       Simulator sim(m.config, m.weights, std::move(*s), n_sm < 0 ? Protocol::Flags : Protocol::Counters);
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.
@@ -249,25 +253,26 @@ TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
 TEST(Sim, DynamicClaimDriftIsCaught) {
   const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300);
   Model m = make_random_model(c, DType::BF16, 3);
-  for (Op op : {Op::LmHead, Op::MlpGateUp})
+  for (Op op : {Op::LmHead, Op::MlpGateUp, Op::MlpDown})
     for (bool flags : {false, true}) {
       SCOPED_TRACE(cat(op_name(op), " flags ", flags));
-      auto s = build_schedule(c, {.n_sm = 7, .max_context = 8, .lm_unit_rows = 8, .lm_static_units = 1, .gu_unit_rows = 4, .gu_static_units = 2});
+      auto s = build_schedule(c, {.n_sm = 7, .max_context = 8, .lm_unit_rows = 8, .lm_static_units = 1, .gu_unit_rows = 4, .gu_static_units = 2, .dn_unit_rows = 8, .dn_static_units = 1});
       ASSERT_TRUE(s.ok()) << s.message();
       ASSERT_GT(s->layout.gu.dynamic_units(), 0);
+      ASSERT_GT(s->layout.dn.dynamic_units(), 0);
       Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
       ASSERT_TRUE(sim.launch(3, 0, 2, 1).ok());  // the correct count passes
       sim.extra_claim_for_test(op);
       auto r = sim.launch(4, 2, 1, 2);
       ASSERT_FALSE(r.ok());
       EXPECT_NE(r.message().find("claim"), std::string::npos) << r.message();
-      if (op == Op::MlpGateUp) {
-        EXPECT_NE(r.message().find("MlpGateUp"), std::string::npos) << r.message();
+      if (op != Op::LmHead) {
+        EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
       }
     }
 }
 
-// Dynamic MlpGateUp's schedule: every slice needs its static units; not with the fused MLP.
+// Dynamic MlpGateUp's / MlpDown's schedule: every slice needs its static units; not with the fused MLP.
 TEST(Sim, DynamicGateUpRefusals) {
   const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300);
   EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .gu_unit_rows = 4, .gu_static_units = 0}).ok());
@@ -281,6 +286,12 @@ TEST(Sim, DynamicGateUpRefusals) {
   EXPECT_EQ(ok->layout.gu.dynamic_units(), 1);
   EXPECT_EQ(ok->layout.gu.claims_per_step(), 8);
   EXPECT_EQ(ok->layout.gu.unit_end(7), 300);
+  EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .dn_unit_rows = 8, .dn_static_units = 0}).ok());
+  auto dn = build_schedule(c, {.n_sm = 7, .max_context = 8, .dn_unit_rows = 16, .dn_static_units = 1});  // 200 rows: 13 units
+  ASSERT_TRUE(dn.ok()) << dn.message();
+  EXPECT_EQ(dn->layout.dn.units, 13);
+  EXPECT_EQ(dn->layout.dn.n_slices, 7);
+  EXPECT_EQ(dn->layout.dn.unit_end(12), 200);
 }
 
 TEST(Sim, ImpossibleWaitIsReportedAsDeadlock) {

@@ -132,6 +132,10 @@ struct MkParams {
   int gu_dynamic;
   unsigned long long* gu_claim;
   unsigned long long gu_base;
+  // Version 11: dynamic MlpDown (isa.h Layout::dn), the same way (flag instance only): dn_claim [n_layer], dn_base.
+  int dn_dynamic;
+  unsigned long long* dn_claim;
+  unsigned long long dn_base;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

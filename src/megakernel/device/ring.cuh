@@ -83,21 +83,21 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
 // Rows per page: whole rows, an even number when two fit (consumers take rows in pairs).
 __device__ __forceinline__ int rows_per_page(int cols) { return page_rows(cols); }
 
-// Dynamic stages (isa.h DynUnits: the LM head since version 10, MlpGateUp since version 11; MkParams::lm_dynamic /
-// gu_dynamic): the loader tells the consumers which weight rows each page of a dynamic instruction holds (written
+// Dynamic stages (isa.h DynUnits: the LM head since version 10, MlpGateUp and MlpDown since version 11;
+// MkParams::lm_dynamic / gu_dynamic / dn_dynamic): the loader tells the consumers which weight rows each page of a dynamic instruction holds (written
 // before the page's arrive, whose release the consumers' wait acquires; s_dyn_row -1: the instruction's last, empty
 // page), and the consumers tell the loader that they entered the dynamic instruction of (launch step s, stage k) by
-// setting s_dyn_gate = dyn_gate(s, k) (the loader claims units only then). Stage k: the layer for MlpGateUp, n_layer
-// for the LM head, so the gate grows monotonically through a launch.
+// setting s_dyn_gate = dyn_gate(s, k) (the loader claims units only then). Stage k: 2 l for MlpGateUp of layer l,
+// 2 l + 1 for its MlpDown, 2 n_layer for the LM head, so the gate grows monotonically through a launch.
 __shared__ int s_dyn_row[MAX_PAGES];   // first weight row of the page in the slot
 __shared__ int s_dyn_rows[MAX_PAGES];  // weight rows in it
 __shared__ int s_dyn_gate;
-__device__ __forceinline__ int dyn_gate(const Layout& L, int step, int stage) { return step * (L.n_layer + 1) + stage + 1; }
+__device__ __forceinline__ int dyn_gate(const Layout& L, int step, int stage) { return step * (2 * L.n_layer + 1) + stage + 1; }
 // The gate's accesses: a release store by consumer thread 0 (after its dependency wait's acquire), an acquire load by
 // the loader (before its claims), so the other blocks' claims of the step before precede this block's in causality
 // order (their claim, their page's arrive, their consumers' release, thread 0's acquire, this release, this acquire).
-// For MlpGateUp of layer l that chain is the step barrier (flags) or the counter chain from every MlpGateUp(l) of the
-// step before through its MlpDown(l), ..., Argmax, to this one's wait (counters); each layer has its own counter.
+// For MlpGateUp / MlpDown of layer l that chain is the step barrier (the flag protocol: the only one that runs them
+// dynamic); each (stage, layer) has its own counter, so no chain between the stages of one step is needed.
 __device__ __forceinline__ void dyn_gate_set(int v) {
   asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_dyn_gate)), "r"(v) : "memory");
 }
@@ -152,15 +152,18 @@ struct DynSource {
 __device__ __forceinline__ DynSource dyn_source(const MkParams& p, const Instr& in, int step) {
   const Layout& L = p.L;
   if (in.op == Op::LmHead)
-    return {&L.lm, p.lm_head, L.n_embd, 1, int(in.chunk), dyn_gate(L, step, L.n_layer), p.lm_claim,
+    return {&L.lm, p.lm_head, L.n_embd, 1, int(in.chunk), dyn_gate(L, step, 2 * L.n_layer), p.lm_claim,
             p.lm_base + (unsigned long long)step * (unsigned long long)L.lm.claims_per_step()};
-  return {&L.gu, p.layers[in.layer].w_gate_up, L.n_embd, 2, int(in.chunk), dyn_gate(L, step, in.layer),
+  if (in.op == Op::MlpDown)
+    return {&L.dn, p.layers[in.layer].w_down, L.n_ff, 1, int(in.chunk), dyn_gate(L, step, 2 * in.layer + 1),
+            p.dn_claim + in.layer, p.dn_base + (unsigned long long)step * (unsigned long long)L.dn.claims_per_step()};
+  return {&L.gu, p.layers[in.layer].w_gate_up, L.n_embd, 2, int(in.chunk), dyn_gate(L, step, 2 * in.layer),
           p.gu_claim + in.layer, p.gu_base + (unsigned long long)step * (unsigned long long)L.gu.claims_per_step()};
 }
 
 // Whether the loader streams this instruction as a dynamic one (the consumers decide alike: dyn_op).
 __device__ __forceinline__ bool dyn_op(const MkParams& p, Op op) {
-  return (op == Op::LmHead && p.lm_dynamic) || (op == Op::MlpGateUp && p.gu_dynamic);
+  return (op == Op::LmHead && p.lm_dynamic) || (op == Op::MlpGateUp && p.gu_dynamic) || (op == Op::MlpDown && p.dn_dynamic);
 }
 
 // Loader, a dynamic instruction (DynSource): its static units, then (once this block's consumers entered the

@@ -13,7 +13,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const bool dynamic = RING && c.p.lm_dynamic;
   // The loader claims this step's units once the consumers are here (ring.cuh s_dyn_gate).
-  if (dynamic && threadIdx.x == 0) dyn_gate_set(dyn_gate(L, c.step, L.n_layer));
+  if (dynamic && threadIdx.x == 0) dyn_gate_set(dyn_gate(L, c.step, 2 * L.n_layer));
   residual_in<FLAG>(c, L.n_layer);
   rmsnorm_smem(c, c.p.final_norm, L.n_embd, true);
   float* logits = c.p.ws + L.logits;

@@ -16,7 +16,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const int64_t E = L.n_embd;
   const bool dynamic = RING && FLAG && c.p.gu_dynamic;  // flag instance only (see MkParams::gu_dynamic)
   // The loader claims this layer's units once the consumers are here (ring.cuh s_dyn_gate).
-  if (dynamic && threadIdx.x == 0) dyn_gate_set(dyn_gate(L, c.step, in.layer));
+  if (dynamic && threadIdx.x == 0) dyn_gate_set(dyn_gate(L, c.step, 2 * in.layer));
   if constexpr (FLAG) sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
   else sum_residual(c, c.p.ws + L.resid + in.layer * E, c.p.ws + L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, nullptr);
   csync();
@@ -49,10 +49,15 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
 }
 
 // down[l][rows] = w_down[rows] . act[l]
+// Version 11, dynamic MlpDown (MkParams::dn_dynamic, isa.h Layout::dn; flag instance only, as MlpGateUp): the rows
+// page by page in the order the loader got them (ring.cuh loader_dynamic) until the empty page.
 template <bool RING, bool FLAG>
 __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
+  const bool dynamic = RING && FLAG && c.p.dn_dynamic;
+  // The loader claims this layer's units once the consumers are here (ring.cuh s_dyn_gate).
+  if (dynamic && threadIdx.x == 0) dyn_gate_set(dyn_gate(L, c.step, 2 * in.layer + 1));
   if constexpr (FLAG) {  // 4 elements x 4 slots per thread in flight, then re-poll the stale ones
     const u64* f = c.p.fws + act;
     for (int i0 = 4 * threadIdx.x; i0 < L.n_ff; i0 += 16 * NCT) {
@@ -75,7 +80,13 @@ __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   }
   csync();
   const int64_t out = L.down + int64_t(in.layer) * L.n_embd;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
+  auto store = [&](int r, float v) { st_act<FLAG>(c, out + r, v); };
+  if constexpr (RING) {
+    if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
+    ring_dyn_matvec(c, dynamic, weight_rows(c.p, in), dyn_max_pages(L.dn, L.n_ff, 1), c.s_x, store);
+  } else {
+    matvec<RING>(c, in, c.s_x, store);
+  }
 }
 
 }  // namespace mk::megakernel::device
