@@ -273,7 +273,7 @@ TEST(Sim, DynamicClaimDriftIsCaught) {
 }
 
 // Dynamic MlpGateUp's / MlpDown's schedule: every slice needs its static units; not with the fused MLP.
-TEST(Sim, DynamicGateUpRefusals) {
+TEST(Sim, DynamicMlpRefusals) {
   const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300);
   EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .gu_unit_rows = 4, .gu_static_units = 0}).ok());
   EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .fuse_down = true, .gu_unit_rows = 4, .gu_static_units = 1}).ok());

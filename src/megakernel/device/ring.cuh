@@ -16,8 +16,8 @@
 // LDGSTS) makes the consumers' publishing fence cheap but cannot stream at the SM's share of DRAM bandwidth
 // (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the ring is slower (1.29-1.61 ms/token), as
 // the sync-bubbles study found for L2 prefetch streams.
-// Version 10: the dynamic LM head, version 11 also dynamic MlpGateUp (loader_dynamic): a dynamic instruction's pages
-// hold the rows the loader names in s_dyn_row (its static units, then units claimed from a global counter; an empty
+// Version 10: the dynamic LM head, version 11 also dynamic MlpGateUp and MlpDown (loader_dynamic): a dynamic
+// instruction's pages hold the rows the loader names in s_dyn_row (its static units, then units claimed from a global counter; an empty
 // page ends the instruction), so the last quarter of the stage goes to whichever SMs stream fastest.
 #pragma once
 #include <cuda_bf16.h>
@@ -84,8 +84,8 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
 __device__ __forceinline__ int rows_per_page(int cols) { return page_rows(cols); }
 
 // Dynamic stages (isa.h DynUnits: the LM head since version 10, MlpGateUp and MlpDown since version 11;
-// MkParams::lm_dynamic / gu_dynamic / dn_dynamic): the loader tells the consumers which weight rows each page of a dynamic instruction holds (written
-// before the page's arrive, whose release the consumers' wait acquires; s_dyn_row -1: the instruction's last, empty
+// MkParams::lm_dynamic / gu_dynamic / dn_dynamic): the loader tells the consumers which weight rows each page of a
+// dynamic instruction holds (written before the page's arrive, whose release the consumers' wait acquires; s_dyn_row -1: the instruction's last, empty
 // page), and the consumers tell the loader that they entered the dynamic instruction of (launch step s, stage k) by
 // setting s_dyn_gate = dyn_gate(s, k) (the loader claims units only then). Stage k: 2 l for MlpGateUp of layer l,
 // 2 l + 1 for its MlpDown, 2 n_layer for the LM head, so the gate grows monotonically through a launch.
@@ -161,9 +161,10 @@ __device__ __forceinline__ DynSource dyn_source(const MkParams& p, const Instr& 
           p.gu_claim + in.layer, p.gu_base + (unsigned long long)step * (unsigned long long)L.gu.claims_per_step()};
 }
 
-// Whether the loader streams this instruction as a dynamic one (the consumers decide alike: dyn_op).
+// Whether the loader streams this instruction as a dynamic one (the consumers decide alike; MlpGateUp and MlpDown
+// only with flags: their consumer side is compiled into the flag instance only).
 __device__ __forceinline__ bool dyn_op(const MkParams& p, Op op) {
-  return (op == Op::LmHead && p.lm_dynamic) || (op == Op::MlpGateUp && p.gu_dynamic) || (op == Op::MlpDown && p.dn_dynamic);
+  return (op == Op::LmHead && p.lm_dynamic) || (p.flags && ((op == Op::MlpGateUp && p.gu_dynamic) || (op == Op::MlpDown && p.dn_dynamic)));
 }
 
 // Loader, a dynamic instruction (DynSource): its static units, then (once this block's consumers entered the
