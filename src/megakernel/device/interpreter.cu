@@ -54,6 +54,9 @@
 // first). Measured (H200, same process as v9's paths): 1B 0.922-0.924 / 1.211 / 1.591 ms/token at ctx 32 / 4096 /
 // 16384 (v9 paths 0.947 / 1.233 / 1.624), 8B 4.99-5.01 (5.009). Wider residual polls (more loads in flight per
 // thread) were 16-21% slower (spills) and are gone. ptxas spill stores: 270 / 28 / 220 B.
+// Version 11 (bench/RESULTS.md "Megakernel v11"): the dynamic-stage machinery generic (isa.h DynUnits, ring.cuh
+// loader_dynamic / ring_dyn_matvec) and offered for MlpGateUp and MlpDown in the flag instance (switches gu_dynamic /
+// dn_dynamic, off until measured); one ring_page_matvec copy per op keeps the spill stores at 270 / 28 / 220 B.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
