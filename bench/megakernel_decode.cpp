@@ -72,8 +72,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants ("d,o": default, attn_short off (version 8's inline attention); also "pmax" all ring pages that
 // fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off, "lm" the dynamic LM head toggled (version
-// 10), "gu" / "dn" / "gd" dynamic MlpGateUp / MlpDown / both
-// toggled (version 11; MK_GU_PAGES adds builds with both on, units of those pages); MK_SET_LONG: the same for contexts above 32);
+// 10); MK_SET_LONG: the same for contexts above 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -114,20 +113,11 @@ void bench_shape(const std::string& name, double gbs) {
     g_ctx = ctx;
     // Builds: the default (split-attention chunk ranges that follow pos: attn_chunks_dynamic, an even share of
     // [0, pos] per chunk), and at long contexts one with fixed chunks cut from max_context.
-    // Version 11: MK_GU_PAGES="1,4": one more build per value with dynamic MlpGateUp and MlpDown (both on) in units of
-    // that many pages.
-    const bool fixed = ctx > 32 && env_on("MK_FIXED", false);
-    const std::vector<int> gu_pages = env_ints("MK_GU_PAGES", {});
-    for (int build = 0; build < 1 + int(fixed) + int(gu_pages.size()); ++build) {  // buffers freed before the next allocation
+    for (int build = 0; build < (ctx > 32 && env_on("MK_FIXED", false) ? 2 : 1); ++build) {  // buffers freed before the next allocation
     auto w = cuda::random_device_weights(*c, 1234);
     if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
     megakernel::MegakernelOptions mo;
-    const int gu_build = build - 1 - int(fixed);  // >= 0: the gu_pages build
-    if (build == 1 && fixed) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
-    if (gu_build >= 0) {
-      mo.gu_unit_pages = mo.dn_unit_pages = gu_pages[size_t(gu_build)];
-      mo.gu_dynamic = mo.dn_dynamic = true;
-    }
+    if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {
@@ -142,12 +132,11 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations: the default, then switches one at a time (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; int gu_dynamic = -1; int dn_dynamic = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
-    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic(), gd0 = (*b)->gu_dynamic(), dd0 = (*b)->dn_dynamic();
+    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
-    if (gu_build >= 0) vars.push_back({cat("gu + dn unit pages ", mo.gu_unit_pages), pf0, fl0, mi0, ro0});
-    else if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
+    if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
     const int mp = (*b)->max_ring_pages();
     if (build == 0) {
       if (in_set("o") && (*b)->attn_short_max() > 0) vars.push_back({"attn_short off (v8 inline attention)", pf0, fl0, mi0, ro0, 0, 0});
@@ -165,11 +154,6 @@ void bench_shape(const std::string& name, double gbs) {
     if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, fl0, mi0, ro0});
     // Version 10's switch: "lm" the dynamic LM head toggled.
     if (build == 0 && in_set("lm")) vars.push_back({cat("lm_dynamic ", int(!ld0)), pf0, fl0, mi0, ro0, 0, -1, !ld0});
-    // Version 11's switches: "gu" dynamic MlpGateUp toggled, "dn" dynamic MlpDown toggled, "gd" both.
-    if (build == 0 && in_set("gu")) vars.push_back({cat("gu_dynamic ", int(!gd0)), pf0, fl0, mi0, ro0, 0, -1, -1, !gd0});
-    if (build == 0 && in_set("dn")) vars.push_back({cat("dn_dynamic ", int(!dd0)), pf0, fl0, mi0, ro0, 0, -1, -1, -1, !dd0});
-    if (build == 0 && in_set("gd"))
-      vars.push_back({cat("gu_dynamic ", int(!gd0), " dn_dynamic ", int(!dd0)), pf0, fl0, mi0, ro0, 0, -1, -1, !gd0, !dd0});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_flag_publish(v.flags);
@@ -177,16 +161,14 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      (*b)->set_gu_dynamic(v.gu_dynamic >= 0 ? v.gu_dynamic != 0 : gd0);
-      (*b)->set_dn_dynamic(v.dn_dynamic >= 0 ? v.dn_dynamic != 0 : dd0);
       const int pages0 = (*b)->ring_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d, gu_dynamic %d, dn_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), int((*b)->gu_dynamic_on()), int((*b)->dn_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
@@ -206,8 +188,6 @@ void bench_shape(const std::string& name, double gbs) {
     }
     (*b)->set_attn_short(sh0);
     (*b)->set_lm_dynamic(ld0);
-    (*b)->set_gu_dynamic(gd0);
-    (*b)->set_dn_dynamic(dd0);
     (*b)->set_prefetch(pf0);
     (*b)->set_flag_publish(fl0);
     (*b)->set_mid_resid(mi0);

@@ -20,7 +20,6 @@
 //                                                        act[l][rows] = silu(gate x) * up x; also
 //                                                        materialises resid_mid[l][aux_begin, aux_end) = x
 //     MlpDown     rows of n_embd                         down[l][0][rows] = w_down[rows] . act[l]
-//   (with Layout::gu / Layout::dn, version 11, the rows of MlpGateUp / MlpDown are a dynamic stage's: DynUnits)
 //   or, with ScheduleOptions::fuse_down, instead of MlpGateUp + MlpDown (one dependency point fewer):
 //     MlpGateUpDown rows of n_ff, part p                 act rows as MlpGateUp, then the split-K partial
 //                                                        down[l][p] = w_down[:, rows] . act[rows]  (n_embd)
@@ -116,34 +115,6 @@ static_assert(sizeof(Instr) == 64, "Instr is read by the device as 4 x 16-byte v
 #define MK_ISA_HD
 #endif
 
-// A dynamic stage (version 10: the LM head; version 11: MlpGateUp): its `rows` output rows in units of unit_rows
-// (the last may be shorter; the device streams a unit as whole ring pages). Slice s (of n_slices instructions of
-// the stage per step) first takes the static units s * static_units + k (k < static_units, unit < units), then
-// claims the units from n_slices * static_units on one at a time from a monotonic 64-bit claim counter until a claim
-// falls past the last unit; every instruction makes exactly one such overshooting claim, so a step advances the
-// counter by exactly claims_per_step() and step e's claims are [e * that, (e + 1) * that) (plus the counter's value
-// before the first step). SMs that stream faster thus take more units: the stage ends evenly.
-struct DynUnits {
-  int unit_rows = 0;     // 0: static slices (the instruction's rows)
-  int units = 0;         // ceil(rows / unit_rows)
-  int static_units = 0;  // static units per slice
-  int n_slices = 0;      // instructions of the stage per step (per layer)
-  int rows = 0;          // output rows of the stage
-  MK_ISA_HD bool on() const { return unit_rows > 0; }
-  MK_ISA_HD int dynamic_units() const { return units > n_slices * static_units ? units - n_slices * static_units : 0; }
-  MK_ISA_HD int claims_per_step() const { return dynamic_units() + n_slices; }
-  // Unit of static index k of `slice` (-1: none), and of claim c (counted from the step's base; -1: overshoot).
-  MK_ISA_HD int static_unit(int slice, int k) const {
-    const int u = slice * static_units + k;
-    return u < units ? u : -1;
-  }
-  MK_ISA_HD int claimed_unit(long long c) const {
-    return c >= 0 && c < dynamic_units() ? n_slices * static_units + int(c) : -1;
-  }
-  MK_ISA_HD int unit_begin(int u) const { return u * unit_rows; }
-  MK_ISA_HD int unit_end(int u) const { return (u + 1) * unit_rows < rows ? (u + 1) * unit_rows : rows; }
-};
-
 // Where every activation lives in the fp32 workspace (offsets and strides in floats). Built by the
 // schedule; the device and the simulator index with exactly these.
 struct Layout {
@@ -168,11 +139,18 @@ struct Layout {
   int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
-  // Dynamic stages (version 10: the LM head, Layout::lm; version 11: each layer's MlpGateUp and MlpDown, Layout::gu
-  // and Layout::dn; see DynUnits). An instruction's chunk is its slice. One claim counter per stage and layer.
-  DynUnits lm;  // rows = n_vocab, n_slices = n_lm_slices
-  DynUnits gu;  // rows = n_ff per layer, n_slices = MlpGateUp instructions per layer
-  DynUnits dn;  // rows = n_embd per layer, n_slices = MlpDown instructions per layer
+  // Dynamic LM head (version 10; ScheduleOptions::lm_unit_rows > 0, the device's MkParams::lm_dynamic): the vocabulary
+  // in units of lm_unit_rows rows (the last may be shorter; the device's ring page); LmHead slice ch first takes
+  // the static units ch * lm_static + k (k < lm_static, unit < lm_units), then claims the units from
+  // n_lm_slices * lm_static on one at a time from a monotonic claim counter until a claim falls past the last
+  // unit; every LmHead instruction makes exactly one such overshooting claim, so a step advances the counter by
+  // exactly lm_claims_per_step() and step e's claims are [e * that, (e + 1) * that). Its amax entry is the best
+  // of the rows it computed ((-inf, n_vocab) for none); Argmax breaks value ties by the smaller index.
+  int lm_unit_rows = 0;  // 0: static slices (the instruction's rows)
+  int lm_units = 0;      // ceil(n_vocab / lm_unit_rows)
+  int lm_static = 0;     // static units per slice
+  MK_ISA_HD int lm_dynamic_units() const { return lm_units > n_lm_slices * lm_static ? lm_units - n_lm_slices * lm_static : 0; }
+  MK_ISA_HD int lm_claims_per_step() const { return lm_dynamic_units() + n_lm_slices; }
   int64_t workspace_floats = 0;
   // counters:
   int n_counters = 0;

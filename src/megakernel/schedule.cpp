@@ -14,8 +14,6 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
-#include <tuple>
-#include <utility>
 
 namespace mk::megakernel {
 
@@ -130,10 +128,6 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   if (o.lm_unit_rows < 0 || o.lm_static_units < 0)
     return make_error("megakernel schedule: lm_unit_rows ", o.lm_unit_rows, " and lm_static_units ", o.lm_static_units,
                       " must be >= 0");
-  for (auto [what, rows, st] : {std::tuple{"gu", o.gu_unit_rows, o.gu_static_units}, std::tuple{"dn", o.dn_unit_rows, o.dn_static_units}})
-    if (rows < 0 || (rows > 0 && (st < 1 || o.fuse_down)))
-      return make_error("megakernel schedule: ", what, "_unit_rows ", rows, " / ", what, "_static_units ", st, ": expected ", what,
-                        "_unit_rows >= 0, and with units ", what, "_static_units >= 1 and fuse_down off");
   if (o.row_granularity < 1 || o.slices_per_sm < 1 || o.attn_chunk_len < 0)
     return make_error("megakernel schedule: row_granularity and slices_per_sm must be >= 1, attn_chunk_len >= 0");
   if (c.n_layer < 1 || c.n_embd < 1 || c.n_ff < 1 || c.n_vocab < 1 || c.n_head < 1 || c.n_kv_head < 1)
@@ -155,20 +149,7 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   return {};
 }
 
-// A dynamic stage of `rows` rows over n_slices instructions (isa.h DynUnits); unit_rows 0: static.
-DynUnits make_dyn(int rows, int n_slices, int unit_rows, int static_units) {
-  DynUnits d;
-  d.rows = rows, d.n_slices = n_slices;
-  if (unit_rows > 0) {
-    d.unit_rows = unit_rows;
-    d.units = (rows + unit_rows - 1) / unit_rows;
-    d.static_units = std::max(0, static_units);
-  }
-  return d;
-}
-
-Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices, int n_down_parts, int n_gu_slices,
-                   int n_dn_slices) {
+Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices, int n_down_parts) {
   Layout L;
   L.n_layer = c.n_layer, L.n_embd = c.n_embd, L.n_ff = c.n_ff, L.n_vocab = c.n_vocab;
   L.n_head = c.n_head, L.n_kv_head = c.n_kv_head, L.head_dim = c.head_dim, L.group = c.n_head / c.n_kv_head;
@@ -202,9 +183,11 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.mid_resid = o.mid_resid ? 1 : 0;
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
-  L.lm = make_dyn(c.n_vocab, n_lm_slices, o.lm_unit_rows, o.lm_static_units);
-  L.gu = make_dyn(c.n_ff, n_gu_slices, o.fuse_down ? 0 : o.gu_unit_rows, o.gu_static_units);
-  L.dn = make_dyn(c.n_embd, n_dn_slices, o.fuse_down ? 0 : o.dn_unit_rows, o.dn_static_units);
+  if (o.lm_unit_rows > 0) {
+    L.lm_unit_rows = o.lm_unit_rows;
+    L.lm_units = (c.n_vocab + o.lm_unit_rows - 1) / o.lm_unit_rows;
+    L.lm_static = std::max(0, o.lm_static_units);
+  }
   L.workspace_floats = off;
   return L;
 }
@@ -218,13 +201,8 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   auto lm_rows = split_rows(c.n_vocab, target, gran);
   auto ff_rows = split_rows(c.n_ff, target, gran);
   Schedule s;
-  s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1, int(ff_rows.size()),
-                         int(split_rows(c.n_embd, target, gran).size()));
+  s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1);
   const Layout& L = s.layout;
-  for (auto [what, D] : {std::pair{"MlpGateUp", &L.gu}, std::pair{"MlpDown", &L.dn}})
-    if (D->on() && int64_t(D->n_slices) * D->static_units > D->units)
-      return make_error("megakernel schedule: ", D->n_slices, " ", what, " slices x ", D->static_units, " static units exceed the ",
-                        D->units, " units of ", D->unit_rows, " rows (every slice needs its static units)");
   s.counters = CounterLayout{c.n_layer, c.n_kv_head};
   const CounterLayout& C = s.counters;
   if (C.n_counters() > (1 << 24))
@@ -300,16 +278,15 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
     for (size_t i = 0; i < ff_rows.size(); ++i) {
       auto [r0, r1] = ff_rows[i];
       Instr in = b.make(Op::MlpGateUp, l, C.gate_up(l), C.attn_o(l), n_attn_o);
-      in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);  // chunk: the dynamic stage's slice (Layout::gu)
+      in.row_begin = r0, in.row_end = r1;
       if (i < mid_rows.size()) in.aux_begin = mid_rows[i].first, in.aux_end = mid_rows[i].second;
       stage.push_back({in, 2 * uint64_t(r1 - r0) * n_embd * wb});
     }
     b.emit_stage(std::move(stage));
     stage.clear();
-    for (size_t i = 0; i < down_rows.size(); ++i) {
-      auto [r0, r1] = down_rows[i];
+    for (auto [r0, r1] : down_rows) {
       Instr in = b.make(Op::MlpDown, l, C.down(l), C.gate_up(l), count16(ff_rows.size()));
-      in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);  // chunk: the dynamic stage's slice (Layout::dn)
+      in.row_begin = r0, in.row_end = r1;
       stage.push_back({in, uint64_t(r1 - r0) * uint64_t(c.n_ff) * wb});
     }
     b.emit_stage(std::move(stage));

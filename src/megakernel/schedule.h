@@ -31,11 +31,7 @@ struct ScheduleOptions {
   bool mid_resid = false;    // Layout::mid_resid: QkvProj / LmHead read the residual materialised by
                              // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
   int lm_unit_rows = 0;      // > 0: the dynamic LM head's units (Layout::lm_unit_rows, isa.h), 0: static slices only
-  int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm.static_units)
-  int gu_unit_rows = 0;      // > 0: dynamic MlpGateUp in units of this many n_ff rows (Layout::gu; not with fuse_down)
-  int gu_static_units = 0;   // its static units per slice (>= 1)
-  int dn_unit_rows = 0;      // > 0: dynamic MlpDown in units of this many n_embd rows (Layout::dn; not with fuse_down)
-  int dn_static_units = 0;   // its static units per slice (>= 1)
+  int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm_static)
 };
 
 // Counter ids of one model (see counter_* below).

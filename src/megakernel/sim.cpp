@@ -28,8 +28,6 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
   clock.assign(size_t(n_sm), std::vector<uint32_t>(size_t(n_sm), 0));
   seq.assign(size_t(n_sm), 0);
   counter.assign(size_t(L.n_counters), 0);
-  gu_claim.assign(size_t(L.n_layer), 0);
-  dn_claim.assign(size_t(L.n_layer), 0);
   counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
   tag.assign(size_t(n_floats), NO_TAG);
   step_clock.assign(size_t(n_sm), 0);
@@ -142,7 +140,7 @@ const Schedule& Simulator::schedule() const { return st_->schedule; }
 void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true; }
 void Simulator::skip_flag_polls_for_test(Op op) { st_->skip_polls_op = op; }
 void Simulator::drop_step_barrier_for_test() { st_->no_step_barrier = true; }
-void Simulator::extra_claim_for_test(Op op) { st_->extra_claim_op = op; }
+void Simulator::extra_lm_claim_for_test() { st_->extra_lm_claim = true; }
 
 void Simulator::drop_wait_for_test(Op op, int index) {
   for (auto& q : st_->schedule.queues)

@@ -59,9 +59,9 @@ class Simulator {
   // reading a stale element); the step barrier left out (the K/V cache and the next step's overwrites race).
   void skip_flag_polls_for_test(Op op);
   void drop_step_barrier_for_test();
-  // Test hook of the dynamic stages (isa.h DynUnits; op LmHead, MlpGateUp or MlpDown): every instruction of `op` claims once
-  // more than the device does (the per-step claim ranges then drift; Argmax's check must catch it).
-  void extra_claim_for_test(Op op);
+  // Test hook of the dynamic LM head: every LmHead instruction claims once more than the device does (the
+  // per-step claim ranges then drift; Argmax's check must catch it).
+  void extra_lm_claim_for_test();
 
   struct State;  // internal (sim_state.h)
 

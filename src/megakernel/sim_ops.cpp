@@ -172,33 +172,9 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
   return s.write(off, in.row_end - in.row_begin, out.data() + in.row_begin);
 }
 
-// The rows a dynamic-stage instruction computes (isa.h DynUnits: Layout::lm for LmHead, Layout::gu for MlpGateUp):
-// its static rows when the stage is static; else its static units, then the units it claims from the step's range
-// of `claim` until a claim overshoots -- here at once, as if this SM's loader won every race for them (a valid
-// interleaving of the device).
-bool dyn_rows(Simulator::State& s, const DynUnits& D, const Instr& in, uint64_t& claim, std::vector<std::pair<int, int>>& rows) {
-  rows.clear();
-  if (!D.on()) return rows.emplace_back(int(in.row_begin), int(in.row_end)), true;
-  auto unit = [&](int u) { rows.emplace_back(D.unit_begin(u), D.unit_end(u)); };
-  for (int k = 0; k < D.static_units; ++k)
-    if (D.static_unit(in.chunk, k) >= 0) unit(D.static_unit(in.chunk, k));
-  const uint64_t per = uint64_t(D.claims_per_step()), base = uint64_t(s.cur_epoch()) * per;
-  for (;;) {
-    if (claim < base || claim >= base + per) {
-      s.error = cat(s.where(), " claims unit ", claim, " outside its step's range [", base, ", ", base + per, ")");
-      return false;
-    }
-    const int u = D.claimed_unit(int64_t(claim++ - base));
-    if (u < 0) break;  // the overshoot: every instruction makes exactly one
-    unit(u);
-  }
-  if (s.extra_claim_op == in.op) ++claim;
-  return true;
-}
-
-// act[r] of layer l = silu(gate x) * up x for r in each of `rows`, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
+// act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
 // act (whole [n_ff] vector, rows filled).
-bool gate_up_rows(Simulator::State& s, const Instr& in, const std::vector<std::pair<int, int>>& rows, Vec& act) {
+bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
   Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), up(static_cast<size_t>(L.n_ff));
@@ -213,23 +189,19 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, const std::vector<std::p
       !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
     return false;
   cpu::rmsnorm(xn.data(), x.data(), w.mlp_norm, s.config.rms_norm_eps, L.n_embd);
-  for (auto [r0, r1] : rows) {
-    cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), r0, r1);
-    cpu::matvec_rows(up.data(), w.w_up, xn.data(), r0, r1);
-    cpu::swiglu(gate.data() + r0, gate.data() + r0, up.data() + r0, r1 - r0);
-  }
+  cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), in.row_begin, in.row_end);
+  cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
+  int n = int(in.row_end - in.row_begin);
+  cpu::swiglu(gate.data() + in.row_begin, gate.data() + in.row_begin, up.data() + in.row_begin, n);
   return true;
 }
 
-// Static rows, or with the dynamic MlpGateUp (Layout::gu) its static units and claimed units (dyn_rows).
 bool mlp_gate_up(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act;
-  std::vector<std::pair<int, int>> rows;
-  if (!dyn_rows(s, L.gu, in, s.gu_claim[in.layer], rows) || !gate_up_rows(s, in, rows, act)) return false;
-  for (auto [r0, r1] : rows)
-    if (!s.write(L.act + int64_t(in.layer) * L.n_ff + r0, r1 - r0, act.data() + r0)) return false;
-  return true;
+  if (!gate_up_rows(s, in, act)) return false;
+  return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, in.row_end - in.row_begin,
+                 act.data() + in.row_begin);
 }
 
 // Fused MLP: the rows' activations stay local; their split-K contribution to the down projection,
@@ -237,22 +209,41 @@ bool mlp_gate_up(Simulator::State& s, const Instr& in) {
 bool mlp_gate_up_down(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act, out(static_cast<size_t>(L.n_embd));
-  if (!gate_up_rows(s, in, {{int(in.row_begin), int(in.row_end)}}, act)) return false;
+  if (!gate_up_rows(s, in, act)) return false;
   cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), 0, L.n_embd);
   return s.write(L.down + (int64_t(in.layer) * L.n_down_parts + in.chunk) * L.n_embd, L.n_embd, out.data());
 }
 
-// Static rows, or with the dynamic MlpDown (Layout::dn) its static units and claimed units (dyn_rows).
 bool mlp_down(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act(static_cast<size_t>(L.n_ff)), out(static_cast<size_t>(L.n_embd));
   if (!s.read(L.act + int64_t(in.layer) * L.n_ff, L.n_ff, act.data())) return false;
-  std::vector<std::pair<int, int>> rows;
-  if (!dyn_rows(s, L.dn, in, s.dn_claim[in.layer], rows)) return false;
-  for (auto [r0, r1] : rows) {
-    cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), r0, r1);
-    if (!s.write(L.down + int64_t(in.layer) * L.n_embd + r0, r1 - r0, out.data() + r0)) return false;
+  cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), in.row_begin, in.row_end);
+  return s.write(L.down + int64_t(in.layer) * L.n_embd + in.row_begin, in.row_end - in.row_begin,
+                 out.data() + in.row_begin);
+}
+
+// The rows an LmHead instruction computes: its static rows, or with the dynamic LM head (Layout::lm_unit_rows) its
+// static units and then the units it claims from the step's range of the claim counter (isa.h) until a claim
+// overshoots -- here at once, as if this SM's loader won every race for them (a valid interleaving of the device).
+bool lm_rows(Simulator::State& s, const Instr& in, std::vector<std::pair<int, int>>& rows) {
+  const Layout& L = s.schedule.layout;
+  rows.clear();
+  if (L.lm_unit_rows == 0) return rows.emplace_back(int(in.row_begin), int(in.row_end)), true;
+  auto unit = [&](int u) { rows.emplace_back(u * L.lm_unit_rows, std::min(L.n_vocab, (u + 1) * L.lm_unit_rows)); };
+  for (int k = 0; k < L.lm_static; ++k)
+    if (int(in.chunk) * L.lm_static + k < L.lm_units) unit(int(in.chunk) * L.lm_static + k);
+  const uint64_t per = uint64_t(L.lm_claims_per_step()), base = uint64_t(s.cur_epoch()) * per;
+  for (;;) {
+    if (s.lm_claim < base || s.lm_claim >= base + per) {
+      s.error = cat(s.where(), " claims LM-head unit ", s.lm_claim, " outside its step's range [", base, ", ", base + per, ")");
+      return false;
+    }
+    const int64_t c = int64_t(s.lm_claim++ - base);
+    if (c >= L.lm_dynamic_units()) break;  // the overshoot: every instruction makes exactly one
+    unit(L.n_lm_slices * L.lm_static + int(c));
   }
+  if (s.extra_lm_claim) ++s.lm_claim;
   return true;
 }
 
@@ -271,7 +262,7 @@ bool lm_head(Simulator::State& s, const Instr& in) {
   cpu::rmsnorm(xn.data(), x.data(), s.weights->final_norm, s.config.rms_norm_eps, L.n_embd);
   const TensorView& head = s.weights->lm_head.present() ? s.weights->lm_head : s.weights->tok_embd;
   std::vector<std::pair<int, int>> rows;
-  if (!dyn_rows(s, L.lm, in, s.lm_claim, rows)) return false;
+  if (!lm_rows(s, in, rows)) return false;
   float best = -std::numeric_limits<float>::infinity();
   int best_i = L.n_vocab;  // no rows: loses to every real candidate
   for (auto [r0, r1] : rows) {
@@ -288,20 +279,12 @@ bool argmax(Simulator::State& s, const Instr&) {
   const Layout& L = s.schedule.layout;
   Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
   if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
-  // The dynamic stages: every LmHead instruction of the step, and every MlpGateUp / MlpDown instruction of each layer
-  // (each one's static rows precede this Argmax: DynUnits::static_units >= 1), has claimed past the last unit exactly
-  // once.
-  auto claims_done = [&](const DynUnits& D, uint64_t claim, const char* what, int layer) {
-    const uint64_t want = uint64_t(s.cur_epoch() + 1) * uint64_t(D.claims_per_step());
-    if (!D.on() || claim == want) return true;
-    s.error = cat(s.where(), ": the ", what, " claim counter", layer >= 0 ? cat(" of layer ", layer) : std::string(),
-                  " is at ", claim, ", expected ", want);
+  // The dynamic LM head: every LmHead instruction of the step has claimed past the last unit exactly once.
+  if (L.lm_unit_rows > 0 && s.lm_claim != uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step())) {
+    s.error = cat(s.where(), ": the LM-head claim counter is at ", s.lm_claim, ", expected ",
+                  uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step()));
     return false;
-  };
-  if (!claims_done(L.lm, s.lm_claim, "LM-head", -1)) return false;
-  for (int l = 0; l < L.n_layer; ++l)
-    if (!claims_done(L.gu, s.gu_claim[size_t(l)], "MlpGateUp", l) || !claims_done(L.dn, s.dn_claim[size_t(l)], "MlpDown", l))
-      return false;
+  }
   int best = 0;
   for (int i = 1; i < L.n_lm_slices; ++i)
     if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))

@@ -45,10 +45,8 @@ struct Simulator::State {
   int n_active = 0;                          // SMs with a non-empty queue
   Op skip_polls_op = Op::Count;              // test hook: this op polls nothing
   bool no_step_barrier = false;              // test hook
-  uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm, DynUnits)
-  std::vector<uint64_t> gu_claim;            // [n_layer] the dynamic MlpGateUp's claim counters (Layout::gu)
-  std::vector<uint64_t> dn_claim;            // [n_layer] the dynamic MlpDown's (Layout::dn)
-  Op extra_claim_op = Op::Count;             // test hook: this dynamic op claims once more than the device
+  uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm_unit_rows)
+  bool extra_lm_claim = false;               // test hook
   // The instruction being executed (for checks and messages).
   int cur_sm = 0;
   int cur_step = 0;     // step within the launch

@@ -32,12 +32,8 @@ struct Case {
   int chunk_len;  // 0: inline attention
   bool fuse_down = false;
   bool dynamic = false;  // chunk ranges follow the step's position (isa.h attn_chunk_range)
-  int lm_unit = 0;       // > 0: the dynamic LM head in units of this many rows (isa.h Layout::lm, DynUnits)
+  int lm_unit = 0;       // > 0: the dynamic LM head in units of this many rows (isa.h Layout::lm_unit_rows)
   int lm_static = 0;     // its static units per slice
-  int gu_unit = 0;       // > 0: dynamic MlpGateUp in units of this many n_ff rows (isa.h Layout::gu)
-  int gu_static = 0;     // its static units per slice (>= 1)
-  int dn_unit = 0;       // > 0: dynamic MlpDown in units of this many n_embd rows (isa.h Layout::dn)
-  int dn_static = 0;     // its static units per slice (>= 1)
 };
 
 std::vector<Case> cases() {
@@ -55,11 +51,6 @@ std::vector<Case> cases() {
       {"llama gqa4 dynamic lm head", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 8, 1},
       {"qwen3 gqa8 tied dynamic lm head no static", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0, false, false, 6, 0},
       {"llama gqa1 split dynamic lm head", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 301, true), 3, false, true, 5, 2},
-      {"llama gqa4 dynamic gate/up", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 0, 0, 4, 1},
-      {"qwen2 gqa6 split dynamic gate/up odd units + lm head", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, false, false, 5, 1, 3, 2},
-      {"qwen3 gqa4 hd128 dynamic chunks dynamic gate/up", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5, false, true, 0, 0, 5, 1},
-      {"llama gqa4 dynamic down", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 0, 0, 0, 0, 3, 1},
-      {"qwen2 gqa6 split dynamic gate/up, down, lm head", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, false, false, 5, 1, 3, 2, 2, 2},
   };
 }
 
@@ -70,7 +61,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, boo
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.gu_unit, .gu_static_units = k.gu_static, .dn_unit_rows = k.dn_unit, .dn_static_units = k.dn_static});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
   ASSERT_TRUE(s.ok()) << s.message();
   Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
   std::vector<float> ref(size_t(k.config.n_vocab));
@@ -130,7 +121,7 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     for (int n_sm : {2, 7, 66, -7}) {  // -7: 7 SMs, flag protocol + mid_resid
-      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.gu_unit, .gu_static_units = k.gu_static, .dn_unit_rows = k.dn_unit, .dn_static_units = k.dn_static});
+      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
       ASSERT_TRUE(s.ok()) << s.message();
       Simulator sim(m.config, m.weights, std::move(*s), n_sm < 0 ? Protocol::Flags : Protocol::Counters);
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.
@@ -248,50 +239,20 @@ TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
   }
 }
 
-// The dynamic stages' claim arithmetic (isa.h DynUnits: the LM head, MlpGateUp): one claim too many per instruction
-// is caught, for either stage and either protocol.
-TEST(Sim, DynamicClaimDriftIsCaught) {
+// The dynamic LM head's claim arithmetic (isa.h Layout::lm_unit_rows): one claim too many per instruction is caught.
+TEST(Sim, DynamicLmHeadClaimDriftIsCaught) {
   const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300);
   Model m = make_random_model(c, DType::BF16, 3);
-  for (Op op : {Op::LmHead, Op::MlpGateUp, Op::MlpDown})
-    for (bool flags : {false, true}) {
-      SCOPED_TRACE(cat(op_name(op), " flags ", flags));
-      auto s = build_schedule(c, {.n_sm = 7, .max_context = 8, .lm_unit_rows = 8, .lm_static_units = 1, .gu_unit_rows = 4, .gu_static_units = 2, .dn_unit_rows = 8, .dn_static_units = 1});
-      ASSERT_TRUE(s.ok()) << s.message();
-      ASSERT_GT(s->layout.gu.dynamic_units(), 0);
-      ASSERT_GT(s->layout.dn.dynamic_units(), 0);
-      Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
-      ASSERT_TRUE(sim.launch(3, 0, 2, 1).ok());  // the correct count passes
-      sim.extra_claim_for_test(op);
-      auto r = sim.launch(4, 2, 1, 2);
-      ASSERT_FALSE(r.ok());
-      EXPECT_NE(r.message().find("claim"), std::string::npos) << r.message();
-      if (op != Op::LmHead) {
-        EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
-      }
-    }
-}
-
-// Dynamic MlpGateUp's / MlpDown's schedule: every slice needs its static units; not with the fused MLP.
-TEST(Sim, DynamicMlpRefusals) {
-  const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300);
-  EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .gu_unit_rows = 4, .gu_static_units = 0}).ok());
-  EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .fuse_down = true, .gu_unit_rows = 4, .gu_static_units = 1}).ok());
-  auto big = build_schedule(c, {.n_sm = 7, .max_context = 8, .gu_unit_rows = 40, .gu_static_units = 2});  // 8 units, 7 slices
-  ASSERT_FALSE(big.ok());
-  EXPECT_NE(big.message().find("static units"), std::string::npos) << big.message();
-  auto ok = build_schedule(c, {.n_sm = 7, .max_context = 8, .gu_unit_rows = 40, .gu_static_units = 1});
-  ASSERT_TRUE(ok.ok()) << ok.message();
-  EXPECT_EQ(ok->layout.gu.units, 8);
-  EXPECT_EQ(ok->layout.gu.dynamic_units(), 1);
-  EXPECT_EQ(ok->layout.gu.claims_per_step(), 8);
-  EXPECT_EQ(ok->layout.gu.unit_end(7), 300);
-  EXPECT_FALSE(build_schedule(c, {.n_sm = 7, .max_context = 8, .dn_unit_rows = 8, .dn_static_units = 0}).ok());
-  auto dn = build_schedule(c, {.n_sm = 7, .max_context = 8, .dn_unit_rows = 16, .dn_static_units = 1});  // 200 rows: 13 units
-  ASSERT_TRUE(dn.ok()) << dn.message();
-  EXPECT_EQ(dn->layout.dn.units, 13);
-  EXPECT_EQ(dn->layout.dn.n_slices, 7);
-  EXPECT_EQ(dn->layout.dn.unit_end(12), 200);
+  for (bool flags : {false, true}) {
+    auto s = build_schedule(c, {.n_sm = 7, .max_context = 8, .lm_unit_rows = 8, .lm_static_units = 1});
+    ASSERT_TRUE(s.ok()) << s.message();
+    Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
+    ASSERT_TRUE(sim.launch(3, 0, 2, 1).ok());  // the correct count passes
+    sim.extra_lm_claim_for_test();
+    auto r = sim.launch(4, 2, 1, 2);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.message().find("claim"), std::string::npos) << r.message();
+  }
 }
 
 TEST(Sim, ImpossibleWaitIsReportedAsDeadlock) {

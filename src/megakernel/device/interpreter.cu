@@ -50,13 +50,10 @@
 // 1.618), 8B 5.021 (v8 5.089). ptxas spill stores: 266 / 28 / 272 B (no ring / counters / flags).
 // Version 10 (bench/RESULTS.md "Megakernel v10"): the Argmax reduced by every consumer thread (v9's thread 0 looped
 // over the 132 LM-head slices, one L2 round trip each: 35 us per step on the critical path), and the dynamic LM
-// head (ring.cuh loader_dynamic: the last quarter of the LM head's pages claimed by whichever SM's loader comes
+// head (ring.cuh loader_lm_dynamic: the last quarter of the LM head's pages claimed by whichever SM's loader comes
 // first). Measured (H200, same process as v9's paths): 1B 0.922-0.924 / 1.211 / 1.591 ms/token at ctx 32 / 4096 /
 // 16384 (v9 paths 0.947 / 1.233 / 1.624), 8B 4.99-5.01 (5.009). Wider residual polls (more loads in flight per
 // thread) were 16-21% slower (spills) and are gone. ptxas spill stores: 270 / 28 / 220 B.
-// Version 11 (bench/RESULTS.md "Megakernel v11"): the dynamic-stage machinery generic (isa.h DynUnits, ring.cuh
-// loader_dynamic / ring_dyn_matvec) and offered for MlpGateUp and MlpDown in the flag instance (switches gu_dynamic /
-// dn_dynamic, off until measured); one ring_page_matvec copy per op keeps the spill stores at 270 / 28 / 220 B.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
@@ -83,7 +80,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   float* smem = reinterpret_cast<float*>(smem_raw + BAR_BYTES);
   unsigned char* ring = smem_raw + ring_offset(p);
   if (threadIdx.x == 0) {
-    s_dyn_gate = 0;  // the dynamic stages' gate (ring.cuh): no dynamic instruction entered in this launch yet
+    s_lm_gate = 0;  // the dynamic LM head's gate (ring.cuh): no LmHead entered in this launch yet
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).

@@ -72,29 +72,12 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   mid_resid_ = opt.mid_resid;
   // The dynamic LM head's units: one ring page of rows each (when a row fits a page); lm_static_share of each
   // slice's even share static (the loader streams those before its consumers arrive, with no claims), the rest
-  // claimed (ring.cuh loader_dynamic).
+  // claimed (ring.cuh loader_lm_dynamic).
   if (2 * config_.n_embd <= device::PAGE_BYTES) {
     so.lm_unit_rows = device::page_rows(config_.n_embd);
     const int units = (config_.n_vocab + so.lm_unit_rows - 1) / so.lm_unit_rows;
     const int slices = int(split_rows(config_.n_vocab, n_sm_ * std::max(1, opt.slices_per_sm), so.row_granularity).size());
     so.lm_static_units = std::max(2, int(std::clamp(opt.lm_static_share, 0.0, 1.0) * double(units) / double(slices)));
-  }
-  // Dynamic MlpGateUp's units: gu_unit_pages ring pages of (gate, up) row pairs each (pages must hold whole pairs);
-  // gu_static_share of each slice's even share static, the rest claimed (ring.cuh loader_dynamic).
-  if ((opt.gu_unit_pages > 0 || opt.gu_unit_rows > 0) && device::page_rows(config_.n_embd) >= 2) {
-    so.gu_unit_rows = opt.gu_unit_rows > 0 ? opt.gu_unit_rows : opt.gu_unit_pages * (device::page_rows(config_.n_embd) / 2);
-    const int units = (config_.n_ff + so.gu_unit_rows - 1) / so.gu_unit_rows;
-    const int slices = int(split_rows(config_.n_ff, n_sm_ * std::max(1, opt.slices_per_sm), so.row_granularity).size());
-    so.gu_static_units = std::max(1, std::min(units / slices, int(std::clamp(opt.gu_static_share, 0.0, 1.0) * double(units) / double(slices))));
-    if (units < slices) so.gu_unit_rows = so.gu_static_units = 0;  // too few units for a static one per slice
-  }
-  // Dynamic MlpDown's units likewise: dn_unit_pages pages of w_down rows (rows of n_ff).
-  if (opt.dn_unit_pages > 0 || opt.dn_unit_rows > 0) {
-    so.dn_unit_rows = opt.dn_unit_rows > 0 ? opt.dn_unit_rows : opt.dn_unit_pages * device::page_rows(config_.n_ff);
-    const int units = (config_.n_embd + so.dn_unit_rows - 1) / so.dn_unit_rows;
-    const int slices = int(split_rows(config_.n_embd, n_sm_ * std::max(1, opt.slices_per_sm), so.row_granularity).size());
-    so.dn_static_units = std::max(1, std::min(units / slices, int(std::clamp(opt.dn_static_share, 0.0, 1.0) * double(units) / double(slices))));
-    if (units < slices) so.dn_unit_rows = so.dn_static_units = 0;
   }
   auto s = build_schedule(config_, so);
   if (!s) return s.error();
@@ -147,8 +130,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
   lm_dynamic_ = opt.lm_dynamic;
-  gu_dynamic_ = opt.gu_dynamic;
-  dn_dynamic_ = opt.dn_dynamic;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
@@ -190,8 +171,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   CUDA_CHECK(cudaMemset(ftokens_, 0xff, (MAX_STEPS + 1) * 8));
   n_active_ = 0;
   for (const auto& q : schedule_.queues) n_active_ += q.empty() ? 0 : 1;
-  MK_TRY(alloc(lm_claim_, 1 + 2 * size_t(L.n_layer), "megakernel: claim counters"));
-  CUDA_CHECK(cudaMemset(lm_claim_, 0, (1 + 2 * size_t(L.n_layer)) * sizeof(unsigned long long)));
+  MK_TRY(alloc(lm_claim_, 1, "megakernel: LM-head claim counter"));
+  CUDA_CHECK(cudaMemset(lm_claim_, 0, sizeof(unsigned long long)));
   MK_TRY(alloc(error_, 4, "megakernel: error word"));
   CUDA_CHECK(cudaMemset(error_, 0, 16));
   MK_TRY(alloc(out_tokens_, size_t(max_context_), "megakernel: output tokens"));
@@ -259,14 +240,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;
   p.lm_base = lm_claims_;
-  const bool gu_dyn = gu_dynamic_on();
-  p.gu_dynamic = gu_dyn ? 1 : 0;
-  p.gu_claim = lm_claim_ + 1;
-  p.gu_base = gu_claims_;
-  const bool dn_dyn = dn_dynamic_on();
-  p.dn_dynamic = dn_dyn ? 1 : 0;
-  p.dn_claim = lm_claim_ + 1 + schedule_.layout.n_layer;
-  p.dn_base = dn_claims_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;
@@ -282,9 +255,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
   epoch_ += uint32_t(n_steps);
   (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n_steps);
-  if (lm_dyn) lm_claims_ += (unsigned long long)n_steps * (unsigned long long)schedule_.layout.lm.claims_per_step();
-  if (gu_dyn) gu_claims_ += (unsigned long long)n_steps * (unsigned long long)schedule_.layout.gu.claims_per_step();
-  if (dn_dyn) dn_claims_ += (unsigned long long)n_steps * (unsigned long long)schedule_.layout.dn.claims_per_step();
+  if (lm_dyn) lm_claims_ += (unsigned long long)n_steps * (unsigned long long)schedule_.layout.lm_claims_per_step();
   return {};
 }
 
@@ -294,7 +265,7 @@ Status MegakernelBackend::check_error() {
   CUDA_CHECK(cudaMemcpy(e, error_, 16, cudaMemcpyDeviceToHost));
   if (e[0] == 0) return {};
   broken_ = true;
-  if (e[0] == 2) return make_error("megakernel: a dynamic stage's claim counter (LM head, MlpGateUp or MlpDown) fell behind its step's range (block ", e[1], ")");
+  if (e[0] == 2) return make_error("megakernel: the dynamic LM head's claim counter fell behind its step's range (block ", e[1], ")");
   return make_error("megakernel: watchdog: block ", e[1], " waited too long on counter ", e[3],
                     " before instruction ", e[2], " (a dependency that never completes)");
 }

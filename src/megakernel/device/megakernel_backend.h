@@ -67,20 +67,6 @@ struct MegakernelOptions {
   // 0.924 vs 0.927 ms/token off, ctx 4096 / 16384 and 8B equal (1.211 / 1.591 / 5.009 vs 1.211 / 1.589 / 5.012).
   bool lm_dynamic = true;
   double lm_static_share = 0.75;
-  // Version 11: dynamic MlpGateUp (isa.h Layout::gu), the LM head's machinery per layer: each SM streams
-  // gu_static_share of its even share of the layer's gate/up pages, then claims units of gu_unit_pages pages (few
-  // claims: one per page slowed the LM head's streaming by 8%) until the layer's units are gone, so the down
-  // projection no longer waits for the slowest SM's fixed share (v10: 2.4 us per layer above the mean). The same for
-  // MlpDown (dn_*; its static slices are uneven too: 1B 8 or 16 rows per SM). Flag publishing only (the kernel's
-  // flag instance). Off by default: NOT yet measured on a GPU (bench/RESULTS.md "Megakernel v11").
-  bool gu_dynamic = false;
-  double gu_static_share = 0.75;
-  int gu_unit_pages = 2;
-  int gu_unit_rows = 0;  // > 0: units of this many n_ff rows instead (tests: units smaller than a page); 0: pages
-  bool dn_dynamic = false;
-  double dn_static_share = 0.75;
-  int dn_unit_pages = 2;
-  int dn_unit_rows = 0;  // > 0: units of this many n_embd rows instead; 0: pages
 };
 
 class MegakernelBackend final : public Backend {
@@ -140,17 +126,7 @@ class MegakernelBackend final : public Backend {
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
   // Whether the next launch runs it: needs the ring and a schedule with LM-head units.
-  bool lm_dynamic_on() const { return lm_dynamic_ && n_pages_ > 0 && schedule_.layout.lm.on(); }
-  // Version 11: dynamic MlpGateUp (MegakernelOptions::gu_dynamic) for the next launches; whether the next launch
-  // runs it (the ring, flag publishing -- the kernel's flag instance only: compiled into the counter instance it
-  // raised that instance's ptxas spill stores 28 -> 120 B -- and a schedule with gate/up units).
-  void set_gu_dynamic(bool on) { gu_dynamic_ = on; }
-  bool gu_dynamic() const { return gu_dynamic_; }
-  bool gu_dynamic_on() const { return gu_dynamic_ && flags_ && n_pages_ > 0 && schedule_.layout.gu.on(); }
-  // Version 11: dynamic MlpDown (MegakernelOptions::dn_dynamic), likewise.
-  void set_dn_dynamic(bool on) { dn_dynamic_ = on; }
-  bool dn_dynamic() const { return dn_dynamic_; }
-  bool dn_dynamic_on() const { return dn_dynamic_ && flags_ && n_pages_ > 0 && schedule_.layout.dn.on(); }
+  bool lm_dynamic_on() const { return lm_dynamic_ && n_pages_ > 0 && schedule_.layout.lm_unit_rows > 0; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
@@ -194,12 +170,8 @@ class MegakernelBackend final : public Backend {
   bool prefetch_ = true;
   bool attn_short_ = true;
   bool lm_dynamic_ = true;
-  unsigned long long* lm_claim_ = nullptr;  // [1 + 2 n_layer] the claim counters: the dynamic LM head's (MkParams::lm_claim),
-                                            // then MlpGateUp's per layer (gu_claim), then MlpDown's (dn_claim)
-  unsigned long long lm_claims_ = 0;        // the LM head's counter after the launches so far
-  bool gu_dynamic_ = false, dn_dynamic_ = false;
-  unsigned long long gu_claims_ = 0;        // each gate/up counter after the launches so far
-  unsigned long long dn_claims_ = 0;        // each down counter likewise
+  unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
+  unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing

@@ -23,7 +23,7 @@ constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row m
 constexpr int MAX_PAGES = 8;
 
 // Rows of `cols` bf16 per ring page: whole rows, an even number when two fit (consumers take rows in pairs). The
-// backend sizes the dynamic stages' units with it (isa.h DynUnits: the LM head's unit = one page).
+// backend sizes the dynamic LM head's units with it (isa.h Layout::lm_unit_rows: one unit = one page).
 __host__ __device__ __forceinline__ int page_rows(int cols) {
   const int rpp = PAGE_BYTES / (2 * cols);
   return rpp >= 2 ? rpp & ~1 : 1;
@@ -121,21 +121,12 @@ struct MkParams {
   // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
   int attn_short_max;
   int attn_stage;
-  // Version 10: the dynamic LM head (isa.h Layout::lm; ring.cuh loader_dynamic, ops/lm_head.cuh): 1 on
+  // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
-  // this launch's start (the host counts every dynamic step's L.lm.claims_per_step()).
+  // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).
   int lm_dynamic;
   unsigned long long* lm_claim;
   unsigned long long lm_base;
-  // Version 11: dynamic MlpGateUp (isa.h Layout::gu; ring.cuh loader_dynamic, ops/mlp.cuh), 1 on (the ring, flag
-  // publishing: the consumers' path is compiled into the flag instance only, a schedule with units). gu_claim: [n_layer] claim counters; gu_base: their (equal) value at this launch's start.
-  int gu_dynamic;
-  unsigned long long* gu_claim;
-  unsigned long long gu_base;
-  // Version 11: dynamic MlpDown (isa.h Layout::dn), the same way (flag instance only): dn_claim [n_layer], dn_base.
-  int dn_dynamic;
-  unsigned long long* dn_claim;
-  unsigned long long dn_base;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

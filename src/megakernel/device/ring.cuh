@@ -16,9 +16,9 @@
 // LDGSTS) makes the consumers' publishing fence cheap but cannot stream at the SM's share of DRAM bandwidth
 // (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the ring is slower (1.29-1.61 ms/token), as
 // the sync-bubbles study found for L2 prefetch streams.
-// Version 10: the dynamic LM head, version 11 also dynamic MlpGateUp and MlpDown (loader_dynamic): a dynamic
-// instruction's pages hold the rows the loader names in s_dyn_row (its static units, then units claimed from a global counter; an empty
-// page ends the instruction), so the last quarter of the stage goes to whichever SMs stream fastest.
+// Version 10: the dynamic LM head (loader_lm_dynamic): an LmHead page's rows are the unit the loader names in
+// s_lm_unit (its static units, then units claimed from a global counter; an empty page ends the instruction), so the
+// last quarter of the LM head goes to whichever SMs stream fastest.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -83,27 +83,21 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
 // Rows per page: whole rows, an even number when two fit (consumers take rows in pairs).
 __device__ __forceinline__ int rows_per_page(int cols) { return page_rows(cols); }
 
-// Dynamic stages (isa.h DynUnits: the LM head since version 10, MlpGateUp and MlpDown since version 11;
-// MkParams::lm_dynamic / gu_dynamic / dn_dynamic): the loader tells the consumers which weight rows each page of a
-// dynamic instruction holds (written before the page's arrive, whose release the consumers' wait acquires; s_dyn_row -1: the instruction's last, empty
-// page), and the consumers tell the loader that they entered the dynamic instruction of (launch step s, stage k) by
-// setting s_dyn_gate = dyn_gate(s, k) (the loader claims units only then). Stage k: 2 l for MlpGateUp of layer l,
-// 2 l + 1 for its MlpDown, 2 n_layer for the LM head, so the gate grows monotonically through a launch.
-__shared__ int s_dyn_row[MAX_PAGES];   // first weight row of the page in the slot
-__shared__ int s_dyn_rows[MAX_PAGES];  // weight rows in it
-__shared__ int s_dyn_gate;
-__device__ __forceinline__ int dyn_gate(const Layout& L, int step, int stage) { return step * (2 * L.n_layer + 1) + stage + 1; }
+// The dynamic LM head (version 10, isa.h Layout::lm_unit_rows, MkParams::lm_dynamic): the loader tells the consumers
+// which unit of the vocabulary each LmHead page holds (written before the page's arrive, whose release the
+// consumers' wait acquires; -1: the instruction's last, empty page), and the consumers tell the loader that they
+// entered the LmHead instruction of launch step s - 1 by setting s_lm_gate = s (the loader claims units only then).
+__shared__ int s_lm_unit[MAX_PAGES];
+__shared__ int s_lm_gate;
 // The gate's accesses: a release store by consumer thread 0 (after its dependency wait's acquire), an acquire load by
 // the loader (before its claims), so the other blocks' claims of the step before precede this block's in causality
 // order (their claim, their page's arrive, their consumers' release, thread 0's acquire, this release, this acquire).
-// For MlpGateUp / MlpDown of layer l that chain is the step barrier (the flag protocol: the only one that runs them
-// dynamic); each (stage, layer) has its own counter, so no chain between the stages of one step is needed.
-__device__ __forceinline__ void dyn_gate_set(int v) {
-  asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_dyn_gate)), "r"(v) : "memory");
+__device__ __forceinline__ void lm_gate_set(int v) {
+  asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_lm_gate)), "r"(v) : "memory");
 }
-__device__ __forceinline__ int dyn_gate_get() {
+__device__ __forceinline__ int lm_gate_get() {
   int v;
-  asm volatile("ld.acquire.cta.shared.b32 %0, [%1];" : "=r"(v) : "r"(smem_u32(&s_dyn_gate)) : "memory");
+  asm volatile("ld.acquire.cta.shared.b32 %0, [%1];" : "=r"(v) : "r"(smem_u32(&s_lm_gate)) : "memory");
   return v;
 }
 
@@ -138,80 +132,53 @@ __device__ __forceinline__ void loader_issue(unsigned char* ring, uint64_t* full
   }
 }
 
-// One dynamic instruction's weights (isa.h DynUnits): unit u is the weight rows [mult * unit_begin(u), mult *
-// unit_end(u)) of w (row r at w + r * cols; mult 2: MlpGateUp's interleaved gate/up rows); claims from *claim, whose
-// value at this step's first claim is `base`; the consumers open `gate` when they enter the instruction.
-struct DynSource {
-  const DynUnits* D;
-  const bf16* w;
-  int cols, mult, slice, gate;
-  unsigned long long* claim;
-  unsigned long long base;
-};
-
-__device__ __forceinline__ DynSource dyn_source(const MkParams& p, const Instr& in, int step) {
+// Loader, dynamic LM head of launch step `step` (isa.h Layout::lm_unit_rows): the instruction's static units, then
+// (once this block's consumers entered the instruction) units claimed from the step's range of the counter until
+// a claim overshoots, which ends the instruction with an empty page. One unit = one page. False: watchdog.
+__device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, unsigned char* ring, uint64_t* full,
+                                  uint64_t* empty, uint32_t& page, unsigned long long& stall, uint64_t policy) {
   const Layout& L = p.L;
-  if (in.op == Op::LmHead)
-    return {&L.lm, p.lm_head, L.n_embd, 1, int(in.chunk), dyn_gate(L, step, 2 * L.n_layer), p.lm_claim,
-            p.lm_base + (unsigned long long)step * (unsigned long long)L.lm.claims_per_step()};
-  if (in.op == Op::MlpDown)
-    return {&L.dn, p.layers[in.layer].w_down, L.n_ff, 1, int(in.chunk), dyn_gate(L, step, 2 * in.layer + 1),
-            p.dn_claim + in.layer, p.dn_base + (unsigned long long)step * (unsigned long long)L.dn.claims_per_step()};
-  return {&L.gu, p.layers[in.layer].w_gate_up, L.n_embd, 2, int(in.chunk), dyn_gate(L, step, 2 * in.layer),
-          p.gu_claim + in.layer, p.gu_base + (unsigned long long)step * (unsigned long long)L.gu.claims_per_step()};
-}
-
-// Whether the loader streams this instruction as a dynamic one (the consumers decide alike; MlpGateUp and MlpDown
-// only with flags: their consumer side is compiled into the flag instance only).
-__device__ __forceinline__ bool dyn_op(const MkParams& p, Op op) {
-  return (op == Op::LmHead && p.lm_dynamic) || (p.flags && ((op == Op::MlpGateUp && p.gu_dynamic) || (op == Op::MlpDown && p.dn_dynamic)));
-}
-
-// Loader, a dynamic instruction (DynSource): its static units, then (once this block's consumers entered the
-// instruction) units claimed from the step's range of the counter until a claim overshoots, which ends the
-// instruction with an empty page. A unit is streamed as whole pages. False: watchdog.
-__device__ bool loader_dynamic(const MkParams& p, const DynSource& s, unsigned char* ring, uint64_t* full,
-                               uint64_t* empty, uint32_t& page, unsigned long long& stall, uint64_t policy) {
-  const DynUnits& D = *s.D;
-  const int lane = threadIdx.x & 31, rpp = rows_per_page(s.cols);
-  const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(s.cols) * 2u;
-  auto unit_pages = [&](int unit) {
-    const int r0 = unit < 0 ? 0 : s.mult * D.unit_begin(unit), r1 = unit < 0 ? 1 : s.mult * D.unit_end(unit);
-    for (int r = r0; r < r1; r += rpp, ++page) {
-      if (!loader_slot(p, empty, page, np, stall)) return false;
-      const uint32_t slot = page % np;
-      if (lane == 0) s_dyn_row[slot] = unit < 0 ? -1 : r, s_dyn_rows[slot] = unit < 0 ? 0 : min(rpp, r1 - r);
-      if (unit < 0) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&full[slot]);
-      } else {
-        loader_issue(ring, full, slot, s.w + int64_t(r) * s.cols, min(rpp, r1 - r), row_bytes, s.cols, true, policy, lane);
-      }
+  const int lane = threadIdx.x & 31, ur = L.lm_unit_rows;
+  const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(L.n_embd) * 2u;
+  auto unit_page = [&](int unit) {
+    if (!loader_slot(p, empty, page, np, stall)) return false;
+    const uint32_t slot = page % np;
+    if (lane == 0) s_lm_unit[slot] = unit;
+    if (unit < 0) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&full[slot]);
+    } else {
+      const int r0 = unit * ur;
+      loader_issue(ring, full, slot, p.lm_head + int64_t(r0) * L.n_embd, min(ur, L.n_vocab - r0), row_bytes, L.n_embd,
+                   true, policy, lane);
     }
+    ++page;
     return true;
   };
-  for (int k = 0; k < D.static_units; ++k) {
-    const int u = D.static_unit(s.slice, k);
-    if (u >= 0 && !unit_pages(u)) return false;
+  for (int k = 0; k < L.lm_static; ++k) {
+    const int u = int(in.chunk) * L.lm_static + k;
+    if (u < L.lm_units && !unit_page(u)) return false;
   }
-  // Claims of this step only once the consumers are in the instruction: every instruction of this stage of the step
-  // before has then made its last claim on every SM (see dyn_gate_set), so the counter is at this step's base.
+  // Claims of step `step` only once the consumers are in it: every LmHead instruction of the step before has then
+  // made its last claim on every SM (the consumers passed a wait that follows the Argmax of that step), so the
+  // counter is at this step's base.
   if (lane == 0)
-    for (uint32_t polls = 0; dyn_gate_get() < s.gate; ++polls)
+    for (uint32_t polls = 0; lm_gate_get() != step + 1; ++polls)
       if ((polls & 1023u) == 1023u && error_raised(p)) break;
   __syncwarp();
   if (error_raised(p)) return false;
+  const unsigned long long base = p.lm_base + (unsigned long long)step * (unsigned long long)L.lm_claims_per_step();
   // One claim ahead: the next unit's atomic is in flight while this unit waits for its slot (a claim is an L2 round
   // trip). Still exactly one overshooting claim: nothing is claimed after a claim that overshot.
   unsigned long long cl = 0;
-  if (lane == 0) cl = atomicAdd(s.claim, 1ull);
+  if (lane == 0) cl = atomicAdd(p.lm_claim, 1ull);
   for (;;) {
     cl = __shfl_sync(0xffffffffu, cl, 0);
-    const long long c = (long long)(cl - s.base);
+    const long long c = (long long)(cl - base);
     if (c < 0 && lane == 0) atomicCAS(p.error, 0u, 2u);  // cannot happen: the claim ranges of the steps are apart
-    const int unit = D.claimed_unit(c);
-    if (unit >= 0 && lane == 0) cl = atomicAdd(s.claim, 1ull);
-    if (!unit_pages(unit)) return false;
+    const int unit = c >= 0 && c < L.lm_dynamic_units() ? L.n_lm_slices * L.lm_static + int(c) : -1;
+    if (unit >= 0 && lane == 0) cl = atomicAdd(p.lm_claim, 1ull);
+    if (!unit_page(unit)) return false;
     if (unit < 0) return true;
   }
 }
@@ -226,8 +193,8 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   unsigned long long stall = 0;
   for (int step = 0; step < p.n_steps; ++step)
     for (uint32_t i = begin; i < end; ++i) {
-      if (dyn_op(p, p.instrs[i].op)) {
-        if (!loader_dynamic(p, dyn_source(p, p.instrs[i], step), ring, full, empty, page, stall, policy)) return;
+      if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
+        if (!loader_lm_dynamic(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) return;
         continue;
       }
       const WeightRows w = weight_rows(p, p.instrs[i]);
@@ -312,33 +279,6 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
     ring_page_matvec(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
     pair_base += (nr + 1) / 2;
   }
-}
-
-// Consumer side of an instruction that may be dynamic (DynSource): with `dynamic`, the pages in the order the loader
-// filled them (its static units, then its claims) until the empty page, each page's rows named by s_dyn_row /
-// s_dyn_rows (max_pages bounds the loop: it only matters after a watchdog error, when a page wait gives up and the
-// rows read are stale); else the static rows `w`, as ring_matvec. One loop for both, so that an op inlines
-// ring_page_matvec once (two copies raised the kernel's register spills).
-template <class Out>
-__device__ void ring_dyn_matvec(const Ctx& c, bool dynamic, const WeightRows& w, int max_pages, const float* s_in, Out&& out) {
-  const int rpp = rows_per_page(w.cols);
-  for (int pair_base = 0, n = 0, k = 0; dynamic ? n <= max_pages : k < w.n; ++n, k += rpp) {
-    const uint32_t slot = ring_wait_page(c);
-    int r0 = w.row0 + k, nr = min(rpp, w.n - k);
-    if (dynamic) {
-      r0 = *reinterpret_cast<volatile int*>(&s_dyn_row[slot]);
-      nr = r0 < 0 ? 0 : *reinterpret_cast<volatile int*>(&s_dyn_rows[slot]);
-    }
-    ring_page_matvec(c, slot, w.cols, nr, r0, pair_base, s_in, out);
-    if (r0 < 0) break;
-    pair_base += (nr + 1) / 2;
-  }
-}
-
-// Pages of a dynamic stage's units (ring_dyn_matvec's bound).
-__device__ __forceinline__ int dyn_max_pages(const DynUnits& D, int cols, int mult) {
-  const int rpp = rows_per_page(cols);
-  return D.units * ((mult * D.unit_rows + rpp - 1) / rpp);
 }
 
 }  // namespace mk::megakernel::device

@@ -5,15 +5,15 @@
 namespace mk::megakernel::device {
 
 // Final residual; rmsnorm(final_norm); logits[rows]; the slice's argmax -> amax[slice].
-// Version 10, the dynamic LM head (MkParams::lm_dynamic, isa.h Layout::lm): the rows come page by page in the order
-// the loader got them (its static units, then its claims; ring.cuh loader_dynamic, ring_dyn_matvec) until the empty
+// Version 10, the dynamic LM head (MkParams::lm_dynamic, isa.h Layout::lm_unit_rows): the rows come page by page
+// in the order the loader got them (its static units, then its claims; ring.cuh loader_lm_dynamic) until the empty
 // page; a block with no rows reports (-inf, n_vocab), which loses to every real candidate.
 template <bool RING, bool FLAG>
 __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const bool dynamic = RING && c.p.lm_dynamic;
-  // The loader claims this step's units once the consumers are here (ring.cuh s_dyn_gate).
-  if (dynamic && threadIdx.x == 0) dyn_gate_set(dyn_gate(L, c.step, 2 * L.n_layer));
+  // The loader claims this step's units once the consumers are here (ring.cuh s_lm_gate).
+  if (dynamic && threadIdx.x == 0) lm_gate_set(c.step + 1);
   residual_in<FLAG>(c, L.n_layer);
   rmsnorm_smem(c, c.p.final_norm, L.n_embd, true);
   float* logits = c.p.ws + L.logits;
@@ -23,9 +23,18 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
     logits[r] = v;
     if (argmax_better(v, r, best, best_i)) best = v, best_i = r;
   };
-  if constexpr (RING) {
+  if (dynamic) {
     if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
-    ring_dyn_matvec(c, dynamic, weight_rows(c.p, in), dyn_max_pages(L.lm, L.n_embd, 1), c.s_x, out);
+    // At most every unit and the empty page (the bound only matters after a watchdog error, when a page wait gives
+    // up and the unit read is stale).
+    for (int pair_base = 0, n = 0; n <= L.lm_units; ++n) {
+      const uint32_t slot = ring_wait_page(c);
+      const int unit = *reinterpret_cast<volatile int*>(&s_lm_unit[slot]);
+      const int r0 = unit * L.lm_unit_rows, nr = unit < 0 ? 0 : min(L.lm_unit_rows, L.n_vocab - r0);
+      ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, c.s_x, out);
+      if (unit < 0) break;
+      pair_base += (nr + 1) / 2;
+    }
   } else {
     matvec<RING>(c, in, c.s_x, out);
   }
