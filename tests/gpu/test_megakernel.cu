@@ -339,6 +339,16 @@ TEST(Megakernel, DynamicLmHeadBitIdentical) {
   }
 }
 
+// The sanitizer cases' prompt: through b and the CPU reference (8 positions), logits within tolerance; b's logits.
+std::vector<float> tiny_prompt_logits(const Model& m, MegakernelBackend& b, const std::vector<int32_t>& prompt) {
+  CpuBackend cpu(m, 8);
+  std::vector<float> a(static_cast<size_t>(m.config.n_vocab)), r(a.size());
+  EXPECT_TRUE(b.forward(prompt, 0, a).ok());
+  EXPECT_TRUE(cpu.forward(prompt, 0, r).ok());
+  EXPECT_LT(rel_err(a, r), LOGITS_TOL);
+  return a;
+}
+
 // The dynamic LM head's smallest case with claims (7 SMs, 63 units: 6 static per slice, the rest claimed), 4
 // positions, then 3 steps in one launch: compute-sanitizer's case for the claim path.
 TEST(Megakernel, DynamicLmHeadTiny) {
@@ -347,12 +357,8 @@ TEST(Megakernel, DynamicLmHeadTiny) {
   ASSERT_TRUE(b);
   ASSERT_TRUE(b->lm_dynamic_on());
   ASSERT_GT(b->schedule().layout.lm_dynamic_units(), 0);
-  CpuBackend cpu(m, 8);
-  std::vector<int32_t> prompt = {3, 1, 4, 1};
-  std::vector<float> a(static_cast<size_t>(m.config.n_vocab)), r(a.size());
-  ASSERT_TRUE(b->forward(prompt, 0, a).ok());
-  ASSERT_TRUE(cpu.forward(prompt, 0, r).ok());
-  EXPECT_LT(rel_err(a, r), LOGITS_TOL);
+  const std::vector<int32_t> prompt = {3, 1, 4, 1};
+  const std::vector<float> a = tiny_prompt_logits(m, *b, prompt);
   std::vector<int32_t> out(3);
   ASSERT_TRUE(b->generate_greedy(argmax(a), 4, out, 3).ok());
   expect_cpu_greedy_prefix(m, prompt, out);
@@ -365,12 +371,7 @@ TEST(Megakernel, ShortAttentionTiny) {
   auto b = make_mk(m, 8, {.n_sm = 2, .attn_stage_positions = 2});
   ASSERT_TRUE(b);
   ASSERT_TRUE(b->flag_publish());
-  CpuBackend cpu(m, 8);
-  std::vector<int32_t> prompt = {3, 1, 4, 1};
-  std::vector<float> a(static_cast<size_t>(k.c.n_vocab)), r(a.size());
-  ASSERT_TRUE(b->forward(prompt, 0, a).ok());
-  ASSERT_TRUE(cpu.forward(prompt, 0, r).ok());
-  EXPECT_LT(rel_err(a, r), LOGITS_TOL);
+  tiny_prompt_logits(m, *b, {3, 1, 4, 1});
 }
 
 TEST(Megakernel, MatchesLayeredBackend) {
