@@ -2,7 +2,9 @@
 // Work item = (row pair, slice of 2048 columns). A block holds P pairs x S slices (S = ceil(n_cols / 2048));
 // warp w works on pair w / S, slice w % S, with its 16 16-byte weight loads per
 // lane issued before the kernel waits on the producer of x (PDL). The S partial dot products of a pair are summed
-// in a fixed order in shared memory (deterministic). Blocks grid-stride over groups of P pairs.
+// in a fixed order in shared memory (deterministic). Blocks grid-stride over groups of P pairs, so that all SMs read
+// one neighbourhood of W at a time (equal contiguous ranges per block measured 5-18% slower on the H200, RESULTS.md
+// "balanced pair ranges").
 // Pipelined (default; MK_MATVEC_RING=0 turns it off): the loads of a warp's next group are issued half by half as
 // soon as the matching half of the current group is consumed, so every warp keeps 8-16 loads in flight all the
 // time instead of draining to zero between groups (all warps would otherwise drain together: a DRAM bubble).
