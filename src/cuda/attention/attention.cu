@@ -65,6 +65,27 @@ int sm_count() {
   return n;
 }
 
+// The parameters prefill and decode share (PrefillParams / DecodeParams): queries, outputs, the paged K/V with
+// its block table, the head layout and the softmax scale.
+template <class P, class A>
+void fill_paged(P& p, const A& a) {
+  p.q = a.q;
+  p.out = a.out;
+  p.lse = a.lse;
+  p.seq_lens_k = a.seq_lens_k;
+  p.k = a.kv.k;
+  p.v = a.kv.v;
+  p.block_table = a.block_table.data;
+  p.max_blocks_per_seq = a.block_table.max_blocks_per_seq;
+  p.block_size = a.kv.kv_block_size;
+  p.n_kv_head = a.kv.n_kv_head;
+  p.n_head = a.n_head;
+  p.group = a.n_head / a.kv.n_kv_head;
+  p.batch = a.batch;
+  p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
+  p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
+}
+
 }  // namespace
 
 Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, const AttentionOptions& opt) {
@@ -82,23 +103,9 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
   if (opt.poly_exp2_fraction < 0.f || opt.poly_exp2_fraction > 1.f || opt.rescale_threshold < 0.f)
     return make_error(fn, ": poly_exp2_fraction must be in [0, 1] and rescale_threshold >= 0");
   attn::PrefillParams p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.lse = a.lse;
+  fill_paged(p, a);
   p.cu_seqlens_q = a.cu_seqlens_q;
-  p.seq_lens_k = a.seq_lens_k;
-  p.k = a.kv.k;
-  p.v = a.kv.v;
-  p.block_table = a.block_table.data;
-  p.max_blocks_per_seq = a.block_table.max_blocks_per_seq;
-  p.block_size = a.kv.kv_block_size;
-  p.n_kv_head = a.kv.n_kv_head;
-  p.n_head = a.n_head;
-  p.group = a.n_head / a.kv.n_kv_head;
-  p.batch = a.batch;
   p.max_seqlen_q = a.max_seqlen_q;
-  p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
-  p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
   p.n_poly = std::clamp(int(std::lround(opt.poly_exp2_fraction * 8.f)), 0, 8);
   if (p.n_poly > 4 && p.n_poly < 8) p.n_poly = p.n_poly < 6 ? 4 : 8;  // kernels are built for 0..4 and 8 eighths
   // Polynomial exp2 is valid only for arguments <= 8 + a margin: lazy rescaling bounds them by the threshold.
@@ -186,24 +193,10 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   if (!a.workspace || a.workspace_bytes < need || !aligned16(a.workspace))
     return make_error(fn, ": workspace of ", need, " bytes (16-byte aligned) required, got ", a.workspace_bytes);
   attn::DecodeParams p{};
-  p.q = a.q;
-  p.out = a.out;
-  p.lse = a.lse;
-  p.seq_lens_k = a.seq_lens_k;
-  p.k = a.kv.k;
-  p.v = a.kv.v;
-  p.block_table = a.block_table.data;
-  p.max_blocks_per_seq = a.block_table.max_blocks_per_seq;
-  p.block_size = a.kv.kv_block_size;
-  p.n_kv_head = a.kv.n_kv_head;
-  p.n_head = a.n_head;
-  p.group = a.n_head / a.kv.n_kv_head;
-  p.batch = a.batch;
+  fill_paged(p, a);
   p.n_split = n_split;
-  p.kv_capacity = a.block_table.max_blocks_per_seq * a.kv.kv_block_size;
   p.kv_n_blocks = a.kv.kv_n_blocks;
   p.l2_prefetch_tiles = opt.decode_pdl ? std::clamp(opt.decode_l2_prefetch_tiles, 0, 64) : 0;
-  p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
   const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);
   p.lse_part = p.o_part + rows * a.kv.head_dim;
