@@ -230,4 +230,29 @@ __device__ __forceinline__ int64_t paged_row(const int32_t* block_table_row, int
   return ((int64_t(blk) * block_size + pos % block_size) * n_kv_head + hk) * D;
 }
 
+// Epilogue of both prefill kernels: this thread's two rows (row_in_seq[r] < q_len of the sequence at q0, head h)
+// divided by their running sums reduced over the quad (exact whatever the rescaling policy), stored in bf16, and
+// their log-sum-exp (natural log) when lse is set.
+template <int D, int DT>
+__device__ __forceinline__ void store_out_rows(__nv_bfloat16* out, float* lse, int n_head, const float (&o)[DT][4],
+                                               const float (&m_run)[2], const float (&l_run)[2],
+                                               const int (&row_in_seq)[2], int q_len, int q0, int h, int t) {
+  const int64_t q_row_stride = int64_t(n_head) * D;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = row_in_seq[r];
+    if (row >= q_len) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    __nv_bfloat16* out_row = out + (int64_t(q0) + row) * q_row_stride + int64_t(h) * D;
+#pragma unroll
+    for (int j = 0; j < DT; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(out_row + j * 8 + 2 * t) =
+          __floats2bfloat162_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+    if (lse && t == 0) lse[(int64_t(q0) + row) * n_head + h] = l > 0.f ? (m_run[r] + log2f(l)) * LN2 : -INFINITY;
+  }
+}
+
 }  // namespace mk::cuda::attn

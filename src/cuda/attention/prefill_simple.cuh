@@ -117,23 +117,7 @@ __global__ void __launch_bounds__(SIMPLE_THREADS) prefill_simple_kernel(const Pr
   cp_async_wait<0>();
 
   // Final normalisation with the max actually applied: exact whatever the rescaling policy.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int row = row_in_seq[r];
-    if (row >= q_len) continue;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    bf16* out_row = p.out + (int64_t(q0) + row) * q_row_stride + int64_t(h) * D;
-#pragma unroll
-    for (int j = 0; j < DT; ++j) {
-      __nv_bfloat162 v = __floats2bfloat162_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
-      *reinterpret_cast<__nv_bfloat162*>(out_row + j * 8 + 2 * t) = v;
-    }
-    if (p.lse && t == 0)
-      p.lse[(int64_t(q0) + row) * p.n_head + h] = l > 0.f ? (m_run[r] + log2f(l)) * LN2 : -INFINITY;
-  }
+  store_out_rows<D, DT>(p.out, p.lse, p.n_head, o, m_run, l_run, row_in_seq, q_len, q0, h, t);
 }
 
 template <int D>
