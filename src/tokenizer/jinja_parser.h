@@ -65,6 +65,7 @@ class Parser {
   Expected<ExprPtr> parse_list();
   Expected<ExprPtr> parse_dict();
   Expected<ExprPtr> parse_postfix(ExprPtr node);
+  Expected<ExprPtr> parse_call(ExprPtr callee);  // `(args)` at the current token, applied to callee
   Expected<ExprPtr> parse_filter_expr(ExprPtr node);
   Expected<ExprPtr> parse_subscript(ExprPtr node);
   Expected<ExprPtr> parse_subscribed();

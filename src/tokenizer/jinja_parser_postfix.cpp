@@ -14,17 +14,21 @@ std::unique_ptr<T> node(uint32_t offset) {
 }
 }  // namespace
 
+Expected<ExprPtr> Parser::parse_call(ExprPtr callee) {
+  const uint32_t at = cur().offset;
+  JJ_ASSIGN(Args args, parse_call_args());
+  auto n = node<CallExpr>(at);
+  n->callee = std::move(callee);
+  n->args = std::move(args);
+  return ExprPtr(std::move(n));
+}
+
 Expected<ExprPtr> Parser::parse_postfix(ExprPtr e) {
   while (true) {
     if (is_op(".") || is_op("[")) {
       JJ_ASSIGN(e, parse_subscript(std::move(e)));
     } else if (is_op("(")) {
-      uint32_t at = cur().offset;
-      JJ_ASSIGN(Args args, parse_call_args());
-      auto n = node<CallExpr>(at);
-      n->callee = std::move(e);
-      n->args = std::move(args);
-      e = std::move(n);
+      JJ_ASSIGN(e, parse_call(std::move(e)));
     } else {
       return e;
     }
@@ -67,12 +71,7 @@ Expected<ExprPtr> Parser::parse_filter_expr(ExprPtr e) {
       n->input = std::move(e);
       e = std::move(n);
     } else if (is_op("(")) {
-      uint32_t at = cur().offset;
-      JJ_ASSIGN(Args args, parse_call_args());
-      auto n = node<CallExpr>(at);
-      n->callee = std::move(e);
-      n->args = std::move(args);
-      e = std::move(n);
+      JJ_ASSIGN(e, parse_call(std::move(e)));
     } else {
       return e;
     }
