@@ -9,6 +9,14 @@
 
 namespace mk::jinja {
 
+// A new AST node of type T at source offset `offset` (the parser files' shorthand).
+template <class T>
+std::unique_ptr<T> node(uint32_t offset) {
+  auto n = std::make_unique<T>();
+  n->offset = offset;
+  return n;
+}
+
 bool is_known_filter(const std::string& name);  // jinja_filters.cpp
 bool is_known_test(const std::string& name);    // jinja_tests.cpp
 

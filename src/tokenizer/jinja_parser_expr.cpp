@@ -7,12 +7,6 @@
 namespace mk::jinja {
 
 namespace {
-template <class T>
-std::unique_ptr<T> node(uint32_t offset) {
-  auto n = std::make_unique<T>();
-  n->offset = offset;
-  return n;
-}
 ExprPtr make_binary(BinOp op, ExprPtr l, ExprPtr r) {
   auto n = node<BinaryExpr>(l->offset);
   n->op = op;

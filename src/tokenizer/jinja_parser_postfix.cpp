@@ -5,15 +5,6 @@
 
 namespace mk::jinja {
 
-namespace {
-template <class T>
-std::unique_ptr<T> node(uint32_t offset) {
-  auto n = std::make_unique<T>();
-  n->offset = offset;
-  return n;
-}
-}  // namespace
-
 Expected<ExprPtr> Parser::parse_call(ExprPtr callee) {
   const uint32_t at = cur().offset;
   JJ_ASSIGN(Args args, parse_call_args());

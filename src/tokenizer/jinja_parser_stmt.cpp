@@ -8,12 +8,6 @@
 namespace mk::jinja {
 
 namespace {
-template <class T>
-std::unique_ptr<T> node(uint32_t offset) {
-  auto n = std::make_unique<T>();
-  n->offset = offset;
-  return n;
-}
 const char* const UNSUPPORTED_TAGS[] = {"include", "import", "from", "extends", "block", "call", "do",
                                         "autoescape", "trans", "pluralize", "debug"};
 }  // namespace
