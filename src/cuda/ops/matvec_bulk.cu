@@ -217,15 +217,7 @@ __global__ void __launch_bounds__(MAX_THREADS, 2) matvec_bulk_kernel(const BulkP
     __syncwarp();  // every lane's reads of the slot are done before it is handed back
     if (lane == 0) mbar_arrive(&empty[slot]);
   }
-  if constexpr (ARGMAX) {
-    if (lane == 0) s_best[warp] = best;
-    consumer_sync(n_cons);
-    if (tid == 0) {
-      unsigned long long b = 0;
-      for (int k = 0; k < NW; ++k) b = max(b, s_best[k]);
-      if (b) atomicMax(a.argmax, b);
-    }
-  }
+  if constexpr (ARGMAX) argmax_commit(a.argmax, s_best, best, NW, [&] { consumer_sync(n_cons); });
 }
 
 bool paired(MatvecOut m) { return m == MatvecOut::SWIGLU || m == MatvecOut::ROPE_QKV; }

@@ -118,6 +118,20 @@ __device__ __forceinline__ void store_row_pair(const MatvecArgs& a, int r, bool 
   }
 }
 
+// The end of a fused argmax, the same in every kernel: each warp's running maximum (lane 0's `best`) goes through
+// s_best[warp]; after `sync` (the barrier of the n_warps computing warps) thread 0 folds them into one atomicMax.
+template <class Sync>
+__device__ __forceinline__ void argmax_commit(unsigned long long* argmax, unsigned long long* s_best,
+                                              unsigned long long best, int n_warps, Sync sync) {
+  if ((threadIdx.x & 31) == 0) s_best[threadIdx.x >> 5] = best;
+  sync();
+  if (threadIdx.x == 0) {
+    unsigned long long b = 0;
+    for (int i = 0; i < n_warps; ++i) b = max(b, s_best[i]);
+    if (b) atomicMax(argmax, b);
+  }
+}
+
 // The template switch of every matvec entry point: calls launch.template operator()<MODE, NORM, ARGMAX>() for a's
 // output mode, whether it has a norm weight, and its argmax (STORE only).
 template <class L>

@@ -97,15 +97,7 @@ __global__ void __launch_bounds__(THREADS) matvec_kernel(Params p) {
       store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0, acc1, best);
     }
   }
-  if constexpr (ARGMAX) {
-    if (lane == 0) s_best[warp] = best;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned long long b = 0;
-      for (int i = 0; i < WARPS; ++i) b = max(b, s_best[i]);
-      if (b) atomicMax(a.argmax, b);
-    }
-  }
+  if constexpr (ARGMAX) argmax_commit(a.argmax, s_best, best, WARPS, [] { __syncthreads(); });
 }
 
 template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT>

@@ -192,15 +192,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
       cluster.barrier_wait();
     }
   }
-  if constexpr (ARGMAX) {
-    if (lane == 0) s_best[warp] = best;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned long long b = 0;
-      for (int i = 0; i < n_warps; ++i) b = max(b, s_best[i]);
-      if (b) atomicMax(a.argmax, b);
-    }
-  }
+  if constexpr (ARGMAX) argmax_commit(a.argmax, s_best, best, n_warps, [] { __syncthreads(); });
 }
 
 }  // namespace mk::cuda::splitk
