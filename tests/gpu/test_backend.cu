@@ -181,8 +181,8 @@ TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
   ASSERT_TRUE(b->forward(std::span(prompt).first(9), 0, l).ok());
   ASSERT_TRUE(k->forward(std::span(prompt).first(9), 0, l).ok());
   std::vector<int32_t> dev(20), dev_k(20, -1);
-  ASSERT_TRUE(a->generate_greedy(prompt[9], 9, dev).ok());
-  ASSERT_TRUE(k->generate_greedy(prompt[9], 9, dev_k).ok());
+  ASSERT_TRUE(a->decode_greedy(prompt[9], 9, dev).ok());
+  ASSERT_TRUE(k->decode_greedy(prompt[9], 9, dev_k).ok());
   EXPECT_EQ(dev_k, dev) << "3 steps per graph launch + late residual reads vs 1 step + early reads";
   int32_t tok = prompt[9];
   for (int i = 0; i < 20; ++i) {

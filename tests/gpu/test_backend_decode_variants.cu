@@ -85,8 +85,8 @@ TEST(BackendDecodeVariants, DeviceLoopsAcrossVariantsEqualHostLoop) {
   std::vector<float> l(size_t(c.n_vocab), 0.f);
   for (auto* g : {a.get(), b.get(), k.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(250), 0, l).ok());
   std::vector<int32_t> dev(24, -1), dev_k(24, -2);
-  ASSERT_TRUE(a->generate_greedy(prompt[250], 250, dev).ok());
-  ASSERT_TRUE(k->generate_greedy(prompt[250], 250, dev_k).ok());
+  ASSERT_TRUE(a->decode_greedy(prompt[250], 250, dev).ok());
+  ASSERT_TRUE(k->decode_greedy(prompt[250], 250, dev_k).ok());
   EXPECT_EQ(dev_k, dev) << "6 steps per graph launch vs 1";
   int32_t tok = prompt[250];
   for (int i = 0; i < 24; ++i) {

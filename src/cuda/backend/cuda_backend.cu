@@ -183,7 +183,7 @@ Status CudaBackend::enqueue_prefill_only(std::span<const int32_t> tokens, int po
 
 void CudaBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
 
-Status CudaBackend::generate_greedy(int32_t token, int pos, std::span<int32_t> out) {
+Status CudaBackend::decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
   int32_t t[1] = {token};
   MK_TRY(check_step(t, pos));
   if (pos + int64_t(out.size()) > max_context_)

@@ -2,8 +2,7 @@
 // (device_weights.h), a paged KV cache on the device (kv_cache.h), prefill through cuBLASLt GEMMs, and the
 // decode step captured as CUDA graphs (one per sequence-length variant, see DecodeGraph) whose kernels chain with
 // programmatic dependent launch. A decode graph reads its token and position from device memory and writes the
-// argmax token back, so greedy generation replays it with no host work between steps (generate_greedy, the
-// engine's decode_greedy).
+// argmax token back, so greedy generation replays it with no host work between steps (decode_greedy).
 // Tests: tests/gpu/test_backend.cu, test_backend_decode_variants.cu. Benchmark: `megakernel bench` (cmd_bench.cpp).
 #pragma once
 #include <cuda_runtime.h>
@@ -40,7 +39,7 @@ struct CudaBackendOptions {
   int prefill_chunk = 1024;  // tokens per prefill pass
   // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 3-5), so off by default:
   bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
-  // Decode steps per graph launch for generate_greedy and replay_decode_k (the steps chain with PDL inside the
+  // Decode steps per graph launch for decode_greedy and replay_decode_k (the steps chain with PDL inside the
   // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
   int graph_steps = 1;  // H200 1B, 8 steps: 0.836 / 0.828 ms/token vs 0.840 / 0.831 (bench/RESULTS.md, round 6)
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
@@ -89,12 +88,10 @@ class CudaBackend final : public Backend {
   int max_context() const override { return max_context_; }
   const ModelConfig& config() const override { return config_; }
 
-  // Greedy decode on the device: feeds `token` at `pos`, then each argmax back in; out[i] is the i-th argmax.
-  Status generate_greedy(int32_t token, int pos, std::span<int32_t> out);
+  // Greedy decode on the device (Backend::decode_greedy): feeds `token` at `pos`, then each argmax back in; out[i]
+  // is the i-th argmax.
   bool has_decode_greedy() const override { return true; }
-  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {
-    return generate_greedy(token, pos, out);
-  }
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override;
 
   // --- for benchmarks ---
   // Pretends positions [0, n) are cached, with random K/V (attention cost depends only on the length).
