@@ -13,10 +13,12 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
 // Lets the next kernel in the stream start launching its blocks (its pdl_wait still waits for us).
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-// 16-byte read-only load of streamed data (weights): not kept in L1, read once per step.
+// 16-byte read-only load of streamed data (weights): not kept in L1, read once per step. No L2 prefetch-size hint:
+// on the H200 `.L2::256B` cost 6% of a 1 GiB grid-stride read (4.18 vs 4.44 TB/s) and 2% of the matvec
+// (bench/RESULTS.md, "Session 6: the L2::256B hint").
 __device__ __forceinline__ uint4 ld_stream(const void* p) {
   uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;
