@@ -61,8 +61,8 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
   // Both matvec kernels: split-K (the decode default) and the bulk-copy ring with contiguous ranges and an early
-  // launch of the next kernel (BulkSched::CONTIGUOUS).
-  for (const char* k : {"splitk", "bulk-contig"})
+  // launch of the next kernel (BulkSched::CONTIGUOUS); then a read-only kernel over the same bytes, the reference.
+  for (const char* k : {"splitk", "bulk-contig", "read"})
     for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}, std::pair{16384, 2048}, std::pair{3072, 2048},
                         std::pair{2048, 2048}}) {
       auto mv = cuda::measure_matvec(r, c, 20, k);

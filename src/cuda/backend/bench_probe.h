@@ -25,7 +25,8 @@ struct MatvecRate {
 };
 // Rotates over enough copies of the matrix to defeat the L2.
 // kernel: "bulk" (ops/matvec_bulk.cu), "bulk-contig" (the same, BulkSched::CONTIGUOUS), "splitk" (ops/matvec.cu)
-// or "rowpair" (ops/matvec_rowpair.cu).
+// or "rowpair" (ops/matvec_rowpair.cu); "read": no matvec, a read-only kernel over the same bytes in the same chain
+// (what any kernel can stream at that size there).
 Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk");
 
 }  // namespace mk::cuda
