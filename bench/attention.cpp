@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [dectrace] [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectrace] [clock] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -416,14 +416,51 @@ void decode_cluster() {
   });
 }
 
+// 'decv6': the flat split (one CTA per SM over the flattened (kv head, key) range), release / acquire fences
+// in the split combine, and the whole ring issued before the PDL wait under the early contract, against the
+// default in one process; default and flat again at the end of each shape (drift check).
+void decode_v6() {
+  const double ceiling = decode_read_ceiling();
+  const auto opts = [](bool flat, bool fence, bool early, bool full = false) {
+    cuda::AttentionOptions o;
+    o.decode_flat_split = flat;
+    o.decode_release_fences = fence;
+    o.decode_early_kv = early;
+    o.decode_early_full_ring = full;
+    return o;
+  };
+  for_each_variant_shape([&](DecodeSetup& st, int batch) {
+    decode_time(st, true, opts(false, false, false), "default", ceiling);
+    decode_time(st, true, opts(true, false, false), "flat", ceiling);
+    decode_time(st, true, opts(false, true, false), "fence", ceiling);
+    decode_time(st, true, opts(true, true, false), "flat_fence", ceiling);
+    decode_time(st, true, opts(false, false, true), "early", ceiling);
+    decode_time(st, true, opts(true, false, true), "flat_early", ceiling);
+    decode_time(st, true, opts(false, true, true), "fence_early", ceiling);
+    decode_time(st, true, opts(false, false, true, true), "early_full", ceiling);
+    decode_time(st, true, opts(true, true, true, true), "flat_fence_early_full", ceiling);
+    if (batch == 1) {
+      decode_time(st, false, opts(false, false, false), "default", ceiling);  // hot
+      decode_time(st, false, opts(true, false, false), "flat", ceiling);      // hot
+    }
+    decode_time(st, true, opts(false, false, false), "default_again", ceiling);
+    decode_time(st, true, opts(true, false, false), "flat_again", ceiling);
+  });
+}
+
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options), averaged over calls 4..59: where the time between two calls'
-// ends goes (placement of the next call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
+// cold calls at 32k, batch 1 (default options; the early contract; the flat split; both), averaged over calls
+// 4..59: where the time between two calls' ends goes (placement of the next call's CTAs, PDL wait release, K/V
+// loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  for (int d : {64, 128}) {
+  for (int d : {64, 128})
+    for (int variant = 0; variant < 4; ++variant) {
     DecodeSetup st(d, 32768, 1);
-    const cuda::AttentionOptions opt;
-    const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
+    cuda::AttentionOptions opt;
+    opt.decode_early_kv = variant & 1;
+    opt.decode_flat_split = variant & 2;
+    const int flat = cuda::attn::decode_flat_ctas(opt, 1, HKV);
+    const int calls = 64, ctas = flat > 0 ? flat : cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
     cudaStream_t s;
     ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t g;
@@ -449,11 +486,11 @@ void decode_trace() {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    double acc[12] = {};
+    double acc[13] = {};
     int n = 0;
     for (int c = 4; c < calls - 4; ++c, ++n) {
       double prev_end = 0, end = 0, first0 = 1e30, first1 = 1e30, min2 = 1e30, max2 = 0;
-      std::vector<double> w1, loop, t2, pub, comb;
+      std::vector<double> w0, w1, loop, t2, pub, comb;
       for (int i = 0; i < ctas; ++i) {
         prev_end = std::max(prev_end, t(c - 1, i, 5));
         end = std::max(end, t(c, i, 5));
@@ -461,6 +498,7 @@ void decode_trace() {
       for (int i = 0; i < ctas; ++i) {
         first0 = std::min(first0, t(c, i, 0));
         first1 = std::min(first1, t(c, i, 1));
+        w0.push_back(t(c, i, 0) - prev_end);
         w1.push_back(t(c, i, 1) - prev_end);
         loop.push_back(t(c, i, 2) - t(c, i, 1));
         t2.push_back(t(c, i, 2) - prev_end);
@@ -469,16 +507,17 @@ void decode_trace() {
         pub.push_back(t(c, i, 4) - t(c, i, 2));
         if (r[(size_t(c) * ctas + i) * 8] >> 48) comb.push_back(t(c, i, 5) - t(c, i, 4));
       }
-      const double v[12] = {end - prev_end, first0 - prev_end, first1 - prev_end, med(w1), med(loop),
+      const double v[13] = {end - prev_end, first0 - prev_end, first1 - prev_end, med(w1), med(loop),
                             *std::max_element(loop.begin(), loop.end()), med(t2), max2 - prev_end, max2 - min2,
-                            med(pub), comb.empty() ? 0 : med(comb), end - max2};
-      for (int k = 0; k < 12; ++k) acc[k] += v[k];
+                            med(pub), comb.empty() ? 0 : med(comb), end - max2, med(w0)};
+      for (int k = 0; k < 13; ++k) acc[k] += v[k];
     }
-    std::printf("[trace] D=%d 32k batch 1, %d CTAs, mean over %d calls (us; 0 = the previous call's last CTA end):\n"
-                "  period %.2f | first CTA entry %+.2f | PDL wait release first %+.2f, median %+.2f |\n"
+    std::printf("[trace] D=%d 32k batch 1 %s%s, %d CTAs, mean over %d calls (us; 0 = the previous call's last CTA end):\n"
+                "  period %.2f | CTA entry first %+.2f, median %+.2f | PDL wait release first %+.2f, median %+.2f |\n"
                 "  K/V loop median %.2f, max %.2f | loop end median %+.2f, last %+.2f (spread %.2f) |\n"
                 "  publish + fence + arrive median %.2f | last CTAs' combine median %.2f | last loop end -> call end %.2f\n",
-                d, ctas, n, acc[0] / n * 1e-3, acc[1] / n * 1e-3, acc[2] / n * 1e-3, acc[3] / n * 1e-3, acc[4] / n * 1e-3,
+                d, variant & 2 ? "flat" : "split", variant & 1 ? " early" : "", ctas, n, acc[0] / n * 1e-3,
+                acc[1] / n * 1e-3, acc[12] / n * 1e-3, acc[2] / n * 1e-3, acc[3] / n * 1e-3, acc[4] / n * 1e-3,
                 acc[5] / n * 1e-3, acc[6] / n * 1e-3, acc[7] / n * 1e-3, acc[8] / n * 1e-3, acc[9] / n * 1e-3,
                 acc[10] / n * 1e-3, acc[11] / n * 1e-3);
     std::fflush(stdout);
@@ -492,7 +531,8 @@ void decode_trace() {
 
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
-       want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false;
+       want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
+       want_v6 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -503,6 +543,7 @@ int main(int argc, char** argv) {
     want_focus |= a == "decfocus";
     want_clust |= a == "decclust";
     want_trace |= a == "dectrace";
+    want_v6 |= a == "decv6";
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
@@ -512,6 +553,7 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (want_focus) decode_focus();
   if (want_clust) decode_cluster();
+  if (want_v6) decode_v6();
   if (want_trace) decode_trace();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
