@@ -18,9 +18,17 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 // (bench/RESULTS.md, "Session 6: the L2::256B hint").
 __device__ __forceinline__ uint4 ld_stream(const void* p) {
   uint4 r;
+#ifdef MK_LD_EVICT_FIRST  // measurement build: weights evict first from L2, so activations stay there
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p), "l"(policy));
+#else
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
+#endif
   return r;
 }
 
