@@ -72,8 +72,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants ("d,o": default, attn_short off (version 8's inline attention); also "pmax" all ring pages that
 // fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off, "lm" the dynamic LM head toggled (version
-// 10), "ps" / "aw" / "v10" version 11's poll_spread / attn_warp toggled / both off; MK_SET_LONG: the same for
-// contexts above 32);
+// 10); MK_SET_LONG: the same for contexts above 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -133,9 +132,9 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations: the default, then switches one at a time (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; int spread = -1, awarp = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
-    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic(), ps0 = (*b)->poll_spread(), aw0 = (*b)->attn_warp();
+    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
     if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
     const int mp = (*b)->max_ring_pages();
@@ -155,10 +154,6 @@ void bench_shape(const std::string& name, double gbs) {
     if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, fl0, mi0, ro0});
     // Version 10's switch: "lm" the dynamic LM head toggled.
     if (build == 0 && in_set("lm")) vars.push_back({cat("lm_dynamic ", int(!ld0)), pf0, fl0, mi0, ro0, 0, -1, !ld0});
-    // Version 11's switches: "ps" poll_spread toggled, "aw" attn_warp toggled, "v10" both off.
-    if (build == 0 && in_set("ps")) vars.push_back({cat("poll_spread ", int(!ps0)), pf0, fl0, mi0, ro0, 0, -1, -1, !ps0, aw0});
-    if (build == 0 && in_set("aw")) vars.push_back({cat("attn_warp ", int(!aw0)), pf0, fl0, mi0, ro0, 0, -1, -1, ps0, !aw0});
-    if (build == 0 && in_set("v10")) vars.push_back({"v10 paths (poll_spread 0, attn_warp 0)", pf0, fl0, mi0, ro0, 0, -1, -1, 0, 0});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_flag_publish(v.flags);
@@ -166,16 +161,14 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      (*b)->set_poll_spread(v.spread >= 0 ? v.spread != 0 : ps0);
-      (*b)->set_attn_warp(v.awarp >= 0 ? v.awarp != 0 : aw0);
       const int pages0 = (*b)->ring_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d, spread %d, awarp %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), int((*b)->poll_spread()), int((*b)->attn_warp()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
@@ -195,8 +188,6 @@ void bench_shape(const std::string& name, double gbs) {
     }
     (*b)->set_attn_short(sh0);
     (*b)->set_lm_dynamic(ld0);
-    (*b)->set_poll_spread(ps0);
-    (*b)->set_attn_warp(aw0);
     (*b)->set_prefetch(pf0);
     (*b)->set_flag_publish(fl0);
     (*b)->set_mid_resid(mi0);

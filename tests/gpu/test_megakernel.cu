@@ -339,33 +339,6 @@ TEST(Megakernel, DynamicLmHeadBitIdentical) {
   }
 }
 
-// Version 11 (mk7): poll_spread changes only how the residual / act polls are batched, never the order of the sums:
-// on / off give bit-identical logits -- flags with attn_warp and with attn_short, mid_resid off (QkvProj then sums
-// 1 + n_kv_head + 1 vectors), split attention on 7 SMs, and a one-layer model with n_embd 2904 (726 float4 slots:
-// one full round of the 480 consumer threads plus 246 leftover slots through s_aux; the small models have leftover
-// slots only). attn_warp (not bit-identical to attn_short) against the CPU for every family with attn_warp off too
-// (the defaults' tests above run it on), and with a 3-position stage on 2 SMs.
-TEST(Megakernel, PollSpreadBitIdenticalAttnWarpMatchesCpu) {
-  auto configure = [](MegakernelBackend& b, int mode) {
-    ASSERT_TRUE(b.flag_publish());
-    b.set_poll_spread(mode == 0);
-  };
-  Model m = make_random_model(cases()[0].c, DType::BF16, 96);
-  expect_modes_bit_identical(m, 47, 9,
-                             {MegakernelOptions{}, MegakernelOptions{.mid_resid = false},
-                              MegakernelOptions{.attn_stage_positions = 37, .attn_warp = false},
-                              MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24, .flag_publish = 1}},
-                             2, configure);
-  const ModelConfig wide = test::tiny_config(Family::Llama, 8, 2, 64, 2904, 8656, /*n_layer=*/1, /*n_vocab=*/4099);
-  Model mw = make_random_model(wide, DType::BF16, 97);
-  expect_modes_bit_identical(mw, 45, 3, {MegakernelOptions{}, MegakernelOptions{.mid_resid = false}}, 2, configure);
-  uint64_t seed = 301;
-  for (const Case& k : cases()) {
-    compare(k, {.attn_warp = false}, seed++);
-    compare(k, {.n_sm = 2, .attn_stage_positions = 3}, seed++);
-  }
-}
-
 // The sanitizer cases' prompt: through b and the CPU reference (8 positions), logits within tolerance; b's logits.
 std::vector<float> tiny_prompt_logits(const Model& m, MegakernelBackend& b, const std::vector<int32_t>& prompt) {
   CpuBackend cpu(m, 8);

@@ -284,72 +284,6 @@ __device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, in
   }
 }
 
-// Version 11 (mk7, MkParams::poll_spread): the same sum as sum_residual_flag, with every thread's polls in as few
-// round trips as possible. sum_residual_flag gives thread t the float4 slots t, t + NCT, ...: with n_embd / 4 = 512
-// slots (1B) warp 0 took a second slot and so twice the serial batches (MlpGateUp's 9 vectors: 6 L2 round trips
-// instead of 3, each ~1-2 us under the weight stream). Here a thread's jobs (slot, vector) form one list polled 4
-// at a time: its full-round slots (all vectors, in order), then jobs of the leftover slots (S mod NCT of them,
-// spread over all threads, usually into the free places of the last batch), whose values go through s_aux (tmp
-// [left][n] float4) and are summed after a barrier by thread s in the same order v[0] + v[1] + ... (same bits).
-// spread_fits: on, and tmp fits s_aux (the backend sizes it so; else sum_residual_flag).
-__device__ __forceinline__ bool spread_fits(const Ctx& c, int n) {
-  const int left = c.p.L.n_embd / 4 % NCT;
-  return c.p.poll_spread && 4 * left * n <= c.p.smem_aux_floats;
-}
-__device__ void sum_residual_spread(const Ctx& c, int64_t first, int64_t parts, int n_parts, int64_t last) {
-  const Layout& L = c.p.L;
-  const u64* f = c.p.fws;
-  const int n = 1 + n_parts + (last >= 0 ? 1 : 0);
-  const int S = L.n_embd / 4, R = S / NCT, left = S - R * NCT, t = threadIdx.x;
-  const int own = R * n, n_ex = left * n > t ? (left * n - t + NCT - 1) / NCT : 0, total = own + n_ex;
-  float4* tmp = reinterpret_cast<float4*>(c.s_aux);  // [left][n]
-  auto vec = [&](int k) { return k == 0 ? first : k <= n_parts ? parts + int64_t(k - 1) * L.n_embd : last; };
-  auto at = [&](int j) {
-    if (j < own) {
-      const int r = j / n, k = j - r * n;
-      return f + vec(k) + 4 * (t + r * NCT);
-    }
-    const int e = t + (j - own) * NCT, s = e / n;
-    return f + vec(e - s * n) + 4 * (R * NCT + s);
-  };
-  float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int j0 = 0; j0 < total; j0 += 4) {
-    Pairs4 q[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (j0 + u < total) q[u] = ld_pairs4(at(j0 + u));
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int j = j0 + u;
-      if (j < total) {
-        repoll4(c, q[u], at(j));
-        const float4 v = val4(q[u]);
-        if (j < own) {
-          const int r = j / n, k = j - r * n;
-          if (k == 0) x = v;
-          else add4(x, v);
-          if (k == n - 1) *reinterpret_cast<float4*>(c.s_x + 4 * (t + r * NCT)) = x;
-        } else {
-          tmp[t + (j - own) * NCT] = v;
-        }
-      }
-    }
-  }
-  if (left > 0) {
-    csync();  // the leftover slots' values are in tmp
-    if (t < left) {
-      float4 y = tmp[t * n];
-      for (int k = 1; k < n; ++k) add4(y, tmp[t * n + k]);
-      *reinterpret_cast<float4*>(c.s_x + 4 * (R * NCT + t)) = y;
-    }
-  }
-}
-// The flag protocol's residual sum: spread (above) when on and s_aux has room, else sum_residual_flag.
-__device__ __forceinline__ void sum_residual_poll(const Ctx& c, int64_t first, int64_t parts, int n_parts, int64_t last) {
-  if (spread_fits(c, 1 + n_parts + (last >= 0 ? 1 : 0))) sum_residual_spread(c, first, parts, n_parts, last);
-  else sum_residual_flag(c, first, parts, n_parts, last);
-}
-
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
 // embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1] (with L.mid_resid:
 // resid_mid[l-1] + down[l-1], the same bits).
@@ -364,8 +298,8 @@ __device__ void residual_in(const Ctx& c, int l) {
   }
   const int64_t E = L.n_embd, down = L.down + int64_t(l - 1) * E;
   if constexpr (FLAG) {
-    if (L.mid_resid) sum_residual_poll(c, L.resid_mid + (l - 1) * E, 0, 0, down);
-    else sum_residual_poll(c, L.resid + (l - 1) * E, L.o_part + int64_t(l - 1) * L.n_kv_head * E, L.n_kv_head, down);
+    if (L.mid_resid) sum_residual_flag(c, L.resid_mid + (l - 1) * E, 0, 0, down);
+    else sum_residual_flag(c, L.resid + (l - 1) * E, L.o_part + int64_t(l - 1) * L.n_kv_head * E, L.n_kv_head, down);
     return;
   }
   if (L.mid_resid) {

@@ -97,8 +97,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // n_ff floats of the supported models.
   int x_floats = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
   smem_aux_floats_ =
-      (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd,
-                 4 * (L.n_embd / 4 % device::NCT) * (L.n_kv_head + 2)}) + 3) / 4 * 4;  // + hd: RoPE table; last: poll_spread's tmp
+      (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;  // + hd: RoPE table
   const size_t optin = dev->smem_per_block_optin;
   const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 128 + 128;  // + static, + alignment
   if (other + size_t(x_floats) * 4 > optin)
@@ -131,7 +130,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
   lm_dynamic_ = opt.lm_dynamic;
-  poll_spread_ = opt.poll_spread, attn_warp_ = opt.attn_warp;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
@@ -238,8 +236,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
-  p.poll_spread = poll_spread_ ? 1 : 0;
-  p.attn_warp = attn_warp_ ? 1 : 0;
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;
@@ -379,13 +375,13 @@ Expected<std::string> MegakernelBackend::timing_report() {
   double stall = 0;
   for (int b = 0; b < n_sm_; ++b) stall += double(t[n_instr * device::TIMING_FIELDS + size_t(b) * device::BLOCK_FIELDS]);
   std::string out;
-  char line[320];
+  char line[256];
   const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
-                "timing (last step of a %d-step launch, ring %d pages, publish %s, mid_resid %d, attn_short %d (stage %d positions), poll_spread %d, attn_warp %d): step span %.1f us\n",
+                "timing (last step of a %d-step launch, ring %d pages, publish %s, mid_resid %d, attn_short %d (stage %d positions)): step span %.1f us\n",
                 timing_steps_, n_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
-                int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, int(poll_spread_), int(attn_warp_), double(t_max - t_min) * 1e-3);
+                int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
   for (int op = 0; op < N_OP; ++op) {

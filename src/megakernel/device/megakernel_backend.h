@@ -67,11 +67,6 @@ struct MegakernelOptions {
   // 0.924 vs 0.927 ms/token off, ctx 4096 / 16384 and 8B equal (1.211 / 1.591 / 5.009 vs 1.211 / 1.589 / 5.012).
   bool lm_dynamic = true;
   double lm_static_share = 0.75;
-  // Version 11 (mk7; flag protocol): poll_spread -- the residual / act polls spread over the consumer threads so
-  // that no warp takes extra serial L2 round trips (bit-identical); attn_warp -- the short attention with 3
-  // barriers from the q/k/v poll to the O projection (device/ops/attn_warp.cuh; not bit-identical to attn_short).
-  bool poll_spread = true;
-  bool attn_warp = true;
 };
 
 class MegakernelBackend final : public Backend {
@@ -127,11 +122,6 @@ class MegakernelBackend final : public Backend {
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
-  // Version 11: MegakernelOptions::poll_spread / attn_warp for the next launches.
-  void set_poll_spread(bool on) { poll_spread_ = on; }
-  bool poll_spread() const { return poll_spread_; }
-  void set_attn_warp(bool on) { attn_warp_ = on; }
-  bool attn_warp() const { return attn_warp_; }
   // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
@@ -180,7 +170,6 @@ class MegakernelBackend final : public Backend {
   bool prefetch_ = true;
   bool attn_short_ = true;
   bool lm_dynamic_ = true;
-  bool poll_spread_ = true, attn_warp_ = true;
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)

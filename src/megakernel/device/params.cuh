@@ -127,12 +127,6 @@ struct MkParams {
   int lm_dynamic;
   unsigned long long* lm_claim;
   unsigned long long lm_base;
-  // Version 11 (mk7; flag instance): poll_spread -- the residual and act polls spread so that no thread takes more
-  // serial L2 round trips than needed (common.cuh sum_residual_spread, ops/mlp.cuh); attn_warp -- the short
-  // attention as one warp-local pass per (q head, position block) after a fused q/k/v poll + RoPE + append
-  // (ops/attn_warp.cuh): 3 barriers from the q/k/v poll to the O projection instead of 9.
-  int poll_spread;
-  int attn_warp;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

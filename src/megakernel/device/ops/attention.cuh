@@ -11,9 +11,15 @@
 #pragma once
 #include "megakernel/device/common.cuh"
 #include "megakernel/device/ops/attn_short.cuh"
-#include "megakernel/device/ops/attn_warp.cuh"
 
 namespace mk::megakernel::device {
+
+// s_rope (see above): where it starts in s_aux.
+__device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
+  const Layout& L = c.p.L;
+  const int hd = L.head_dim, G = L.group;
+  return c.s_aux + (G + 2) * hd + G * hd + 2 * G + WARPS * G * (hd + 2);
+}
 
 // Where attn_preload's K/V of attn_range's first iteration are: the stage in s_x.
 __device__ __forceinline__ const uint4* attn_stage(const Ctx& c) { return reinterpret_cast<const uint4*>(c.s_x); }
@@ -298,16 +304,10 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   if (short_path) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
     if (!c.staged) attn_short_issue(c, in.layer, in.group);
-    const bool append = (in.flags & FLAG_APPEND_KV) != 0;
-    if (c.p.attn_warp) {  // version 11: 3 barriers (ops/attn_warp.cuh)
-      if (hd == 64) attn_warp_prepare<64>(c, in.layer, in.group, append, s_h), attn_warp_hd<64>(c, in.layer, in.group, s_h);
-      else attn_warp_prepare<128>(c, in.layer, in.group, append, s_h), attn_warp_hd<128>(c, in.layer, in.group, s_h);
-    } else {
-      attn_prepare<FLAG>(c, in.layer, in.group, append, s_h);
-      attn_stamp(c, T_ATT_PREP);
-      if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
-      else attn_short_hd<128>(c, in.layer, in.group, s_h);
-    }
+    attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    attn_stamp(c, T_ATT_PREP);
+    if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
+    else attn_short_hd<128>(c, in.layer, in.group, s_h);
     attn_stamp(c, T_ATT_RANGE);
   } else if (L.n_chunks == 1) {
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);

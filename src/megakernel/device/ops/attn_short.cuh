@@ -26,13 +26,6 @@ __device__ __forceinline__ void attn_stamp(const Ctx& c, int field) {
   if (c.p.timing && threadIdx.x == 0) c.p.timing[size_t(c.instr) * TIMING_FIELDS + size_t(field)] = global_ns();
 }
 
-// s_rope (ops/attention.cuh's shared-memory map): where it starts in s_aux.
-__device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
-  const Layout& L = c.p.L;
-  const int hd = L.head_dim, G = L.group;
-  return c.s_aux + (G + 2) * hd + G * hd + 2 * G + WARPS * G * (hd + 2);
-}
-
 constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
 
 // 8 floats that are bf16 values (exactly representable) -> 8 packed bf16 (the inverse of unpack8).

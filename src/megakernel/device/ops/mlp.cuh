@@ -10,7 +10,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
   const int64_t E = L.n_embd;
-  if constexpr (FLAG) sum_residual_poll(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
+  if constexpr (FLAG) sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
   else sum_residual(c, c.p.ws + L.resid + in.layer * E, c.p.ws + L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, nullptr);
   csync();
   // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
