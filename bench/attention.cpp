@@ -416,51 +416,56 @@ void decode_cluster() {
   });
 }
 
-// 'decv6': the flat split (one CTA per SM over the flattened (kv head, key) range), release / acquire fences
-// in the split combine, and the whole ring issued before the PDL wait under the early contract, against the
-// default in one process; default and flat again at the end of each shape (drift check).
+// Decode options of the 'decv6' / 'dectrace' variants: early contract, whole ring before the wait, L2 tiles after
+// the ring (early), L2 prefetch tiles before the wait (no contract), bulk L2 prefetches.
+cuda::AttentionOptions v6_opts(bool early, bool full, int early_l2, bool bulk, int l2_tiles = 2) {
+  cuda::AttentionOptions o;
+  o.decode_early_kv = early;
+  o.decode_early_full_ring = full;
+  o.decode_early_l2_tiles = early_l2;
+  o.decode_l2_bulk_prefetch = bulk;
+  o.decode_l2_prefetch_tiles = l2_tiles;
+  return o;
+}
+
+// 'decv6': before the PDL wait, the whole ring (early contract) and L2 prefetches of the tiles after the ring
+// (early) or of more first tiles (no contract), as bulk or per-line prefetches, against the default and the
+// early contract in one process; both again at the end of each shape (drift check).
 void decode_v6() {
   const double ceiling = decode_read_ceiling();
-  const auto opts = [](bool flat, bool fence, bool early, bool full = false) {
-    cuda::AttentionOptions o;
-    o.decode_flat_split = flat;
-    o.decode_release_fences = fence;
-    o.decode_early_kv = early;
-    o.decode_early_full_ring = full;
-    return o;
-  };
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    decode_time(st, true, opts(false, false, false), "default", ceiling);
-    decode_time(st, true, opts(true, false, false), "flat", ceiling);
-    decode_time(st, true, opts(false, true, false), "fence", ceiling);
-    decode_time(st, true, opts(true, true, false), "flat_fence", ceiling);
-    decode_time(st, true, opts(false, false, true), "early", ceiling);
-    decode_time(st, true, opts(true, false, true), "flat_early", ceiling);
-    decode_time(st, true, opts(false, true, true), "fence_early", ceiling);
-    decode_time(st, true, opts(false, false, true, true), "early_full", ceiling);
-    decode_time(st, true, opts(true, true, true, true), "flat_fence_early_full", ceiling);
+    decode_time(st, true, v6_opts(false, false, 0, false), "default", ceiling);
+    decode_time(st, true, v6_opts(false, false, 0, true), "bulk", ceiling);
+    decode_time(st, true, v6_opts(false, false, 0, true, 4), "bulk_pref4", ceiling);
+    decode_time(st, true, v6_opts(true, false, 0, false), "early", ceiling);
+    decode_time(st, true, v6_opts(true, true, 0, false), "early_full", ceiling);
+    decode_time(st, true, v6_opts(true, false, 1, false), "early_l2_1", ceiling);
+    decode_time(st, true, v6_opts(true, false, 2, false), "early_l2_2", ceiling);
+    decode_time(st, true, v6_opts(true, false, 2, true), "early_l2_2_bulk", ceiling);
+    decode_time(st, true, v6_opts(true, false, 4, true), "early_l2_4_bulk", ceiling);
+    decode_time(st, true, v6_opts(true, true, 2, true), "early_full_l2_2_bulk", ceiling);
     if (batch == 1) {
-      decode_time(st, false, opts(false, false, false), "default", ceiling);  // hot
-      decode_time(st, false, opts(true, false, false), "flat", ceiling);      // hot
+      cuda::AttentionOptions cps2 = v6_opts(true, false, 2, true);
+      cps2.decode_ctas_per_sm = 2;
+      decode_time(st, true, cps2, "cps2_early_l2_2_bulk", ceiling);
+      decode_time(st, false, v6_opts(false, false, 0, false), "default", ceiling);  // hot
     }
-    decode_time(st, true, opts(false, false, false), "default_again", ceiling);
-    decode_time(st, true, opts(true, false, false), "flat_again", ceiling);
+    decode_time(st, true, v6_opts(false, false, 0, false), "default_again", ceiling);
+    decode_time(st, true, v6_opts(true, false, 0, false), "early_again", ceiling);
   });
 }
 
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options; the early contract; the flat split; both), averaged over calls
-// 4..59: where the time between two calls' ends goes (placement of the next call's CTAs, PDL wait release, K/V
-// loop, publish + arrival, last CTA's combine).
+// cold calls at 32k, batch 1 (default options; the early contract; early + 2 L2 tiles after the ring, per line
+// and bulk), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
+// call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
+  const char* names[4] = {"default", "early", "early_l2_2", "early_l2_2_bulk"};
   for (int d : {64, 128})
     for (int variant = 0; variant < 4; ++variant) {
     DecodeSetup st(d, 32768, 1);
-    cuda::AttentionOptions opt;
-    opt.decode_early_kv = variant & 1;
-    opt.decode_flat_split = variant & 2;
-    const int flat = cuda::attn::decode_flat_ctas(opt, 1, HKV);
-    const int calls = 64, ctas = flat > 0 ? flat : cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
+    const cuda::AttentionOptions opt = v6_opts(variant > 0, false, variant >= 2 ? 2 : 0, variant == 3);
+    const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
     cudaStream_t s;
     ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaGraph_t g;
@@ -512,12 +517,12 @@ void decode_trace() {
                             med(pub), comb.empty() ? 0 : med(comb), end - max2, med(w0)};
       for (int k = 0; k < 13; ++k) acc[k] += v[k];
     }
-    std::printf("[trace] D=%d 32k batch 1 %s%s, %d CTAs, mean over %d calls (us; 0 = the previous call's last CTA end):\n"
+    std::printf("[trace] D=%d 32k batch 1 %s, %d CTAs, mean over %d calls (us; 0 = the previous call's last CTA end):\n"
                 "  period %.2f | CTA entry first %+.2f, median %+.2f | PDL wait release first %+.2f, median %+.2f |\n"
                 "  K/V loop median %.2f, max %.2f | loop end median %+.2f, last %+.2f (spread %.2f) |\n"
                 "  publish + fence + arrive median %.2f | last CTAs' combine median %.2f | last loop end -> call end %.2f\n",
-                d, variant & 2 ? "flat" : "split", variant & 1 ? " early" : "", ctas, n, acc[0] / n * 1e-3,
-                acc[1] / n * 1e-3, acc[12] / n * 1e-3, acc[2] / n * 1e-3, acc[3] / n * 1e-3, acc[4] / n * 1e-3,
+                d, names[variant], ctas, n, acc[0] / n * 1e-3, acc[1] / n * 1e-3, acc[12] / n * 1e-3, acc[2] / n * 1e-3,
+                acc[3] / n * 1e-3, acc[4] / n * 1e-3,
                 acc[5] / n * 1e-3, acc[6] / n * 1e-3, acc[7] / n * 1e-3, acc[8] / n * 1e-3, acc[9] / n * 1e-3,
                 acc[10] / n * 1e-3, acc[11] / n * 1e-3);
     std::fflush(stdout);

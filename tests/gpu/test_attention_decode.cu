@@ -2,7 +2,7 @@
 // (FA-3's rule against a naive bf16 run); kv_append must place rows bit-exactly where the block table says.
 // Batch 1..64, ragged contexts (1, 63, 64, 65, ..., 20000, 128k), GQA 1/4/6/8/12/16/24/40, head dims 64/128,
 // forced split counts and split boundaries, capacity far above the lengths, repeated calls on one workspace,
-// decode right after kv_append in one stream (PDL), the flat split (shares across kv head boundaries).
+// decode right after kv_append in one stream (PDL).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -24,9 +24,9 @@ struct DecodeCase {
   bool early_kv = false;   // AttentionOptions::decode_early_kv
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
-  bool flat = false;       // AttentionOptions::decode_flat_split
-  bool fences = false;     // AttentionOptions::decode_release_fences
   bool full_ring = false;  // AttentionOptions::decode_early_full_ring
+  int early_l2 = 0;        // AttentionOptions::decode_early_l2_tiles
+  bool bulk = false;       // AttentionOptions::decode_l2_bulk_prefetch
 };
 
 cuda::AttentionOptions decode_options(const DecodeCase& c) {
@@ -38,9 +38,9 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_early_kv = c.early_kv;
   opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
   opt.decode_cluster_combine = c.cluster;
-  opt.decode_flat_split = c.flat;
-  opt.decode_release_fences = c.fences;
   opt.decode_early_full_ring = c.full_ring;
+  opt.decode_early_l2_tiles = c.early_l2;
+  opt.decode_l2_bulk_prefetch = c.bulk;
   return opt;
 }
 
@@ -69,8 +69,8 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " flat=", c.flat,
-                   " fences=", c.fences, " full_ring=", c.full_ring));
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " full_ring=", c.full_ring,
+                   " early_l2=", c.early_l2, " bulk=", c.bulk));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -191,6 +191,40 @@ TEST(AttentionDecode, L2PrefetchDepths) {
     }
 }
 
+// Before the PDL wait under the early contract: the whole ring (3 stages; the loop then skips its first issue),
+// L2 prefetches of the tiles after the ring (none, 2, more than a warp has), per line and bulk; lengths whose
+// newest row falls in a warp's first, second, third or a later tile (the prefix stops there), 1-key contexts,
+// GQA with live rows g + 8, forced and chosen splits, capacity far above the lengths; and the bulk form of the
+// no-contract L2 prefetch.
+TEST(AttentionDecode, EarlyRingAndL2Prefetch) {
+  uint32_t seed = 1300;
+  for (int d : {64, 128}) {
+    for (const auto& [full, l2, bulk] : {std::tuple{true, 0, false}, std::tuple{false, 2, false},
+                                         std::tuple{false, 2, true}, std::tuple{true, 64, true}}) {
+      DecodeCase c;
+      c.early_kv = true;
+      c.full_ring = full;
+      c.early_l2 = l2;
+      c.bulk = bulk;
+      for (int ratio : {4, 12}) run_decode({1, 2, 17, 64, 65, 129, 193, 257, 700}, 2 * ratio, 2, d, 64, c, seed++);
+      for (int splits : {1, 3, 33}) {
+        c.splits = splits;
+        run_decode({1000, 5, 129, 64 * 9 - 1}, 8, 2, d, 128, c, seed++);
+      }
+      c.splits = 0;
+      c.extra_capacity = 4096;
+      run_decode({20000, 3}, 32, 8, d, 64, c, seed++);
+    }
+    DecodeCase c;  // no contract: the first tiles' L2 prefetch in bulk form
+    c.bulk = true;
+    for (int tiles : {2, 64}) {
+      c.l2_prefetch_tiles = tiles;
+      c.extra_capacity = 4096;
+      run_decode({1, 65, 700, 3000}, 24, 2, d, 64, c, seed++);
+    }
+  }
+}
+
 // One workspace (poisoned once) through calls whose partials are laid out differently (split counts; a shorter
 // context uses fewer of them), as the layered backend's per-length graphs do: the arrival counters must cope
 // with every change. Every call is checked against the reference.
@@ -265,6 +299,11 @@ TEST(AttentionSanitize, DecodeSmall) {
     c.ctas_per_sm = 2;
     c.early_kv = true;
     run_decode({200, 17}, 24, 2, d, 64, c, 34);
+    DecodeCase e;  // early contract, the whole ring and bulk L2 prefetches before the wait
+    e.splits = 2;
+    e.early_kv = e.full_ring = e.bulk = true;
+    e.early_l2 = 2;
+    run_decode({3000, 17}, 8, 2, d, 64, e, 35);
   }
 }
 
@@ -318,108 +357,6 @@ TEST(AttentionSanitize, DecodeCluster) {
   }
 }
 
-// The flat split: SM count / batch CTAs per sequence, each an equal share of the flattened (kv head chunk, key)
-// range, so that shares cross kv head (chunk) boundaries and a CTA publishes partials of two heads. Ragged
-// lengths (1 key; fewer 64-key units than CTAs; shares of a few units; long), GQA 1..40 (40: 3 query-head
-// chunks per kv head, the chunks flattened too), batch 1..16 (where it applies) and 64 (where it does not: the
-// split path), with release fences, the early contract and the whole ring before the wait.
-TEST(AttentionDecode, FlatSplit) {
-  uint32_t seed = 1100;
-  DecodeCase c;
-  c.flat = true;
-  {
-    const cuda::AttentionOptions opt = decode_options(c);
-    const int n = cuda::attn::decode_flat_ctas(opt, 1, 8);
-    ASSERT_GT(n, 0) << "the flat split does not apply to batch 1 x 8 kv heads";
-    EXPECT_EQ(cuda::attention_decode_splits(1, 8, 32768, opt), cuda::attn::decode_flat_slots(n, 8));
-    EXPECT_EQ(cuda::attn::decode_flat_ctas(opt, 64, 8), 0);
-  }
-  for (int d : {64, 128}) {
-    for (const auto& [early, fences, full] : {std::tuple{false, false, false}, std::tuple{true, true, false},
-                                              std::tuple{true, false, true}, std::tuple{false, true, false}}) {
-      c.early_kv = early;
-      c.fences = fences;
-      c.full_ring = full;
-      run_decode({20000}, 32, 8, d, 64, c, seed++);
-      run_decode({64 * 131 + 5}, 32, 8, d, 64, c, seed++);
-      run_decode({1, 63, 64, 65, 700}, 8, 2, d, 64, c, seed++);
-    }
-    c.early_kv = c.fences = c.full_ring = false;
-    for (int ratio : {1, 4, 12, 24, 40}) run_decode({1, 2, 65, 700, 3001}, 2 * ratio, 2, d, 64, c, seed++);
-    run_decode({130, 64 * 33, 5, 9000, 64 * 17 - 1, 1, 4000, 250}, 32, 8, d, 192, c, seed++);  // batch 8, 16 CTAs each
-    run_decode({5000, 17}, 16, 1, d, 128, c, seed++);  // one kv head: 66 CTAs per sequence on one head
-    std::vector<int> lens(64);
-    std::mt19937 rng(seed);
-    for (int& l : lens) l = 1 + int(rng() % 2000);
-    run_decode(lens, 32, 8, d, 64, c, seed++);  // batch 64: not flat (split path)
-    c.max_seqlen_k = 8192;  // the layered backend's whole capacity; contexts far shorter
-    c.extra_capacity = 8192;
-    run_decode({1, 5, 300}, 32, 8, d, 64, c, seed++);
-    c.max_seqlen_k = c.extra_capacity = 0;
-  }
-}
-
-// One workspace (poisoned once) alternately used by the flat split and the split path (and their different
-// partial layouts and arrival counts on the same counters); every call against the reference.
-TEST(AttentionDecode, FlatAndSplitOnOneWorkspace) {
-  for (int d : {64, 128}) {
-    std::mt19937 rng(1200 + d);
-    const int n_head = 32, n_kv = 8, bs = 64;
-    const std::vector<int> lens = {3000, 700};
-    PagedCache cache;
-    cache.build(rng, lens, bs, n_kv, d);
-    std::vector<uint16_t> q_bits;
-    std::vector<float> q;
-    random_bf16(rng, size_t(2) * n_head * d, 2.f, q_bits, q);
-    DevBuf<uint16_t> d_q, d_out(q_bits.size());
-    DevBuf<int32_t> d_lens;
-    d_q.upload(q_bits);
-    d_lens.upload(lens);
-    DecodeCase flat, split;
-    flat.flat = true;
-    split.splits = 47;
-    DevBuf<float> d_ws(std::max(cuda::attention_decode_workspace_bytes(2, n_head, n_kv, d, 3000, decode_options(flat)),
-                                cuda::attention_decode_workspace_bytes(2, n_head, n_kv, d, 3000, decode_options(split))) / 4 + 4);
-    d_ws.poison();
-    const std::vector<int32_t> cu = {0, 1, 2};
-    std::vector<double> ref(q.size()), naive(q.size());
-    const float scale = 1.f / std::sqrt(float(d));
-    cpu::attention_prefill(ref.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, scale, true);
-    cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, scale,
-                           true, cpu::RefPrecision::NAIVE_BF16);
-    const double tol = 2.0 * rel_err_d(naive, ref) + 1e-4;
-    std::vector<uint16_t> first_flat;
-    for (int k = 0; k < 6; ++k) {
-      const DecodeCase& c = k % 3 == 1 ? split : flat;
-      SCOPED_TRACE(cat("D=", d, " call ", k, k % 3 == 1 ? " split" : " flat"));
-      d_out.poison();
-      const cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 2, n_head, 3000);
-      ASSERT_TRUE(cuda::attention_decode(nullptr, a, decode_options(c)).ok());
-      ATT_CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<uint16_t> out = d_out.download();
-      bool finite = false;
-      EXPECT_LE(rel_err_bf16(out, ref, &finite), tol);
-      EXPECT_TRUE(finite);
-      if (k % 3 != 1) {
-        if (first_flat.empty()) first_flat = out;
-        EXPECT_TRUE(out == first_flat) << "flat split: not bit-identical across calls";
-      }
-    }
-  }
-}
-
-TEST(AttentionSanitize, DecodeFlat) {
-  for (int d : {64, 128}) {
-    DecodeCase c;
-    c.flat = true;
-    run_decode({200, 1}, 24, 2, d, 64, c, 37);  // 12 heads per kv head; shares across the two kv heads
-    c.early_kv = true;
-    c.fences = true;
-    c.full_ring = true;
-    run_decode({700, 17}, 8, 2, d, 64, c, 38);
-  }
-}
-
 TEST(AttentionDecode, Batch64) {
   std::vector<int> lens(64);
   std::mt19937 rng(3);
@@ -441,7 +378,8 @@ TEST(AttentionDecode, Context128k) {
 // before its first read): the cache holds a wrong last row until the append.
 void decode_after_append(const cuda::AttentionOptions& opt) {
   SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm, " cluster=",
-                   opt.decode_cluster_combine, " flat=", opt.decode_flat_split, " full_ring=", opt.decode_early_full_ring));
+                   opt.decode_cluster_combine, " full_ring=", opt.decode_early_full_ring, " early_l2=",
+                   opt.decode_early_l2_tiles, " bulk=", opt.decode_l2_bulk_prefetch));
   std::mt19937 rng(77);
   const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
   PagedCache cache;
@@ -502,11 +440,10 @@ TEST(AttentionDecode, AfterAppendInStream) {
   cuda::AttentionOptions cl;
   cl.decode_cluster_combine = true;
   decode_after_append(cl);
-  cuda::AttentionOptions flat;  // the flat split, with the early contract and the whole ring before the wait
-  flat.decode_flat_split = true;
-  decode_after_append(flat);
-  flat.decode_early_kv = flat.decode_early_full_ring = true;
-  decode_after_append(flat);
+  cuda::AttentionOptions ring;  // the whole ring and L2 prefetches (bulk) before the wait
+  ring.decode_early_kv = ring.decode_early_full_ring = ring.decode_l2_bulk_prefetch = true;
+  ring.decode_early_l2_tiles = 4;
+  decode_after_append(ring);
 }
 
 TEST(AttentionDecode, RefusesBadInput) {

@@ -141,8 +141,6 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
 
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt) {
   if (opt.decode_splits > 0) return std::min(opt.decode_splits, 1024);
-  if (const int n_cta = attn::decode_flat_ctas(opt, batch, n_kv_head); n_cta > 0)
-    return attn::decode_flat_slots(n_cta, n_kv_head);  // partial slots per kv head of the flat split
   // Cost model in 64-key units (one unit per warp step): waves of CTAs (decode_ctas_per_sm per SM) times the
   // steps of the longest warp plus one step of per-CTA start/drain, plus the final combine (one step, more for
   // many splits). Ties: fewer splits. (Without the per-CTA step, batch 64 x 32k chose 32 splits for a 0.7%
@@ -199,9 +197,9 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.n_split = n_split;
   p.kv_n_blocks = a.kv.kv_n_blocks;
   p.l2_prefetch_tiles = opt.decode_pdl ? std::clamp(opt.decode_l2_prefetch_tiles, 0, 64) : 0;
-  p.n_cta = attn::decode_flat_ctas(opt, a.batch, a.kv.n_kv_head);
   p.early_stages = opt.decode_early_full_ring ? 3 : 2;
-  p.release_fences = opt.decode_release_fences ? 1 : 0;
+  p.early_l2_tiles = std::clamp(opt.decode_early_l2_tiles, 0, 64);
+  p.l2_bulk = opt.decode_l2_bulk_prefetch ? 1 : 0;
   const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);
   p.lse_part = p.o_part + rows * a.kv.head_dim;

@@ -114,18 +114,17 @@ struct AttentionOptions {
   // (= default); batch 8 x 32k (2 splits) -1.1% (d64) / -0.5% (d128); where clusters do run at batch 1 (8
   // splits, or 2 CTAs per SM) they pack into few GPCs and lose 25-50%. Hence off by default.
   bool decode_cluster_combine = false;
-  // Decode: one CTA per SM over the flattened (kv head, 64-key unit) range of a sequence (SM count / batch CTAs
-  // per sequence, equal shares, so a CTA may produce partials for two kv heads) instead of an equal split count
-  // per kv head (8 kv heads x 16 splits leave 4 of 132 SMs idle). Applies where 2 x batch x n_kv_head <= SMs,
-  // with 4 warps, one CTA per SM, no cluster combine and no forced decode_splits. Off by default: under
-  // measurement (bench/RESULTS.md "Decode attention v6").
-  bool decode_flat_split = false;
-  // Decode: the split publish / combine use release / acquire fences (fence.acq_rel.gpu) instead of
-  // __threadfence (fence.sc.gpu). Off by default: under measurement ("Decode attention v6").
-  bool decode_release_fences = false;
   // Decode with decode_early_kv: issue all 3 ring stages of each warp before the PDL wait (192 KB per CTA)
-  // instead of 2. Off by default: under measurement ("Decode attention v6").
+  // instead of 2. Off by default: under measurement (bench/RESULTS.md "Decode attention v6").
   bool decode_early_full_ring = false;
+  // Decode with decode_early_kv: before the PDL wait, also prefetch into L2 this many of each warp's tiles
+  // after those issued into the ring (0 = none), so that the K/V loop after the wait starts from L2. Off by
+  // default: under measurement ("Decode attention v6").
+  int decode_early_l2_tiles = 0;
+  // Decode: the L2 prefetches before the PDL wait (decode_l2_prefetch_tiles, decode_early_l2_tiles) as one
+  // bulk prefetch (cp.async.bulk.prefetch.L2) per K / V row instead of one prefetch.global.L2 per 128-byte
+  // line. Off by default: under measurement ("Decode attention v6").
+  bool decode_l2_bulk_prefetch = false;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

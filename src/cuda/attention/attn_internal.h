@@ -47,10 +47,9 @@ struct DecodeParams {
   float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)
   unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
-  int n_cta;           // flat split (AttentionOptions::decode_flat_split): CTAs per sequence; 0 = off. Then
-                       // n_split is the partial slots per (sequence, kv head chunk)
-  int early_stages;    // ring stages issued before the PDL wait with EARLY (2, or 3 = the whole ring)
-  int release_fences;  // 1: publish / acquire with fence.acq_rel.gpu instead of __threadfence
+  int early_stages;    // EARLY: ring stages issued before the PDL wait (2, or 3 = the whole ring)
+  int early_l2_tiles;  // EARLY: tiles per warp prefetched into L2 before the wait, after the ring's
+  int l2_bulk;         // 1: L2 prefetches as cp.async.bulk.prefetch.L2 per K / V row
 };
 
 constexpr int DECODE_WARPS = 4;  // warps per decode CTA (192 KB of shared memory; 96 KB with 2 CTAs per SM)
@@ -63,14 +62,6 @@ struct DecodeLaunch {
   bool early_kv = false; // AttentionOptions::decode_early_kv (K/V tiles below the newest row before the wait)
   bool cluster = false;  // AttentionOptions::decode_cluster_combine (split combine in a cluster, through DSMEM)
 };
-
-// Flat split: CTAs per sequence for these options and this shape (SM count / batch), or 0 where the flat split
-// does not apply (option off, forced splits, 8 warps, 2 CTAs per SM, cluster combine, or 2 x batch x n_kv_head
-// above the SM count). With n > 0 the workspace holds decode_flat_slots(n, n_kv_head) partials per kv head.
-int decode_flat_ctas(const AttentionOptions& opt, int batch, int n_kv_head);
-// Partial slots per (sequence, kv head chunk) that n_cta flat CTAs per sequence can produce (at most two kv
-// head chunks per CTA: the chunks a head's keys are spread over, plus one at each end).
-inline int decode_flat_slots(int n_cta, int n_kv_head) { return (n_cta + n_kv_head - 1) / n_kv_head + 1; }
 
 cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
 cudaError_t launch_prefill_simple_d128(const PrefillParams& p, cudaStream_t s);

@@ -16,19 +16,12 @@
 namespace mk::cuda::attn {
 namespace {
 
-// Dynamic shared memory: the ring, plus (FLAT) the stash of a warp's first-segment state [W][16][D] f32.
-template <int D, int W, int CPS, bool FLAT>
-constexpr int smem_total() {
-  return smem_bytes<D, W, CPS>() + (FLAT ? W * HROWS * D * 4 : 0);
-}
-static_assert(smem_total<128, 4, 1, true>() + 2 * 2 * 4 * HROWS * 4 + 8 <= 227 * 1024, "flat d128 fits an SM");
-
-template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL, bool FLAT = false>
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 cudaError_t set_attrs() {
-  constexpr int smem = smem_total<D, W, CPS, FLAT>();
+  constexpr int smem = smem_bytes<D, W, CPS>();
   static bool attr_set = false;  // raise the dynamic shared-memory limit (and allow 16-CTA clusters) once
   if (!attr_set) {
-    const auto k = decode_kernel<D, W, CPS, TWO, EARLY, CL, FLAT>;
+    const auto k = decode_kernel<D, W, CPS, TWO, EARLY, CL>;
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e == cudaSuccess && CL) e = cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess) return e;
@@ -37,12 +30,12 @@ cudaError_t set_attrs() {
   return cudaSuccess;
 }
 
-template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL, bool FLAT = false>
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 cudaLaunchConfig_t make_cfg(const DecodeParams& p, cudaStream_t s, bool pdl, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = FLAT ? dim3(p.n_cta, 1, p.batch) : dim3(p.n_split, p.n_kv_head * ((p.group + HROWS - 1) / HROWS), p.batch);
+  cfg.gridDim = dim3(p.n_split, p.n_kv_head * ((p.group + HROWS - 1) / HROWS), p.batch);
   cfg.blockDim = dim3(32 * W);
-  cfg.dynamicSmemBytes = smem_total<D, W, CPS, FLAT>();
+  cfg.dynamicSmemBytes = smem_bytes<D, W, CPS>();
   cfg.stream = s;
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
@@ -90,7 +83,7 @@ int sm_count_here() {
   return n;
 }
 
-template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL, bool FLAT = false>
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
   if constexpr (CL) {
     // Use clusters only where one wave of them fits (else the counter combine: a cluster that must wait for a
@@ -101,26 +94,20 @@ cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
     if (cap <= 0 || (cap < clusters && int64_t(cap) * p.n_split * 8 < slots * 7))
       return launch_t<D, W, CPS, TWO, EARLY, false>(p, s, pdl);
   }
-  const cudaError_t e = set_attrs<D, W, CPS, TWO, EARLY, CL, FLAT>();
+  const cudaError_t e = set_attrs<D, W, CPS, TWO, EARLY, CL>();
   if (e != cudaSuccess) return e;
   cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg = make_cfg<D, W, CPS, TWO, EARLY, CL, FLAT>(p, s, pdl, attr);
-  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, CPS, TWO, EARLY, CL, FLAT>, p);
+  const cudaLaunchConfig_t cfg = make_cfg<D, W, CPS, TWO, EARLY, CL>(p, s, pdl, attr);
+  return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, CPS, TWO, EARLY, CL>, p);
 }
 
-template <int D, int W, int CPS, bool EARLY, bool CL = false, bool FLAT = false>
+template <int D, int W, int CPS, bool EARLY, bool CL = false>
 cudaError_t launch_two(const DecodeParams& p, cudaStream_t s, bool pdl) {
-  return p.group > 8 ? launch_t<D, W, CPS, true, EARLY, CL, FLAT>(p, s, pdl)
-                     : launch_t<D, W, CPS, false, EARLY, CL, FLAT>(p, s, pdl);
+  return p.group > 8 ? launch_t<D, W, CPS, true, EARLY, CL>(p, s, pdl) : launch_t<D, W, CPS, false, EARLY, CL>(p, s, pdl);
 }
 
 template <int D, int CPS>
 cudaError_t launch_w4(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& l) {
-  // Flat split: at least one CTA per kv head chunk (so that a CTA's share touches at most two chunks).
-  if constexpr (CPS == 1) {
-    if (p.n_cta > 0 && p.n_cta >= p.n_kv_head * ((p.group + HROWS - 1) / HROWS))
-      return l.early_kv ? launch_two<D, 4, 1, true, false, true>(p, s, l.pdl) : launch_two<D, 4, 1, false, false, true>(p, s, l.pdl);
-  }
   const bool cl = l.cluster && p.n_split >= 2 && p.n_split <= 16;
   if (cl) return l.early_kv ? launch_two<D, 4, CPS, true, true>(p, s, l.pdl) : launch_two<D, 4, CPS, false, true>(p, s, l.pdl);
   return l.early_kv ? launch_two<D, 4, CPS, true>(p, s, l.pdl) : launch_two<D, 4, CPS, false>(p, s, l.pdl);
@@ -133,14 +120,6 @@ cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& 
 }
 
 }  // namespace
-
-int decode_flat_ctas(const AttentionOptions& opt, int batch, int n_kv_head) {
-  if (!opt.decode_flat_split || opt.decode_splits > 0 || opt.decode_warps == 8 || opt.decode_ctas_per_sm == 2 ||
-      opt.decode_cluster_combine || batch <= 0 || n_kv_head <= 0)
-    return 0;
-  const int sms = sm_count_here();
-  return int64_t(2) * batch * n_kv_head <= sms ? sms / batch : 0;
-}
 
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l) {
   return head_dim == 64 ? launch_d<64>(p, s, l) : launch_d<128>(p, s, l);

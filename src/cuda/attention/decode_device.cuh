@@ -20,7 +20,7 @@ __host__ __device__ constexpr int tile_keys() {  // 16 KB of K+V per tile with 4
   return (W == 4 && CPS == 1 ? 64 : 32) * 64 / D;
 }
 template <int D, int W, int CPS>
-__host__ __device__ constexpr int smem_bytes() {  // W warps x NS stages x (K + V tile)
+constexpr int smem_bytes() {  // W warps x NS stages x (K + V tile)
   return W * NS * 2 * tile_keys<D, W, CPS>() * D * 2;
 }
 static_assert(smem_bytes<64, 4, 1>() == 196608 && smem_bytes<128, 4, 1>() == 196608 &&
@@ -71,7 +71,9 @@ __device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.
 __device__ __forceinline__ uint32_t ld_b32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// L2 prefetch of one K/V tile (n_valid rows of kv head hk from key0; 128-byte lines).
+// L2 prefetch of one K/V tile: n_valid rows of kv head hk from key0, as one prefetch.global.L2 per 128-byte
+// line or (bulk, DecodeParams::l2_bulk) one cp.async.bulk.prefetch.L2 per row of K and of V (D x 2 bytes). The
+// block index is clamped into the pool, so every address is inside the allocation whatever the table holds.
 template <int D>
 __device__ __forceinline__ void prefetch_tile_l2(const DecodeParams& p, const int32_t* bt_row, int hk, int key0,
                                                  int n_valid, int lane) {
@@ -79,6 +81,14 @@ __device__ __forceinline__ void prefetch_tile_l2(const DecodeParams& p, const in
   const int64_t row_stride = int64_t(p.n_kv_head) * D;
   const int blk = min(max(bt_row[key0 / p.block_size], 0), p.kv_n_blocks - 1);
   const int64_t base = ((int64_t(blk) * p.block_size + key0 % p.block_size) * p.n_kv_head + hk) * D;
+  if (p.l2_bulk) {
+    for (int r = lane; r < n_valid; r += 32) {
+      const int64_t off = base + r * row_stride;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.k + off), "n"(D * 2) : "memory");
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.v + off), "n"(D * 2) : "memory");
+    }
+    return;
+  }
   for (int c = lane; c < n_valid * LPR; c += 32) {
     const int64_t off = base + (c / LPR) * row_stride + (c % LPR) * 64;
     prefetch_l2(p.k + off);
@@ -86,12 +96,11 @@ __device__ __forceinline__ void prefetch_tile_l2(const DecodeParams& p, const in
   }
 }
 
-// Before the PDL wait, without the early-K/V contract: prefetch into L2 this warp's first n tiles of K and V
-// (128-byte lines), so that DRAM works during the previous kernel's tail. seq_lens_k and the block table may be
-// being written by that kernel: their values here only choose the lines (block indices clamped into the pool,
-// so every address is inside the allocation); the kernel re-reads both after the wait (the wait's "memory"
-// clobber keeps the compiler from reusing these loads) and L2 is coherent, so a stale choice only wastes a
-// prefetch. Same split arithmetic as the kernel.
+// Before the PDL wait, without the early-K/V contract: prefetch into L2 this warp's first n tiles of K and V,
+// so that DRAM works during the previous kernel's tail. seq_lens_k and the block table may be being written by
+// that kernel: their values here only choose the lines (block indices clamped into the pool); the kernel
+// re-reads both after the wait (the wait's "memory" clobber keeps the compiler from reusing these loads) and L2
+// is coherent, so a stale choice only wastes a prefetch. Same split arithmetic as the kernel.
 template <int D, int W, int TK>
 __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int b, int split, int hk, int warp,
                                                      int lane) {
@@ -107,46 +116,6 @@ __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int 
     if (n_valid <= 0) break;
     prefetch_tile_l2<D>(p, bt_row, hk, key0, n_valid, lane);
   }
-}
-
-// Flat split (DecodeParams::n_cta > 0): the share of a sequence's flattened (kv head chunk y, 64-key unit) range
-// that CTA c of G covers, units [c T / G, (c + 1) T / G) with T = n_y x units (G clamped to T, so no share is
-// empty), as at most two segments (G >= n_y, so a share of at most `units` units touches at most two chunks).
-// A chunk's partials are numbered by CTA (key order), so the combine order is fixed.
-struct FlatSeg {
-  int y;               // kv head chunk: kv head y / n_chunks, query heads from (y % n_chunks) x 16
-  int k_begin, k_end;  // keys of chunk y in this share
-  int slot, n_parts;   // this CTA's partial slot for chunk y; CTAs whose shares touch chunk y
-};
-__device__ __forceinline__ int flat_segments(int kv_len, int n_y, int c, int G, FlatSeg (&sg)[2]) {
-  const int units = max(1, (kv_len + 63) / 64);  // kv_len 0: one empty unit (zero output, as the split path)
-  const int64_t T = int64_t(n_y) * units, Ge = min(int64_t(G), T);
-  if (c >= Ge) return 0;
-  const int64_t lo = c * T / Ge, hi = (c + 1) * T / Ge;
-  const auto cta_of = [&](int64_t x) { return int(((x + 1) * Ge - 1) / T); };  // the share holding unit x
-  int n = 0;
-  for (int64_t x = lo; x < hi && n < 2; ++n) {
-    const int y = int(x / units);
-    const int64_t y0 = int64_t(y) * units, end = min(hi, y0 + units);
-    const int first = cta_of(y0);
-    sg[n].y = y;
-    sg[n].k_begin = int(x - y0) * 64;
-    sg[n].k_end = min(kv_len, int(end - y0) * 64);
-    sg[n].slot = c - first;
-    sg[n].n_parts = cta_of(y0 + units - 1) - first + 1;
-    x = end;
-  }
-  return n;
-}
-
-// Publish (release) and acquire fences of the split combine: __threadfence (fence.sc.gpu) or, with
-// DecodeParams::release_fences, fence.acq_rel.gpu (enough for the message pattern: partial stores, fence,
-// arrival atomic / arrival atomic, fence, partial loads).
-__device__ __forceinline__ void split_fence(const DecodeParams& p) {
-  if (p.release_fences)
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  else
-    __threadfence();
 }
 
 // Arrival on a (sequence, kv head) counter [CTR_MAGIC:32 | count:32]; returns true for the n-th arrival, which

@@ -13,11 +13,8 @@ namespace {
 // kernel read seq_lens_k, the block table and every K/V row but the newest of each sequence before its PDL
 // wait, so the first tiles stream while the previous kernel finishes. CL: the grid is launched in clusters of
 // n_split CTAs (one cluster = the splits of one (sequence, kv head chunk)); the partials stay in shared memory
-// and are combined through DSMEM after a cluster barrier (no workspace, fence or counter). FLAT (4 warps, one CTA
-// per SM, not CL): grid (n_cta, 1, batch), each CTA takes an equal share of its sequence's flattened (kv head
-// chunk, key) range (flat_segments): up to two segments; a warp's tiles run through the first segment's into
-// the second's, its first-segment state parked in a shared-memory stash after the ring at the switch.
-template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL, bool FLAT = false>
+// and are combined through DSMEM after a cluster barrier (no workspace, fence or counter).
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
   constexpr int THREADS = 32 * W;
   constexpr int TK = tile_keys<D, W, CPS>();
@@ -28,9 +25,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   constexpr int STAGE = 2 * TK * D;  // elements: K tile [TK][D] then V tile [TK][D], rows swizzled
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ float s_m[W][HROWS], s_l[W][HROWS];
-  __shared__ float s_m2[FLAT ? W : 1][HROWS], s_l2[FLAT ? W : 1][HROWS];  // FLAT: first segment's warp states
-  __shared__ int s_last, s_last_b;
-  static_assert(!FLAT || (W == 4 && CPS == 1 && !CL), "flat split: 4 warps, one CTA per SM, no cluster");
+  __shared__ int s_last;
 
 #if MK_DECODE_TRACE
   unsigned long long tr_[6] = {};
@@ -38,98 +33,53 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   TR_STAMP(0);
   const int b = blockIdx.z, split = blockIdx.x;
   const int n_chunks = (p.group + HROWS - 1) / HROWS;
-  const int n_y = p.n_kv_head * n_chunks;  // kv head chunks per sequence
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
-  FlatSeg sg[2];
+  const int hk = blockIdx.y / n_chunks;
   // Without EARLY everything below reads q / seq_lens / K/V that the previous kernel may have written.
   if constexpr (!EARLY) {
-    if (p.l2_prefetch_tiles > 0) {
-      if constexpr (FLAT) {  // the same guess from the lengths as it is now (see prefetch_first_tiles)
-        const int len0 = max(0, min(p.seq_lens_k[b], p.kv_capacity));
-        const int ns0 = p.kv_n_blocks > 0 ? flat_segments(len0, n_y, blockIdx.x, p.n_cta, sg) : 0;
-        const int nt0 = ns0 > 0 ? (sg[0].k_end - sg[0].k_begin + TK - 1) / TK : 0;
-        for (int i = 0; i < p.l2_prefetch_tiles && ns0 > 0; ++i) {
-          const int j = warp + i * W, s1 = j >= nt0 ? 1 : 0;
-          if (s1 >= ns0) break;
-          const int key0 = sg[s1].k_begin + (j - s1 * nt0) * TK, n_valid = min(TK, sg[s1].k_end - key0);
-          if (n_valid <= 0) break;
-          prefetch_tile_l2<D>(p, bt_row, sg[s1].y / n_chunks, key0, n_valid, lane);
-        }
-      } else {
-        prefetch_first_tiles<D, W, TK>(p, b, split, blockIdx.y / n_chunks, warp, lane);
-      }
-    }
+    if (p.l2_prefetch_tiles > 0) prefetch_first_tiles<D, W, TK>(p, b, split, hk, threadIdx.x / 32, threadIdx.x % 32);
     griddep_wait();
     griddep_launch();
     TR_STAMP(1);
   }
 
+  const int h0 = hk * p.group + (blockIdx.y % n_chunks) * HROWS;
+  const int n_h = min(HROWS, hk * p.group + p.group - h0);
   const int kv_len = max(0, min(p.seq_lens_k[b], p.kv_capacity));
-  // Segment A (the split's keys; FLAT: the share's first segment) and B (FLAT only: the second kv head chunk).
-  int y_a, k_begin, k_end, n_parts_a, slot_a;
-  int y_b = 0, k_begin_b = 0, k_end_b = 0, n_parts_b = 1, slot_b = 0, n_seg = 1;
-  if constexpr (FLAT) {
-    n_seg = flat_segments(kv_len, n_y, blockIdx.x, p.n_cta, sg);
-    if (n_seg == 0) return;
-    y_a = sg[0].y, k_begin = sg[0].k_begin, k_end = sg[0].k_end, n_parts_a = sg[0].n_parts, slot_a = sg[0].slot;
-    if (n_seg == 2) y_b = sg[1].y, k_begin_b = sg[1].k_begin, k_end_b = sg[1].k_end, n_parts_b = sg[1].n_parts, slot_b = sg[1].slot;
-  } else {
-    // Split boundaries in 64-key units (same arithmetic in every CTA of the sequence).
-    const int units = (kv_len + 63) / 64;
-    const int per = max(1, (units + p.n_split - 1) / p.n_split);
-    const int n_used = max(1, (units + per - 1) / per);
-    // CL: a split past the keys still takes part in the cluster barriers (with an empty partial), unless there
-    // is a single split, which writes the output itself (every CTA computes the same n_used: no barrier runs).
-    if (split >= n_used && (!CL || n_used == 1)) return;
-    y_a = blockIdx.y, k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
-    n_parts_a = n_used, slot_a = split;
-  }
-  const int n_used = n_parts_a;  // (CL: the splits of the cluster)
-  const int hk = y_a / n_chunks, hk_b = y_b / n_chunks;
-  const int h0 = hk * p.group + (y_a % n_chunks) * HROWS, h0_b = hk_b * p.group + (y_b % n_chunks) * HROWS;
-  const int n_h = min(HROWS, hk * p.group + p.group - h0), n_h_b = min(HROWS, hk_b * p.group + p.group - h0_b);
+  // Split boundaries in 64-key units (same arithmetic in every CTA of the sequence).
+  const int units = (kv_len + 63) / 64;
+  const int per = max(1, (units + p.n_split - 1) / p.n_split);
+  const int n_used = max(1, (units + per - 1) / per);
+  // CL: a split past the keys still takes part in the cluster barriers (with an empty partial), unless there is
+  // a single split, which writes the output itself (every CTA computes the same n_used: no barrier is run).
+  if (split >= n_used && (!CL || n_used == 1)) return;
+  const int k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
   const int n_tiles = max(0, (k_end - k_begin + TK - 1) / TK);
-  const int n_all = n_tiles + (n_seg == 2 ? max(0, (k_end_b - k_begin_b + TK - 1) / TK) : 0);
-  const int my_tiles = warp < n_all ? (n_all - warp + W - 1) / W : 0;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int my_tiles = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
 
   // Q as mma A fragments: rows = query heads h0 + row (rows >= n_h are zero), columns = dims.
-  uint32_t qf[KSTEPS][4], qf_b[FLAT ? KSTEPS : 1][4];
-  auto load_q_of = [&](uint32_t(&f)[KSTEPS][4], int h0_, int n_h_) {
-    const bf16* q0 = p.q + (int64_t(b) * p.n_head + h0_) * D + 2 * t;
+  uint32_t qf[KSTEPS][4];
+  auto load_q = [&] {
+    const bf16* q0 = p.q + (int64_t(b) * p.n_head + h0) * D + 2 * t;
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
-      f[kk][0] = g < n_h_ ? ld_b32(q0 + g * D + kk * 16) : 0u;
-      f[kk][2] = g < n_h_ ? ld_b32(q0 + g * D + kk * 16 + 8) : 0u;
-      f[kk][1] = TWO && g + 8 < n_h_ ? ld_b32(q0 + (g + 8) * D + kk * 16) : 0u;
-      f[kk][3] = TWO && g + 8 < n_h_ ? ld_b32(q0 + (g + 8) * D + kk * 16 + 8) : 0u;
+      qf[kk][0] = g < n_h ? ld_b32(q0 + g * D + kk * 16) : 0u;
+      qf[kk][2] = g < n_h ? ld_b32(q0 + g * D + kk * 16 + 8) : 0u;
+      qf[kk][1] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16) : 0u;
+      qf[kk][3] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16 + 8) : 0u;
     }
-  };
-  auto load_q = [&] {
-    load_q_of(qf, h0, n_h);
-    if constexpr (FLAT)
-      if (n_seg == 2) load_q_of(qf_b, h0_b, n_h_b);
   };
   if constexpr (!EARLY) load_q();
 
   bf16* ring = reinterpret_cast<bf16*>(smem_raw) + warp * NS * STAGE;
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
   const int64_t row_stride = int64_t(p.n_kv_head) * D;
-  // Where this warp's i-th tile lies: kv head, first key, end of its segment's keys.
-  auto tile_at = [&](int i, int& thk, int& key0, int& kend) {
-    const int j = warp + i * W;
-    if (!FLAT || j < n_tiles) {
-      thk = hk, key0 = k_begin + j * TK, kend = k_end;
-    } else {
-      thk = hk_b, key0 = k_begin_b + (j - n_tiles) * TK, kend = k_end_b;
-    }
-  };
   // Issues this warp's i-th tile into stage i % NS; rows past k_end are zero-filled (never read from global).
   auto issue = [&](int i) {
-    int thk, key0, kend;
-    tile_at(i, thk, key0, kend);
-    const int n_valid = min(TK, kend - key0);
+    const int key0 = k_begin + (warp + i * W) * TK;
+    const int n_valid = min(TK, k_end - key0);
     // A tile never straddles a pool block: key0 % TK == 0 and block_size % 64 == 0.
-    const int64_t base = paged_row(bt_row, p.block_size, p.n_kv_head, D, key0, thk);
+    const int64_t base = paged_row(bt_row, p.block_size, p.n_kv_head, D, key0, hk);
     bf16* sk = ring + (i % NS) * STAGE;
     bf16* sv = sk + TK * D;
 #pragma unroll
@@ -145,15 +95,20 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   if constexpr (EARLY) {
     // Only tiles that end below the newest position kv_len - 1 (the previous kernel may be the one appending
     // it); this warp's tiles come in key order, so they form a prefix.
-    // (FLAT: a segment that reaches the next chunk ends at its head's newest row: the prefix stops there.)
+    // (p.early_stages = NS: the whole ring, the loop below then skips the issue of tile NS - 1.)
 #pragma unroll
     for (; n_pre < NS && n_pre < p.early_stages && n_pre < my_tiles; ++n_pre) {
-      int thk, key0, kend;
-      tile_at(n_pre, thk, key0, kend);
-      if (min(kend, key0 + TK) > kv_len - 1) break;
+      if (min(k_end, k_begin + (warp + n_pre * W) * TK + TK) > kv_len - 1) break;
       issue(n_pre);
       cp_async_commit();
     }
+    // The next tiles into L2 (p.early_l2_tiles): the cp.async after the wait then starts from L2. A prefetch is
+    // only a hint and L2 is coherent, so a tile holding the newest row may be among them.
+    if (p.kv_n_blocks > 0)
+      for (int i = n_pre; i < n_pre + p.early_l2_tiles && i < my_tiles; ++i) {
+        const int key0 = k_begin + (warp + i * W) * TK;
+        prefetch_tile_l2<D>(p, bt_row, hk, key0, min(TK, k_end - key0), lane);
+      }
     griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
     griddep_launch();
     TR_STAMP(1);
@@ -171,60 +126,23 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY};  // running max (log2 units, scaled) of rows g, g + 8
   float l_run[2] = {0.f, 0.f};              // this thread's partial row sums
-  // This warp's state (O, max, quad-summed row sums) into shared memory rows [W][HROWS][D] f32 + s_m / s_l, for
-  // the CTA's warp combine; `empty`: the state of a warp without tiles (zeros, -inf), whatever it holds.
-  auto put_warp = [&](float* so, float (*sm)[HROWS], float (*sl)[HROWS], int n_rows, bool empty) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float l = empty ? 0.f : l_run[r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int row = g + 8 * r;
-      if (row < n_rows) {
-#pragma unroll
-        for (int j = 0; j < DT; ++j)
-          *reinterpret_cast<float2*>(so + (warp * HROWS + row) * D + j * 8 + 2 * t) =
-              empty ? make_float2(0.f, 0.f) : make_float2(o[j][2 * r], o[j][2 * r + 1]);
-        if (t == 0) {
-          sm[warp][row] = empty ? -INFINITY : m_run[r];
-          sl[warp][row] = l;
-        }
-      }
-    }
-  };
-  float* stash = reinterpret_cast<float*>(smem_raw + smem_bytes<D, W, CPS>());  // FLAT: [W][HROWS][D] f32
 
   for (int i = 0; i < my_tiles; ++i) {
     if (i + NS - 1 < my_tiles && i + NS - 1 >= n_pre) issue(i + NS - 1);  // into the stage computed in i - 1
     cp_async_commit();
     cp_async_wait<NS - 1>();  // tile i has landed (for this lane) ...
     __syncwarp();             // ... and for every lane of the warp
-    int thk, key0, kend;
-    tile_at(i, thk, key0, kend);
-    if constexpr (FLAT) {
-      const int j = warp + i * W;
-      if (j >= n_tiles && j - W < n_tiles) {  // this warp's first tile of segment B
-        if (i > 0) put_warp(stash, s_m2, s_l2, n_h, false);  // park segment A's state
-#pragma unroll
-        for (int jj = 0; jj < DT; ++jj) o[jj][0] = o[jj][1] = o[jj][2] = o[jj][3] = 0.f;
-        m_run[0] = m_run[1] = -INFINITY;
-        l_run[0] = l_run[1] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) qf[kk][e] = qf_b[kk][e];
-      }
-    }
     const bf16* sk = ring + (i % NS) * STAGE;
     const bf16* sv = sk + TK * D;
     float s[NT][4];
     warp_qk<D>(s, qf, sk, lane);
-    if (key0 + TK > kend) {  // (kend: the end of this tile's segment)
+    const int key0 = k_begin + (warp + i * W) * TK;
+    if (key0 + TK > k_end) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (key0 + j * 8 + 2 * t + (e & 1) >= kend) s[j][e] = -INFINITY;
+          if (key0 + j * 8 + 2 * t + (e & 1) >= k_end) s[j][e] = -INFINITY;
     }
     // Online softmax per live row; every tile holds at least one valid key, so m_new is finite.
     uint32_t pf[TK / 16][4];
@@ -264,66 +182,62 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   __syncthreads();  // all rings drained: the shared memory is reused below
   TR_STAMP(2);
 
-  // Combine the warps: s_o [W][HROWS][D] f32 (FLAT with two segments: B there, A in the stash).
+  // Combine the warps: s_o [W][HROWS][D] f32.
   float* s_o = reinterpret_cast<float*>(smem_raw);
-  if (!FLAT || n_seg == 1) {
-    put_warp(s_o, s_m, s_l, n_h, false);
-  } else {
-    const bool had_a = my_tiles > 0 && warp < n_tiles;                       // A's state parked at the switch
-    const bool had_b = my_tiles > 0 && warp + (my_tiles - 1) * W >= n_tiles;  // the registers hold B's
-    put_warp(had_b ? s_o : stash, had_b ? s_m : s_m2, had_b ? s_l : s_l2, had_b ? n_h_b : n_h, false);
-    if (!had_a || !had_b) put_warp(had_b ? stash : s_o, had_b ? s_m2 : s_m, had_b ? s_l2 : s_l, had_b ? n_h : n_h_b, true);
-  }
-  __syncthreads();
-  // One segment's warps combined: the final output (its only part) or its partial (slot of n_parts).
-  auto combine_warps = [&](const float* so, float (*sm)[HROWS], float (*sl)[HROWS], int n_rows, int64_t head0_,
-                           int n_parts, int slot) {
-    for (int idx = threadIdx.x; idx < n_rows * (D / 4); idx += THREADS) {
-      const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
-      float mx = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < W; ++w) mx = fmaxf(mx, sm[w][i]);
-      float lsum = 0.f;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (mx != -INFINITY) {
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = g + 8 * r;
+    if (row < n_h) {
 #pragma unroll
-        for (int w = 0; w < W; ++w) {
-          const float wt = exp2_mufu(sm[w][i] - mx);
-          lsum += sl[w][i] * wt;
-          const float4 v = *reinterpret_cast<const float4*>(so + (w * HROWS + i) * D + d);
-          acc.x = fmaf(wt, v.x, acc.x);
-          acc.y = fmaf(wt, v.y, acc.y);
-          acc.z = fmaf(wt, v.z, acc.z);
-          acc.w = fmaf(wt, v.w, acc.w);
-        }
-      }
-      const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
-      acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-      const float lse2 = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
-      if (n_parts == 1) {  // the only split: final output
-        store_bf16x4(p.out + (head0_ + i) * D + d, acc);
-        if (p.lse && d == 0) p.lse[head0_ + i] = lse2 * LN2;
-      } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
-        float* s_part = s_o + W * HROWS * D;
-        *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
-        if (d == 0) s_part[HROWS * D + i] = lse2;
-      } else {
-        const int64_t row = (head0_ + i) * p.n_split + slot;
-        *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
-        if (d == 0) p.lse_part[row] = lse2;
+      for (int j = 0; j < DT; ++j)
+        *reinterpret_cast<float2*>(s_o + (warp * HROWS + row) * D + j * 8 + 2 * t) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+      if (t == 0) {
+        s_m[warp][row] = m_run[r];
+        s_l[warp][row] = l;
       }
     }
-  };
-  const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
-  const int64_t head0_b = int64_t(b) * p.n_head + h0_b;
-  if (!FLAT || n_seg == 1) {
-    combine_warps(s_o, s_m, s_l, n_h, head0, n_parts_a, slot_a);
-  } else {
-    combine_warps(stash, s_m2, s_l2, n_h, head0, n_parts_a, slot_a);
-    combine_warps(s_o, s_m, s_l, n_h_b, head0_b, n_parts_b, slot_b);
   }
-  const bool pub_b = FLAT && n_seg == 2 && n_parts_b > 1;
-  if (n_parts_a == 1 && !pub_b) return;
+  __syncthreads();
+  const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) mx = fmaxf(mx, s_m[w][i]);
+    float lsum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        const float wt = exp2_mufu(s_m[w][i] - mx);
+        lsum += s_l[w][i] * wt;
+        const float4 v = *reinterpret_cast<const float4*>(s_o + (w * HROWS + i) * D + d);
+        acc.x = fmaf(wt, v.x, acc.x);
+        acc.y = fmaf(wt, v.y, acc.y);
+        acc.z = fmaf(wt, v.z, acc.z);
+        acc.w = fmaf(wt, v.w, acc.w);
+      }
+    }
+    const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
+    acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    const float lse2 = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
+    if (n_used == 1) {  // the only split: final output
+      store_bf16x4(p.out + (head0 + i) * D + d, acc);
+      if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
+    } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
+      float* s_part = s_o + W * HROWS * D;
+      *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
+      if (d == 0) s_part[HROWS * D + i] = lse2;
+    } else {
+      const int64_t row = (head0 + i) * p.n_split + split;
+      *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
+      if (d == 0) p.lse_part[row] = lse2;
+    }
+  }
+  if (n_used == 1) return;
 
   if constexpr (CL) {
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -347,39 +261,33 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     return;
   }
 
-  // Publish the partial(s), then arrive; the last arrival combines all splits of its (sequence, kv head chunk).
+  // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
   TR_STAMP(3);
-  split_fence(p);
+  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) s_last = n_parts_a > 1 && arrive_last(p.counters + (int64_t(b) * n_y + y_a), unsigned(n_parts_a));
-  if (FLAT && threadIdx.x == 32) s_last_b = pub_b && arrive_last(p.counters + (int64_t(b) * n_y + y_b), unsigned(n_parts_b));
+  if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
   __syncthreads();
   TR_STAMP(4);
-  const bool last_b = FLAT && s_last_b;
-  if (!s_last && !last_b) {
+  if (!s_last) {
     TR_STAMP(5);
     TR_STORE(0);
     return;
   }
-  split_fence(p);
+  __threadfence();
   // One pass per (head, 4 dims) with a running max, so that every split's loads are independent (in flight
   // together, 8 per unrolled step) instead of the LSEs first and the outputs after.
-  auto combine_splits = [&](int64_t head0_, int n_rows, int n_parts) {
-    for (int idx = threadIdx.x; idx < n_rows * (D / 4); idx += THREADS) {
-      const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
-      const int64_t row0 = (head0_ + i) * p.n_split;
-      float m = -INFINITY, sum = 0.f;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
+    const int64_t row0 = (head0 + i) * p.n_split;
+    float m = -INFINITY, sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
-      for (int sp = 0; sp < n_parts; ++sp) {
-        merge_split(__ldcg(p.lse_part + row0 + sp),
-                    __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)), m, sum, acc);
-      }
-      store_merged<D>(p, head0_ + i, d, m, sum, acc);
+    for (int sp = 0; sp < n_used; ++sp) {
+      merge_split(__ldcg(p.lse_part + row0 + sp), __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)),
+                  m, sum, acc);
     }
-  };
-  if (s_last) combine_splits(head0, n_h, n_parts_a);
-  if (last_b) combine_splits(head0_b, n_h_b, n_parts_b);
+    store_merged<D>(p, head0 + i, d, m, sum, acc);
+  }
   TR_STAMP(5);
   TR_STORE(1);
 }
