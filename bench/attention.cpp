@@ -418,10 +418,10 @@ void decode_cluster() {
 
 // Decode options of the 'decv6' / 'dectrace' variants: early contract, whole ring before the wait, L2 tiles after
 // the ring (early), L2 prefetch tiles before the wait (no contract), bulk L2 prefetches.
-cuda::AttentionOptions v6_opts(bool early, bool full, int early_l2, bool bulk, int l2_tiles = 2) {
+cuda::AttentionOptions v6_opts(bool early, int stages, int early_l2, bool bulk, int l2_tiles = 2) {
   cuda::AttentionOptions o;
   o.decode_early_kv = early;
-  o.decode_early_full_ring = full;
+  o.decode_early_stages = stages;
   o.decode_early_l2_tiles = early_l2;
   o.decode_l2_bulk_prefetch = bulk;
   o.decode_l2_prefetch_tiles = l2_tiles;
@@ -434,24 +434,29 @@ cuda::AttentionOptions v6_opts(bool early, bool full, int early_l2, bool bulk, i
 void decode_v6() {
   const double ceiling = decode_read_ceiling();
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    decode_time(st, true, v6_opts(false, false, 0, false), "default", ceiling);
-    decode_time(st, true, v6_opts(false, false, 0, true), "bulk", ceiling);
-    decode_time(st, true, v6_opts(false, false, 0, true, 4), "bulk_pref4", ceiling);
-    decode_time(st, true, v6_opts(true, false, 0, false), "early", ceiling);
-    decode_time(st, true, v6_opts(true, true, 0, false), "early_full", ceiling);
-    decode_time(st, true, v6_opts(true, false, 1, false), "early_l2_1", ceiling);
-    decode_time(st, true, v6_opts(true, false, 2, false), "early_l2_2", ceiling);
-    decode_time(st, true, v6_opts(true, false, 2, true), "early_l2_2_bulk", ceiling);
-    decode_time(st, true, v6_opts(true, false, 4, true), "early_l2_4_bulk", ceiling);
-    decode_time(st, true, v6_opts(true, true, 2, true), "early_full_l2_2_bulk", ceiling);
+    decode_time(st, true, v6_opts(false, 0, 0, false), "default", ceiling);
+    decode_time(st, true, v6_opts(false, 0, 0, true), "bulk", ceiling);
+    decode_time(st, true, v6_opts(false, 0, 0, true, 4), "bulk_pref4", ceiling);
+    decode_time(st, true, v6_opts(true, 0, 0, false), "early", ceiling);
+    decode_time(st, true, v6_opts(true, 1, 0, false), "early_s1", ceiling);
+    decode_time(st, true, v6_opts(true, 3, 0, false), "early_s3", ceiling);
+    decode_time(st, true, v6_opts(true, 0, 1, false), "early_l2_1", ceiling);
+    decode_time(st, true, v6_opts(true, 0, 2, false), "early_l2_2", ceiling);
+    decode_time(st, true, v6_opts(true, 0, 2, true), "early_l2_2_bulk", ceiling);
+    decode_time(st, true, v6_opts(true, 0, 4, true), "early_l2_4_bulk", ceiling);
+    decode_time(st, true, v6_opts(true, 1, 3, true), "early_s1_l2_3_bulk", ceiling);
+    decode_time(st, true, v6_opts(true, 3, 2, true), "early_s3_l2_2_bulk", ceiling);
     if (batch == 1) {
-      cuda::AttentionOptions cps2 = v6_opts(true, false, 2, true);
+      cuda::AttentionOptions cps2 = v6_opts(true, 0, 0, false);
       cps2.decode_ctas_per_sm = 2;
+      decode_time(st, true, cps2, "cps2_early", ceiling);
+      cps2.decode_early_l2_tiles = 2;
+      cps2.decode_l2_bulk_prefetch = true;
       decode_time(st, true, cps2, "cps2_early_l2_2_bulk", ceiling);
-      decode_time(st, false, v6_opts(false, false, 0, false), "default", ceiling);  // hot
+      decode_time(st, false, v6_opts(false, 0, 0, false), "default", ceiling);  // hot
     }
-    decode_time(st, true, v6_opts(false, false, 0, false), "default_again", ceiling);
-    decode_time(st, true, v6_opts(true, false, 0, false), "early_again", ceiling);
+    decode_time(st, true, v6_opts(false, 0, 0, false), "default_again", ceiling);
+    decode_time(st, true, v6_opts(true, 0, 0, false), "early_again", ceiling);
   });
 }
 
@@ -464,7 +469,7 @@ void decode_trace() {
   for (int d : {64, 128})
     for (int variant = 0; variant < 4; ++variant) {
     DecodeSetup st(d, 32768, 1);
-    const cuda::AttentionOptions opt = v6_opts(variant > 0, false, variant >= 2 ? 2 : 0, variant == 3);
+    const cuda::AttentionOptions opt = v6_opts(variant > 0, 0, variant >= 2 ? 2 : 0, variant == 3);
     const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
     cudaStream_t s;
     ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -24,7 +24,7 @@ struct DecodeCase {
   bool early_kv = false;   // AttentionOptions::decode_early_kv
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
-  bool full_ring = false;  // AttentionOptions::decode_early_full_ring
+  int early_stages = 0;    // AttentionOptions::decode_early_stages
   int early_l2 = 0;        // AttentionOptions::decode_early_l2_tiles
   bool bulk = false;       // AttentionOptions::decode_l2_bulk_prefetch
 };
@@ -38,7 +38,7 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_early_kv = c.early_kv;
   opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
   opt.decode_cluster_combine = c.cluster;
-  opt.decode_early_full_ring = c.full_ring;
+  opt.decode_early_stages = c.early_stages;
   opt.decode_early_l2_tiles = c.early_l2;
   opt.decode_l2_bulk_prefetch = c.bulk;
   return opt;
@@ -69,7 +69,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " full_ring=", c.full_ring,
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " early_stages=", c.early_stages,
                    " early_l2=", c.early_l2, " bulk=", c.bulk));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
@@ -191,7 +191,7 @@ TEST(AttentionDecode, L2PrefetchDepths) {
     }
 }
 
-// Before the PDL wait under the early contract: the whole ring (3 stages; the loop then skips its first issue),
+// Before the PDL wait under the early contract: 1 ring stage, the whole ring (3; the loop then skips its first issue),
 // L2 prefetches of the tiles after the ring (none, 2, more than a warp has), per line and bulk; lengths whose
 // newest row falls in a warp's first, second, third or a later tile (the prefix stops there), 1-key contexts,
 // GQA with live rows g + 8, forced and chosen splits, capacity far above the lengths; and the bulk form of the
@@ -199,11 +199,11 @@ TEST(AttentionDecode, L2PrefetchDepths) {
 TEST(AttentionDecode, EarlyRingAndL2Prefetch) {
   uint32_t seed = 1300;
   for (int d : {64, 128}) {
-    for (const auto& [full, l2, bulk] : {std::tuple{true, 0, false}, std::tuple{false, 2, false},
-                                         std::tuple{false, 2, true}, std::tuple{true, 64, true}}) {
+    for (const auto& [stages, l2, bulk] : {std::tuple{3, 0, false}, std::tuple{0, 2, false}, std::tuple{1, 2, true},
+                                           std::tuple{3, 64, true}}) {
       DecodeCase c;
       c.early_kv = true;
-      c.full_ring = full;
+      c.early_stages = stages;
       c.early_l2 = l2;
       c.bulk = bulk;
       for (int ratio : {4, 12}) run_decode({1, 2, 17, 64, 65, 129, 193, 257, 700}, 2 * ratio, 2, d, 64, c, seed++);
@@ -301,7 +301,8 @@ TEST(AttentionSanitize, DecodeSmall) {
     run_decode({200, 17}, 24, 2, d, 64, c, 34);
     DecodeCase e;  // early contract, the whole ring and bulk L2 prefetches before the wait
     e.splits = 2;
-    e.early_kv = e.full_ring = e.bulk = true;
+    e.early_kv = e.bulk = true;
+    e.early_stages = 3;
     e.early_l2 = 2;
     run_decode({3000, 17}, 8, 2, d, 64, e, 35);
   }
@@ -378,7 +379,7 @@ TEST(AttentionDecode, Context128k) {
 // before its first read): the cache holds a wrong last row until the append.
 void decode_after_append(const cuda::AttentionOptions& opt) {
   SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm, " cluster=",
-                   opt.decode_cluster_combine, " full_ring=", opt.decode_early_full_ring, " early_l2=",
+                   opt.decode_cluster_combine, " early_stages=", opt.decode_early_stages, " early_l2=",
                    opt.decode_early_l2_tiles, " bulk=", opt.decode_l2_bulk_prefetch));
   std::mt19937 rng(77);
   const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
@@ -441,7 +442,8 @@ TEST(AttentionDecode, AfterAppendInStream) {
   cl.decode_cluster_combine = true;
   decode_after_append(cl);
   cuda::AttentionOptions ring;  // the whole ring and L2 prefetches (bulk) before the wait
-  ring.decode_early_kv = ring.decode_early_full_ring = ring.decode_l2_bulk_prefetch = true;
+  ring.decode_early_kv = ring.decode_l2_bulk_prefetch = true;
+  ring.decode_early_stages = 3;
   ring.decode_early_l2_tiles = 4;
   decode_after_append(ring);
 }

@@ -197,7 +197,7 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.n_split = n_split;
   p.kv_n_blocks = a.kv.kv_n_blocks;
   p.l2_prefetch_tiles = opt.decode_pdl ? std::clamp(opt.decode_l2_prefetch_tiles, 0, 64) : 0;
-  p.early_stages = opt.decode_early_full_ring ? 3 : 2;
+  p.early_stages = opt.decode_early_stages > 0 ? std::min(opt.decode_early_stages, 3) : 2;
   p.early_l2_tiles = std::clamp(opt.decode_early_l2_tiles, 0, 64);
   p.l2_bulk = opt.decode_l2_bulk_prefetch ? 1 : 0;
   const size_t rows = size_t(a.batch) * a.n_head * n_split;

@@ -114,9 +114,9 @@ struct AttentionOptions {
   // (= default); batch 8 x 32k (2 splits) -1.1% (d64) / -0.5% (d128); where clusters do run at batch 1 (8
   // splits, or 2 CTAs per SM) they pack into few GPCs and lose 25-50%. Hence off by default.
   bool decode_cluster_combine = false;
-  // Decode with decode_early_kv: issue all 3 ring stages of each warp before the PDL wait (192 KB per CTA)
-  // instead of 2. Off by default: under measurement (bench/RESULTS.md "Decode attention v6").
-  bool decode_early_full_ring = false;
+  // Decode with decode_early_kv: ring stages of each warp issued before the PDL wait, 0 = default (2: 128 KB per
+  // CTA), 1 .. 3 (3 = the whole ring, 192 KB). Under measurement (bench/RESULTS.md "Decode attention v6").
+  int decode_early_stages = 0;
   // Decode with decode_early_kv: before the PDL wait, also prefetch into L2 this many of each warp's tiles
   // after those issued into the ring (0 = none), so that the K/V loop after the wait starts from L2. Off by
   // default: under measurement ("Decode attention v6").
