@@ -14,21 +14,13 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // 16-byte read-only load of streamed data (weights): not kept in L1, read once per step. No L2 prefetch-size hint:
-// on the H200 `.L2::256B` cost 6% of a 1 GiB grid-stride read (4.18 vs 4.44 TB/s) and 2% of the matvec
-// (bench/RESULTS.md, "Session 6: the L2::256B hint").
+// on the H200 `.L2::256B` cost the layered decode step 2% (1B) / 4% (8B) in a same-process A/B, and up to 6% of a
+// grid-stride read; an `L2::evict_first` policy gained nothing measurable (bench/RESULTS.md, session 6).
 __device__ __forceinline__ uint4 ld_stream(const void* p) {
   uint4 r;
-#ifdef MK_LD_EVICT_FIRST  // measurement build: weights evict first from L2, so activations stay there
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p), "l"(policy));
-#else
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
-#endif
   return r;
 }
 

@@ -124,14 +124,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
     }
     // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
     const int bps = env_int("MK_MATVEC_BPS", 0);
-    int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
-    // Equal rounds (MK_MATVEC_EVEN=0: off): as few blocks as give every block the same number of groups, so the
-    // last grid-stride round is not left to a few blocks with too few loads in flight to keep DRAM busy (16384x2048
-    // on 396 blocks: 5.17 rounds, the last one 68 blocks).
-    if (env_int("MK_MATVEC_EVEN", 1)) {
-      const int rounds = (p.n_groups + blocks - 1) / blocks;
-      blocks = (p.n_groups + rounds - 1) / rounds;
-    }
+    const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
     launch(s, dim3(blocks), dim3(threads), smem, kernel, p);
   }
 }
