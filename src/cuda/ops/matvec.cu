@@ -180,7 +180,7 @@ void matvec(const Stream& s, const MatvecArgs& a) {
   MK_CHECK(a.w && (a.out || (a.out_bf16 && a.mode == MatvecOut::SWIGLU)) && (a.x != nullptr) != (a.x_bf16 != nullptr));
   MK_CHECK(a.n_rows > 0 && a.n_cols > 0 && a.n_cols % 8 == 0);
   MK_CHECK((a.mode != MatvecOut::SWIGLU && !rope) || a.n_rows % 2 == 0);
-  MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0);
+  MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && reinterpret_cast<uintptr_t>(a.x_bf16) % 16 == 0);
   MK_CHECK(!a.argmax || a.mode == MatvecOut::STORE);
   MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
   if (rope) {

@@ -54,10 +54,32 @@ __device__ __forceinline__ void norm_rope_store(const MatvecRope& r, const float
 // Stages x into s_x ([n_cols] floats; with NORM times the norm weight, which thread `tid` staged at the very elements
 // it rescales here: no barrier needed between), XB loads of x in flight per thread before any is used (x comes from
 // L2: its latency hidden XB at a time). Returns the thread's share of the sum of squares of x (NORM).
+// bf16 x without NORM (the down projection's h) goes in 16-byte loads: 8192 columns in one L2 round trip per thread
+// instead of two (14336: two instead of four).
 template <bool NORM, class XT>
 __device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int tid, int n_threads) {
   constexpr int XB = 4;
   float ss = 0.f;
+  if constexpr (sizeof(XT) == 2 && !NORM) {
+    for (int i0 = tid * 8; i0 < a.n_cols; i0 += n_threads * 8 * XB) {  // n_cols % 8 == 0 (matvec's check)
+      uint4 v[XB];
+#pragma unroll
+      for (int k = 0; k < XB; ++k) {
+        const int i = i0 + k * n_threads * 8;
+        if (i < a.n_cols) v[k] = __ldcg(reinterpret_cast<const uint4*>(a.x_bf16 + i));
+      }
+#pragma unroll
+      for (int k = 0; k < XB; ++k) {
+        const int i = i0 + k * n_threads * 8;
+        if (i < a.n_cols) {
+          const uint4 u = v[k];
+          *reinterpret_cast<float4*>(s_x + i) = make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
+          *reinterpret_cast<float4*>(s_x + i + 4) = make_float4(bf16_lo(u.z), bf16_hi(u.z), bf16_lo(u.w), bf16_hi(u.w));
+        }
+      }
+    }
+    return ss;
+  }
   for (int i0 = tid * 4; i0 < a.n_cols; i0 += n_threads * 4 * XB) {
     float4 v[XB];
 #pragma unroll
