@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <tuple>
 
 #include "cuda/attention/attn_internal.h"
 #include "test_attention_fixture.h"
@@ -25,8 +24,6 @@ struct DecodeCase {
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
   int early_stages = 0;    // AttentionOptions::decode_early_stages
-  int early_l2 = 0;        // AttentionOptions::decode_early_l2_tiles
-  bool bulk = false;       // AttentionOptions::decode_l2_bulk_prefetch
 };
 
 cuda::AttentionOptions decode_options(const DecodeCase& c) {
@@ -39,8 +36,6 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
   opt.decode_cluster_combine = c.cluster;
   opt.decode_early_stages = c.early_stages;
-  opt.decode_early_l2_tiles = c.early_l2;
-  opt.decode_l2_bulk_prefetch = c.bulk;
   return opt;
 }
 
@@ -69,8 +64,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " early_stages=", c.early_stages,
-                   " early_l2=", c.early_l2, " bulk=", c.bulk));
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " early_stages=", c.early_stages));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -191,21 +185,17 @@ TEST(AttentionDecode, L2PrefetchDepths) {
     }
 }
 
-// Before the PDL wait under the early contract: 1 ring stage, the whole ring (3; the loop then skips its first issue),
-// L2 prefetches of the tiles after the ring (none, 2, more than a warp has), per line and bulk; lengths whose
-// newest row falls in a warp's first, second, third or a later tile (the prefix stops there), 1-key contexts,
-// GQA with live rows g + 8, forced and chosen splits, capacity far above the lengths; and the bulk form of the
-// no-contract L2 prefetch.
-TEST(AttentionDecode, EarlyRingAndL2Prefetch) {
+// Ring stages issued before the PDL wait under the early contract: 1, 2, 3 (the whole ring; the loop then skips
+// its first issue) and the default (3 at head dim 64, 2 at 128); lengths whose newest row falls in a warp's
+// first, second, third or a later tile (the prefix stops there), 1-key contexts, GQA with live rows g + 8,
+// forced and chosen splits, capacity far above the lengths.
+TEST(AttentionDecode, EarlyRingStages) {
   uint32_t seed = 1300;
-  for (int d : {64, 128}) {
-    for (const auto& [stages, l2, bulk] : {std::tuple{3, 0, false}, std::tuple{0, 2, false}, std::tuple{1, 2, true},
-                                           std::tuple{3, 64, true}}) {
+  for (int d : {64, 128})
+    for (int stages : {3, 1, 0, 2}) {
       DecodeCase c;
       c.early_kv = true;
       c.early_stages = stages;
-      c.early_l2 = l2;
-      c.bulk = bulk;
       for (int ratio : {4, 12}) run_decode({1, 2, 17, 64, 65, 129, 193, 257, 700}, 2 * ratio, 2, d, 64, c, seed++);
       for (int splits : {1, 3, 33}) {
         c.splits = splits;
@@ -215,14 +205,6 @@ TEST(AttentionDecode, EarlyRingAndL2Prefetch) {
       c.extra_capacity = 4096;
       run_decode({20000, 3}, 32, 8, d, 64, c, seed++);
     }
-    DecodeCase c;  // no contract: the first tiles' L2 prefetch in bulk form
-    c.bulk = true;
-    for (int tiles : {2, 64}) {
-      c.l2_prefetch_tiles = tiles;
-      c.extra_capacity = 4096;
-      run_decode({1, 65, 700, 3000}, 24, 2, d, 64, c, seed++);
-    }
-  }
 }
 
 // One workspace (poisoned once) through calls whose partials are laid out differently (split counts; a shorter
@@ -299,11 +281,10 @@ TEST(AttentionSanitize, DecodeSmall) {
     c.ctas_per_sm = 2;
     c.early_kv = true;
     run_decode({200, 17}, 24, 2, d, 64, c, 34);
-    DecodeCase e;  // early contract, the whole ring and bulk L2 prefetches before the wait
+    DecodeCase e;  // early contract, the whole ring before the wait
     e.splits = 2;
-    e.early_kv = e.bulk = true;
+    e.early_kv = true;
     e.early_stages = 3;
-    e.early_l2 = 2;
     run_decode({3000, 17}, 8, 2, d, 64, e, 35);
   }
 }
@@ -379,8 +360,7 @@ TEST(AttentionDecode, Context128k) {
 // before its first read): the cache holds a wrong last row until the append.
 void decode_after_append(const cuda::AttentionOptions& opt) {
   SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm, " cluster=",
-                   opt.decode_cluster_combine, " early_stages=", opt.decode_early_stages, " early_l2=",
-                   opt.decode_early_l2_tiles, " bulk=", opt.decode_l2_bulk_prefetch));
+                   opt.decode_cluster_combine, " early_stages=", opt.decode_early_stages));
   std::mt19937 rng(77);
   const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
   PagedCache cache;
@@ -441,10 +421,9 @@ TEST(AttentionDecode, AfterAppendInStream) {
   cuda::AttentionOptions cl;
   cl.decode_cluster_combine = true;
   decode_after_append(cl);
-  cuda::AttentionOptions ring;  // the whole ring and L2 prefetches (bulk) before the wait
-  ring.decode_early_kv = ring.decode_l2_bulk_prefetch = true;
+  cuda::AttentionOptions ring;  // the whole ring before the wait (head dim 128: not the default there)
+  ring.decode_early_kv = true;
   ring.decode_early_stages = 3;
-  ring.decode_early_l2_tiles = 4;
   decode_after_append(ring);
 }
 
@@ -469,6 +448,9 @@ TEST(AttentionDecode, RefusesBadInput) {
   cuda::AttentionOptions bad;
   bad.decode_ctas_per_sm = 3;
   EXPECT_NE(cuda::attention_decode(nullptr, a, bad).message().find("decode_ctas_per_sm 3"), std::string::npos);
+  cuda::AttentionOptions bad_stages;
+  bad_stages.decode_early_stages = 4;
+  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_stages).message().find("decode_early_stages 4"), std::string::npos);
 }
 
 TEST(AttentionKvAppend, PlacesRowsBitExact) {

@@ -182,6 +182,8 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   if (a.n_head / a.kv.n_kv_head > 64)
     return make_error(fn, ": GQA ratio ", a.n_head / a.kv.n_kv_head, " is not supported (at most 64)");
   if (opt.decode_splits < 0) return make_error(fn, ": decode_splits ", opt.decode_splits, " must be >= 0");
+  if (opt.decode_early_stages < 0 || opt.decode_early_stages > 3)
+    return make_error(fn, ": decode_early_stages ", opt.decode_early_stages, " is not supported (supported: 0 = default, 1, 2, 3)");
   if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
     return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
   if (opt.decode_ctas_per_sm < 0 || opt.decode_ctas_per_sm > 2 || (opt.decode_ctas_per_sm == 2 && opt.decode_warps == 8))
@@ -197,9 +199,7 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.n_split = n_split;
   p.kv_n_blocks = a.kv.kv_n_blocks;
   p.l2_prefetch_tiles = opt.decode_pdl ? std::clamp(opt.decode_l2_prefetch_tiles, 0, 64) : 0;
-  p.early_stages = opt.decode_early_stages > 0 ? std::min(opt.decode_early_stages, 3) : 2;
-  p.early_l2_tiles = std::clamp(opt.decode_early_l2_tiles, 0, 64);
-  p.l2_bulk = opt.decode_l2_bulk_prefetch ? 1 : 0;
+  p.early_stages = std::clamp(opt.decode_early_stages, 0, 3);
   const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);
   p.lse_part = p.o_part + rows * a.kv.head_dim;

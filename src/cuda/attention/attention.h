@@ -114,17 +114,11 @@ struct AttentionOptions {
   // (= default); batch 8 x 32k (2 splits) -1.1% (d64) / -0.5% (d128); where clusters do run at batch 1 (8
   // splits, or 2 CTAs per SM) they pack into few GPCs and lose 25-50%. Hence off by default.
   bool decode_cluster_combine = false;
-  // Decode with decode_early_kv: ring stages of each warp issued before the PDL wait, 0 = default (2: 128 KB per
-  // CTA), 1 .. 3 (3 = the whole ring, 192 KB). Under measurement (bench/RESULTS.md "Decode attention v6").
+  // Decode with decode_early_kv: ring stages of each warp issued before the PDL wait, 1 .. 3 (3 = the whole
+  // ring: 192 KB per CTA); 0 = the measured default: 3 at head dim 64 with one CTA per SM (no cluster combine),
+  // else 2. Measured (H200, bench/RESULTS.md "Decode attention v6"): 3 stages at head dim 64 -0.2 us at 32k
+  // batch 1, -0.5% at batch 8 x 32k and 64 x 4k; at head dim 128 +0.4 us at 32k batch 1, hence 2 there.
   int decode_early_stages = 0;
-  // Decode with decode_early_kv: before the PDL wait, also prefetch into L2 this many of each warp's tiles
-  // after those issued into the ring (0 = none), so that the K/V loop after the wait starts from L2. Off by
-  // default: under measurement ("Decode attention v6").
-  int decode_early_l2_tiles = 0;
-  // Decode: the L2 prefetches before the PDL wait (decode_l2_prefetch_tiles, decode_early_l2_tiles) as one
-  // bulk prefetch (cp.async.bulk.prefetch.L2) per K / V row instead of one prefetch.global.L2 per 128-byte
-  // line. Off by default: under measurement ("Decode attention v6").
-  bool decode_l2_bulk_prefetch = false;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

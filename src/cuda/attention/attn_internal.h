@@ -47,9 +47,8 @@ struct DecodeParams {
   float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)
   unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
-  int early_stages;    // EARLY: ring stages issued before the PDL wait (1 .. 3 = the whole ring; default 2)
-  int early_l2_tiles;  // EARLY: tiles per warp prefetched into L2 before the wait, after the ring's
-  int l2_bulk;         // 1: L2 prefetches as cp.async.bulk.prefetch.L2 per K / V row
+  int early_stages;  // EARLY: ring stages issued before the PDL wait, 1 .. 3 (= the whole ring); 0 = the default
+                     // of launch_decode (3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)
 };
 
 constexpr int DECODE_WARPS = 4;  // warps per decode CTA (192 KB of shared memory; 96 KB with 2 CTAs per SM)

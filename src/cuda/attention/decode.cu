@@ -8,7 +8,7 @@
 // and the last CTA of its (sequence, kv head) to arrive, found by a counter in the workspace, combines them:
 // no second kernel. PDL: griddepcontrol.wait before the first global read, dependents released right after.
 // Reference: cpu::attention_prefill with q_len = 1; test: tests/gpu/test_attention_decode.cu; measured figures
-// and the remaining gap: bench/RESULTS.md ("Decode attention v3").
+// and the remaining gap: bench/RESULTS.md ("Decode attention v3" .. "v6").
 // Files: decode_device.cuh (helpers), decode_kernel.cuh (the kernel), this file (launch configuration and the
 // entry points of attn_internal.h).
 #include "cuda/attention/decode_kernel.cuh"
@@ -122,7 +122,10 @@ cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& 
 }  // namespace
 
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l) {
-  return head_dim == 64 ? launch_d<64>(p, s, l) : launch_d<128>(p, s, l);
+  DecodeParams q = p;
+  if (q.early_stages <= 0)  // the whole ring before the wait where it measured faster (head dim 64, 192 KB ring)
+    q.early_stages = head_dim == 64 && l.ctas_per_sm == 1 && l.warps == 4 && !l.cluster ? 3 : 2;
+  return head_dim == 64 ? launch_d<64>(q, s, l) : launch_d<128>(q, s, l);
 }
 
 cudaError_t decode_trace_arm(void* buf, size_t bytes) {

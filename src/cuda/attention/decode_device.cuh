@@ -71,50 +71,34 @@ __device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.
 __device__ __forceinline__ uint32_t ld_b32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// L2 prefetch of one K/V tile: n_valid rows of kv head hk from key0, as one prefetch.global.L2 per 128-byte
-// line or (bulk, DecodeParams::l2_bulk) one cp.async.bulk.prefetch.L2 per row of K and of V (D x 2 bytes). The
-// block index is clamped into the pool, so every address is inside the allocation whatever the table holds.
-template <int D>
-__device__ __forceinline__ void prefetch_tile_l2(const DecodeParams& p, const int32_t* bt_row, int hk, int key0,
-                                                 int n_valid, int lane) {
-  constexpr int LPR = D * 2 / 128;  // 128-byte lines per K/V row of one head
-  const int64_t row_stride = int64_t(p.n_kv_head) * D;
-  const int blk = min(max(bt_row[key0 / p.block_size], 0), p.kv_n_blocks - 1);
-  const int64_t base = ((int64_t(blk) * p.block_size + key0 % p.block_size) * p.n_kv_head + hk) * D;
-  if (p.l2_bulk) {
-    for (int r = lane; r < n_valid; r += 32) {
-      const int64_t off = base + r * row_stride;
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.k + off), "n"(D * 2) : "memory");
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p.v + off), "n"(D * 2) : "memory");
-    }
-    return;
-  }
-  for (int c = lane; c < n_valid * LPR; c += 32) {
-    const int64_t off = base + (c / LPR) * row_stride + (c % LPR) * 64;
-    prefetch_l2(p.k + off);
-    prefetch_l2(p.v + off);
-  }
-}
-
-// Before the PDL wait, without the early-K/V contract: prefetch into L2 this warp's first n tiles of K and V,
-// so that DRAM works during the previous kernel's tail. seq_lens_k and the block table may be being written by
-// that kernel: their values here only choose the lines (block indices clamped into the pool); the kernel
-// re-reads both after the wait (the wait's "memory" clobber keeps the compiler from reusing these loads) and L2
-// is coherent, so a stale choice only wastes a prefetch. Same split arithmetic as the kernel.
+// Before the PDL wait, without the early-K/V contract: prefetch into L2 this warp's first n tiles of K and V
+// (128-byte lines), so that DRAM works during the previous kernel's tail. seq_lens_k and the block table may be
+// being written by that kernel: their values here only choose the lines (block indices clamped into the pool,
+// so every address is inside the allocation); the kernel re-reads both after the wait (the wait's "memory"
+// clobber keeps the compiler from reusing these loads) and L2 is coherent, so a stale choice only wastes a
+// prefetch. Same split arithmetic as the kernel.
 template <int D, int W, int TK>
 __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int b, int split, int hk, int warp,
                                                      int lane) {
+  constexpr int LPR = D * 2 / 128;  // 128-byte lines per K/V row of one head
   if (p.kv_n_blocks <= 0) return;
   const int kv_len = max(0, min(p.seq_lens_k[b], p.kv_capacity));
   const int units = (kv_len + 63) / 64;
   const int per = max(1, (units + p.n_split - 1) / p.n_split);
   const int k_begin = split * per * 64, k_end = min(kv_len, k_begin + per * 64);
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
+  const int64_t row_stride = int64_t(p.n_kv_head) * D;
   for (int i = 0; i < p.l2_prefetch_tiles; ++i) {
     const int key0 = k_begin + (warp + i * W) * TK;
     const int n_valid = min(TK, k_end - key0);
     if (n_valid <= 0) break;
-    prefetch_tile_l2<D>(p, bt_row, hk, key0, n_valid, lane);
+    const int blk = min(max(bt_row[key0 / p.block_size], 0), p.kv_n_blocks - 1);
+    const int64_t base = ((int64_t(blk) * p.block_size + key0 % p.block_size) * p.n_kv_head + hk) * D;
+    for (int c = lane; c < n_valid * LPR; c += 32) {
+      const int64_t off = base + (c / LPR) * row_stride + (c % LPR) * 64;
+      prefetch_l2(p.k + off);
+      prefetch_l2(p.v + off);
+    }
   }
 }
 

@@ -102,13 +102,6 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
       issue(n_pre);
       cp_async_commit();
     }
-    // The next tiles into L2 (p.early_l2_tiles): the cp.async after the wait then starts from L2. A prefetch is
-    // only a hint and L2 is coherent, so a tile holding the newest row may be among them.
-    if (p.kv_n_blocks > 0)
-      for (int i = n_pre; i < n_pre + p.early_l2_tiles && i < my_tiles; ++i) {
-        const int key0 = k_begin + (warp + i * W) * TK;
-        prefetch_tile_l2<D>(p, bt_row, hk, key0, min(TK, k_end - key0), lane);
-      }
     griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
     griddep_launch();
     TR_STAMP(1);
