@@ -72,9 +72,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants ("d,o": default, attn_short off (version 8's inline attention); also "pmax" all ring pages that
 // fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off, "lm" the dynamic LM head toggled (version
-// 10), "qs" / "rs" / "pq" / "v10" version 12's queue_smem / rope_step / poll_quiet toggled / all off, "ic" the icache
-// probe (a -DMK_ICACHE_PROBE build);
-// MK_SET_LONG: the same for contexts above 32);
+// 10); MK_SET_LONG: the same for contexts above 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -134,9 +132,9 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations: the default, then switches one at a time (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; int qs = -1, rs = -1, ic = 0, pq = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
-    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic(), qs0 = (*b)->queue_smem(), rs0 = (*b)->rope_step(), pq0 = (*b)->poll_quiet();
+    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
     if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
     const int mp = (*b)->max_ring_pages();
@@ -156,12 +154,6 @@ void bench_shape(const std::string& name, double gbs) {
     if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, fl0, mi0, ro0});
     // Version 10's switch: "lm" the dynamic LM head toggled.
     if (build == 0 && in_set("lm")) vars.push_back({cat("lm_dynamic ", int(!ld0)), pf0, fl0, mi0, ro0, 0, -1, !ld0});
-    // Version 12's switches: "qs" queue_smem toggled, "rs" rope_step toggled, "v10" both off, "ic" the icache probe on.
-    if (build == 0 && in_set("qs")) vars.push_back({cat("queue_smem ", int(!qs0)), pf0, fl0, mi0, ro0, 0, -1, -1, !qs0, rs0});
-    if (build == 0 && in_set("rs")) vars.push_back({cat("rope_step ", int(!rs0)), pf0, fl0, mi0, ro0, 0, -1, -1, qs0, !rs0});
-    if (build == 0 && in_set("pq")) vars.push_back({cat("poll_quiet ", int(!pq0)), pf0, fl0, mi0, ro0, 0, -1, -1, qs0, rs0, 0, !pq0});
-    if (build == 0 && in_set("v10")) vars.push_back({"v10 paths (queue_smem 0, rope_step 0, poll_quiet 0)", pf0, fl0, mi0, ro0, 0, -1, -1, 0, 0, 0, 0});
-    if (build == 0 && in_set("ic")) vars.push_back({"icache probe (diagnostic)", pf0, fl0, mi0, ro0, 0, -1, -1, qs0, rs0, 1});
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_flag_publish(v.flags);
@@ -169,18 +161,14 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      (*b)->set_queue_smem(v.qs >= 0 ? v.qs != 0 : qs0);
-      (*b)->set_rope_step(v.rs >= 0 ? v.rs != 0 : rs0);
-      (*b)->set_icache_probe(v.ic != 0);
-      (*b)->set_poll_quiet(v.pq >= 0 ? v.pq != 0 : pq0);
       const int pages0 = (*b)->ring_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d, qs %d, rs %d, pq %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), int((*b)->queue_smem_on()), int((*b)->rope_step_on()), int((*b)->poll_quiet()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
@@ -200,10 +188,6 @@ void bench_shape(const std::string& name, double gbs) {
     }
     (*b)->set_attn_short(sh0);
     (*b)->set_lm_dynamic(ld0);
-    (*b)->set_queue_smem(qs0);
-    (*b)->set_rope_step(rs0);
-    (*b)->set_icache_probe(false);
-    (*b)->set_poll_quiet(pq0);
     (*b)->set_prefetch(pf0);
     (*b)->set_flag_publish(fl0);
     (*b)->set_mid_resid(mi0);

@@ -339,43 +339,6 @@ TEST(Megakernel, DynamicLmHeadBitIdentical) {
   }
 }
 
-// Version 12 (mk7): the instruction records from shared memory (queue_smem) and the RoPE table once per step
-// (rope_step), and the error word read late in flag polls (poll_quiet, with queue_smem here), change where values
-// come from or when a poll looks at the error word, never the values: each on / off, bit-identical (flags inline with
-// attn_short, a 5-position stage; counters inline (attn_range) and split on 7 SMs; 2 SMs, whose long queues the
-// shared memory must hold), and K steps per launch equal one step per launch with both on.
-TEST(Megakernel, QueueSmemRopeStepBitIdentical) {
-  Model m = make_random_model(cases()[0].c, DType::BF16, 98);
-  expect_modes_bit_identical(m, 53, 13,
-                             {MegakernelOptions{}, MegakernelOptions{.attn_stage_positions = 5},
-                              MegakernelOptions{.flag_publish = 0}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
-                              MegakernelOptions{.n_sm = 2}},
-                             4, [](MegakernelBackend& b, int mode) {
-                               b.set_queue_smem(mode & 1);
-                               b.set_rope_step(mode & 2);
-                               b.set_poll_quiet(mode & 1);
-                               if (mode == 3) {
-                                 ASSERT_TRUE(b.queue_smem_on());
-                                 ASSERT_TRUE(b.rope_step_on());
-                               }
-                             });
-  std::vector<int32_t> p5 = {5, 17, 300 % m.config.n_vocab, 2, 99};
-  std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
-  std::vector<std::vector<int32_t>> outs;
-  for (int mode = 0; mode < 3; ++mode) {  // 0: both off, 1 step/launch; 1: both on; 2: both on, 8 steps/launch
-    auto b = make_mk(m, 64, {.n_sm = 7, .queue_smem = mode > 0, .rope_step = mode > 0, .poll_quiet = mode > 0});
-    ASSERT_TRUE(b);
-    ASSERT_TRUE(b->forward(p5, 0, logits).ok());
-    std::vector<int32_t> out(24);
-    auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, mode == 2 ? 8 : 1);
-    ASSERT_TRUE(st.ok()) << st.message();
-    outs.push_back(out);
-  }
-  EXPECT_EQ(outs[0], outs[1]);
-  EXPECT_EQ(outs[0], outs[2]);
-  expect_cpu_greedy_prefix(m, p5, outs[0]);
-}
-
 // The sanitizer cases' prompt: through b and the CPU reference (8 positions), logits within tolerance; b's logits.
 std::vector<float> tiny_prompt_logits(const Model& m, MegakernelBackend& b, const std::vector<int32_t>& prompt) {
   CpuBackend cpu(m, 8);

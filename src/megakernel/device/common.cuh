@@ -167,16 +167,12 @@ __device__ __forceinline__ float4 val4(const Pairs4& q) {
 // A poll that has spun too long: the watchdog (as wait_deps), or another block's error. Returns true
 // when the caller must give up (its values are then garbage; the launch is reported broken).
 // (Scalars, not the Ctx: kept apart from the hot loop so it stays small.)
-// Version 12 (MkParams::poll_quiet_cycles): the other blocks' error word, a global load whose result the poll waits for
-// (one more L2 round trip inside the spin, at its second re-read, just when the data may arrive), is read only once
-// the poll has spun that many cycles (0: from the first check on, as before).
 __device__ __forceinline__ bool flag_poll_expired(const MkParams& p, uint32_t instr, long long t0) {
-  const long long dt = clock64() - t0;
-  if (dt > p.watchdog_cycles) {
+  if (clock64() - t0 > p.watchdog_cycles) {
     if (atomicCAS(p.error, 0u, 1u) == 0u) p.error[1] = blockIdx.x, p.error[2] = instr, p.error[3] = FLAG_WATCHDOG_COUNTER;
     return true;
   }
-  return dt >= p.poll_quiet_cycles && *reinterpret_cast<volatile const uint32_t*>(p.error) != 0;
+  return *reinterpret_cast<volatile const uint32_t*>(p.error) != 0;
 }
 
 // Re-reads q (4 pairs at p) until all four hold epoch c.epoch (checks the watchdog after the first

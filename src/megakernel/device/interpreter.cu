@@ -66,7 +66,7 @@ namespace {
 
 // Dynamic shared memory: params.cuh (BAR_BYTES).
 __host__ __device__ size_t ring_offset(const MkParams& p) {
-  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64) + size_t(p.queue_slots) * (sizeof(Instr) / 4);
+  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64);
   return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
 }
 
@@ -96,27 +96,12 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
   Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
-  // Version 12: the queue's records in shared memory (MkParams::queue_smem), copied once per launch. Flag instance only:
-  // in the counter instance the choice raised ptxas's spill stores 28 -> 64 B.
-  Instr* s_queue = reinterpret_cast<Instr*>(c.s_red + 64);
-  const bool q_smem = FLAG && p.queue_smem && end - begin <= uint32_t(p.queue_slots);
-  if (q_smem) {
-    const uint4* src = reinterpret_cast<const uint4*>(p.instrs + begin);
-    uint4* dst = reinterpret_cast<uint4*>(s_queue);
-    for (uint32_t k = threadIdx.x; k < 4 * (end - begin); k += NCT) dst[k] = src[k];
-    csync();
-  }
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
     c.step = step, c.pos = p.pos0 + step, c.synced = false;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
     c.epoch = epoch;
-    if (p.rope_step) {  // version 12: once per step (ordered before its readers by the first wait's barrier)
-      float* s_rope = attn_rope_table(c);
-      const int half = p.L.head_dim / 2;
-      for (int e = threadIdx.x; e < half; e += NCT) sincosf(float(c.pos) * p.inv_freq[e], &s_rope[half + e], &s_rope[e]);
-    }
     for (uint32_t i = begin; i < end; ++i) {
-      const Instr in = q_smem ? s_queue[i - begin] : p.instrs[i];
+      const Instr in = p.instrs[i];
       c.instr = i;
       unsigned long long* t = (p.timing && threadIdx.x == 0) ? p.timing + size_t(i) * TIMING_FIELDS : nullptr;
       if (t) t[T_WAIT_START] = global_ns(), c.page_wait = 0, c.matvec_start = 0;
@@ -174,9 +159,9 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
 
 size_t smem_bytes(const MkParams& p) { return ring_offset(p) + size_t(p.n_pages) * PAGE_BYTES; }
 
-size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats, int queue_slots) {
+size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
   MkParams p{};
-  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats, p.queue_slots = queue_slots;
+  p.smem_x_floats = smem_x_floats, p.smem_aux_floats = smem_aux_floats;
   return ring_offset(p);
 }
 

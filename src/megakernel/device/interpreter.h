@@ -10,7 +10,7 @@ namespace mk::megakernel::device {
 // p.n_pages ring pages).
 size_t smem_bytes(const MkParams& p);
 // The same without ring pages (the backend sizes the ring from what is left).
-size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats, int queue_slots = 0);
+size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats);
 
 // One cooperative launch of n_sm persistent blocks running p.n_steps steps. Asynchronous.
 cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream);

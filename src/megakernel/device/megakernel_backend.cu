@@ -99,12 +99,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_aux_floats_ =
       (std::max({2 * max_gu_rows, 2 * device::WARPS, (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;  // + hd: RoPE table
   const size_t optin = dev->smem_per_block_optin;
-  // Version 12: room for the longest queue's records (queue_smem), and whether the per-step RoPE table (rope_step, at
-  // attn_rope_table in s_aux) is clear of every other op's scratch there (gate/up outputs, the Argmax's candidates).
-  queue_slots_ = 0;
-  for (const auto& q : schedule_.queues) queue_slots_ = std::max(queue_slots_, int(q.size()));
-  rope_step_safe_ = std::max(2 * max_gu_rows, 2 * device::WARPS) <= (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2);
-  const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_, queue_slots_) + 128 + 128;  // + static, + alignment
+  const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 128 + 128;  // + static, + alignment
   if (other + size_t(x_floats) * 4 > optin)
     return make_error("megakernel: needs ", other + size_t(x_floats) * 4, " B of shared memory per block, the GPU allows ",
                       optin, "; use the layered backend");
@@ -135,7 +130,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
   lm_dynamic_ = opt.lm_dynamic;
-  queue_smem_ = opt.queue_smem, rope_step_ = opt.rope_step, poll_quiet_ = opt.poll_quiet;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
@@ -242,11 +236,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
-  p.queue_slots = queue_slots_;
-  p.queue_smem = queue_smem_on() ? 1 : 0;
-  p.rope_step = rope_step_on() ? 1 : 0;
-  p.icache_probe = icache_probe_ ? 1 : 0;
-  p.poll_quiet_cycles = poll_quiet_ ? std::min(watchdog_cycles_, (long long)(1) << 20) : 0;  // ~0.5 ms at 2 GHz
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;
@@ -386,13 +375,13 @@ Expected<std::string> MegakernelBackend::timing_report() {
   double stall = 0;
   for (int b = 0; b < n_sm_; ++b) stall += double(t[n_instr * device::TIMING_FIELDS + size_t(b) * device::BLOCK_FIELDS]);
   std::string out;
-  char line[320];
+  char line[256];
   const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
-                "timing (last step of a %d-step launch, ring %d pages, publish %s, mid_resid %d, attn_short %d (stage %d positions), queue_smem %d, rope_step %d, poll_quiet %d, icache_probe %d): step span %.1f us\n",
+                "timing (last step of a %d-step launch, ring %d pages, publish %s, mid_resid %d, attn_short %d (stage %d positions)): step span %.1f us\n",
                 timing_steps_, n_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
-                int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, int(queue_smem_on()), int(rope_step_on()), int(poll_quiet_), int(icache_probe_), double(t_max - t_min) * 1e-3);
+                int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
   for (int op = 0; op < N_OP; ++op) {

@@ -67,14 +67,6 @@ struct MegakernelOptions {
   // 0.924 vs 0.927 ms/token off, ctx 4096 / 16384 and 8B equal (1.211 / 1.591 / 5.009 vs 1.211 / 1.589 / 5.012).
   bool lm_dynamic = true;
   double lm_static_share = 0.75;
-  // Version 12 (mk7; bit-identical): queue_smem -- the instruction records read from a copy in shared memory made at
-  // the launch's start (one global load per instruction before); rope_step -- the RoPE table once per step instead of
-  // once per attention instruction (device/params.cuh says where each applies).
-  bool queue_smem = true;
-  bool rope_step = true;
-  // Version 12: flag polls check the other blocks' error word only after spinning ~0.5 ms (device/common.cuh
-  // flag_poll_expired; false: from their second re-read on, as before). Bit-identical.
-  bool poll_quiet = true;
 };
 
 class MegakernelBackend final : public Backend {
@@ -130,17 +122,6 @@ class MegakernelBackend final : public Backend {
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
-  // Version 12: MegakernelOptions::queue_smem / rope_step for the next launches, and the diagnostic icache probe
-  // (device/params.cuh MkParams::icache_probe; off unless set).
-  void set_queue_smem(bool on) { queue_smem_ = on; }
-  bool queue_smem() const { return queue_smem_; }
-  bool queue_smem_on() const { return queue_smem_ && queue_slots_ > 0 && flags_; }  // flag instance only
-  void set_rope_step(bool on) { rope_step_ = on; }
-  bool rope_step() const { return rope_step_; }
-  bool rope_step_on() const { return rope_step_ && rope_step_safe_ && rope_early_ && prefetch_; }
-  void set_icache_probe(bool on) { icache_probe_ = on; }
-  void set_poll_quiet(bool on) { poll_quiet_ = on; }
-  bool poll_quiet() const { return poll_quiet_; }
   // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
@@ -189,8 +170,6 @@ class MegakernelBackend final : public Backend {
   bool prefetch_ = true;
   bool attn_short_ = true;
   bool lm_dynamic_ = true;
-  bool queue_smem_ = true, rope_step_ = true, rope_step_safe_ = false, icache_probe_ = false, poll_quiet_ = true;
-  int queue_slots_ = 0;  // instruction records reserved in shared memory (the longest queue), 0 = none
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)

@@ -127,22 +127,9 @@ struct MkParams {
   int lm_dynamic;
   unsigned long long* lm_claim;
   unsigned long long lm_base;
-  // Version 12 (mk7): queue_smem (flag instance) -- the block's instruction records copied into shared memory at the launch's start
-  // (queue_slots records reserved after s_red; 0 = none) instead of one 64-byte global load per instruction, whose
-  // latency stood before every op (MlpDown's "wait", that load alone, measured 0.53 us per instruction under the weight
-  // stream); rope_step -- the RoPE table of the step's position computed once per step, before the step's first
-  // wait, instead of by every attention instruction's preload (needs rope_early; the backend sets it only where no
-  // other op's scratch reaches the table); icache_probe (diagnostic) -- the loader runs a 64 KB block of straight-line
-  // code once per layer while its ring is full, so that the consumers' code is evicted from the instruction caches.
-  int queue_slots;
-  int queue_smem;
-  long long poll_quiet_cycles;  // version 12: flag polls read the error word only after spinning this long (common.cuh)
-  int rope_step;
-  int icache_probe;
 };
 
-// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][s_queue: queue_slots Instr][pad to 128 B]
-// [ring pages] (interpreter.cu).
+// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).
 constexpr size_t BAR_BYTES = 2 * MAX_PAGES * sizeof(uint64_t);
 
 // attn_short's scratch in s_aux (ops/attn_short.cuh), from the start of attn_range's s_o for a group of G <= 8 q

@@ -184,24 +184,6 @@ __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, 
 }
 
 // The loader warp: every page of every instruction of this block's queue, n_steps times.
-// MkParams::icache_probe (diagnostic, version 12): 4096 independent FFMAs of straight-line code (64 KB of SASS), run by
-// the loader after issuing a gate/up instruction's first page (its ring is then full: the time is free), so that
-// the instruction caches the SM's warps share hold the loader's code instead of the consumers'.
-// Compiled only with -DMK_ICACHE_PROBE (a separate build: its call raised the counter instance's spills 28 -> 64 B).
-#ifdef MK_ICACHE_PROBE
-__device__ __noinline__ void icache_probe(const MkParams& p) {
-  float a[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) a[k] = float(threadIdx.x + k);
-#pragma unroll
-  for (int i = 0; i < 512; ++i)
-#pragma unroll
-    for (int k = 0; k < 8; ++k) a[k] = fmaf(a[k], 0.999f, float(i * 8 + k));
-  const float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  if (s == -1.f) p.error[3] = 7u;  // never (the values are positive): keeps the chain alive
-}
-#endif
-
 __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* full, uint64_t* empty) {
   const int lane = threadIdx.x & 31;
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
@@ -223,9 +205,6 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
         if (!loader_slot(p, empty, page, np, stall)) return;
         loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
                      w.stride == w.cols, policy, lane);
-#ifdef MK_ICACHE_PROBE
-        if (p.icache_probe && r == 0 && p.instrs[i].op == Op::MlpGateUp) icache_probe(p);
-#endif
       }
     }
   if (p.timing && lane == 0) p.timing[size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS + B_LOADER_STALL] = stall;

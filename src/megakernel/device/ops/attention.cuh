@@ -232,11 +232,9 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   if (!c.p.prefetch) return;
   const Layout& L = c.p.L;
   if (c.p.rope_early) {  // depends on pos only: the same sincosf as attn_prepare's, so the same bits
-    if (!c.p.rope_step) {  // else the interpreter computed it at the step's start (version 12)
-      float* s_rope = attn_rope_table(c);
-      const int half = L.head_dim / 2;
-      for (int e = threadIdx.x; e < half; e += NCT) sincosf(float(c.pos) * c.p.inv_freq[e], &s_rope[half + e], &s_rope[e]);
-    }
+    float* s_rope = attn_rope_table(c);
+    const int half = L.head_dim / 2;
+    for (int e = threadIdx.x; e < half; e += NCT) sincosf(float(c.pos) * c.p.inv_freq[e], &s_rope[half + e], &s_rope[e]);
     c.rope_ready = true;
   }
   if (!(c.synced || c.step == 0)) return;
