@@ -54,13 +54,14 @@ __device__ __forceinline__ void norm_rope_store(const MatvecRope& r, const float
 // Stages x into s_x ([n_cols] floats; with NORM times the norm weight, which thread `tid` staged at the very elements
 // it rescales here: no barrier needed between), XB loads of x in flight per thread before any is used (x comes from
 // L2: its latency hidden XB at a time). Returns the thread's share of the sum of squares of x (NORM).
-// bf16 x without NORM (the down projection's h) goes in 16-byte loads: 8192 columns in one L2 round trip per thread
-// instead of two (14336: two instead of four).
+// bf16 x without NORM (the down projection's h) wider than two rounds of 8-byte loads goes in 16-byte loads: 8B's
+// 14336 columns in two L2 round trips per thread instead of four (H200: -0.35% per 8B token). At 8192 columns and
+// 256 threads (1B) the 16-byte loads measured 0.8% slower per token than the two rounds below (RESULTS.md).
 template <bool NORM, class XT>
 __device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int tid, int n_threads) {
   constexpr int XB = 4;
   float ss = 0.f;
-  if constexpr (sizeof(XT) == 2 && !NORM) {
+  if (sizeof(XT) == 2 && !NORM && a.n_cols > 2 * XB * 4 * n_threads) {
     for (int i0 = tid * 8; i0 < a.n_cols; i0 += n_threads * 8 * XB) {  // n_cols % 8 == 0 (matvec's check)
       uint4 v[XB];
 #pragma unroll
