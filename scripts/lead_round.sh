@@ -11,7 +11,7 @@ B=${1:-.carry/lead}
 OUT=${OUT:-./lead_round_out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
-timeout 150 "$B/test_gpu" > "$OUT/test_gpu.log" 2>&1; echo "test_gpu exit $?" >> "$OUT/summary.txt"
+timeout 240 "$B/test_gpu" > "$OUT/test_gpu.log" 2>&1; echo "test_gpu exit $?" >> "$OUT/summary.txt"
 grep -E "^\[  FAILED  \]|^\[  PASSED  \]" "$OUT/test_gpu.log" | head -20 >> "$OUT/summary.txt"
 for m in tests/golden/*/; do
   ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/expected.json'))['cases'][0]['prompt'])))" 2>/dev/null)
