@@ -72,6 +72,16 @@ inline TensorView view(const std::vector<float>& v, std::vector<int64_t> shape, 
   return t;
 }
 
+// [rows, cols] bf16 view of d's bits, for the CPU reference ops.
+inline TensorView bf16_view(const Bf16Data& d, int64_t rows, int64_t cols, const char* name = "w") {
+  TensorView t;
+  t.dtype = DType::BF16;
+  t.shape = {rows, cols};
+  t.data = d.bits.data();
+  t.name = name;
+  return t;
+}
+
 // ||a - b|| / ||b||, infinite when a holds a NaN (never passes).
 inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());

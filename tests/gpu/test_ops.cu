@@ -31,10 +31,7 @@ TEST(Ops, EmbedCopiesRowsExactlyAndMarksBadTokens) {
   out.poison();
   cuda::embed(S, out.p, reinterpret_cast<bf16*>(dt.p), dtok.p, int(tokens.size()), E, V);
   auto got = out.download();
-  TensorView tv;
-  tv.dtype = DType::BF16;
-  tv.shape = {V, E};
-  tv.data = table.bits.data();
+  const TensorView tv = bf16_view(table, V, E);
   for (size_t t = 0; t < tokens.size(); ++t) {
     if (tokens[t] < 0 || tokens[t] >= V) {
       for (int i = 0; i < E; ++i) EXPECT_TRUE(std::isnan(got[t * E + size_t(i)]));

@@ -11,6 +11,7 @@
 #include "cpu/ops.h"
 #include "cuda/ops/matvec_internal.h"
 #include "gpu_test_util.h"
+#include "rope_qkv_fixture.h"
 
 namespace mk::gpu_test {
 namespace {
@@ -47,11 +48,7 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
   std::vector<float> out0 = randn(size_t(n_out), rng);
 
   // Reference.
-  TensorView wv;
-  wv.dtype = DType::BF16;
-  wv.shape = {c.rows, c.cols};
-  wv.data = w.bits.data();
-  wv.name = "w";
+  const TensorView wv = bf16_view(w, c.rows, c.cols);
   std::vector<float> xn(x.size());
   if (c.norm) cpu::rmsnorm(xn.data(), x.data(), view(nw, {c.cols}), 1e-5f, c.cols);
   else xn = x;
@@ -203,56 +200,21 @@ TEST(Matvec, RopeQkvModeMatchesCpuRopeAndWritesCache) {
     // Reference in HF order.
     std::vector<float> xn(static_cast<size_t>(E)), y(static_cast<size_t>(R));
     cpu::rmsnorm(xn.data(), x.data(), view(g, {E}), 1e-6f, E);
-    TensorView wv;
-    wv.dtype = DType::BF16;
-    wv.shape = {R, E};
-    wv.data = w.bits.data();
     TensorView bv = view(b, {R});
-    cpu::matvec(y.data(), wv, xn.data(), bias ? &bv : nullptr);
+    cpu::matvec(y.data(), bf16_view(w, R, E), xn.data(), bias ? &bv : nullptr);
     cpu::rope(y.data(), n_head, D, pos, inv_freq.data());
     cpu::rope(y.data() + Q, n_kv, D, pos, inv_freq.data());
-    // Device weights and bias in rope-pair order.
-    std::vector<uint16_t> wp(w.bits.size());
-    std::vector<float> bp(b.size());
-    for (int r = 0; r < R; ++r) {
-      int h = r / D, d = r % D, pr = h * D + (d < D / 2 ? 2 * d : 2 * (d - D / 2) + 1);
-      std::copy(w.bits.begin() + size_t(r) * E, w.bits.begin() + size_t(r + 1) * E, wp.begin() + size_t(pr) * E);
-      bp[size_t(pr)] = b[size_t(r)];
-    }
-    const int n_blocks = 2, bs = 64;
-    DeviceArray<uint16_t> dw(wp), kc(size_t(n_blocks) * bs * KV), vc(size_t(n_blocks) * bs * KV), q(static_cast<size_t>(Q));
-    DeviceArray<float> dx(x), dg(g), db(bp), dfreq(inv_freq), dummy(static_cast<size_t>(R));
-    DeviceArray<int32_t> dpos(std::vector<int32_t>{pos}), table(std::vector<int32_t>{1, 0});  // pos 70 -> block 0
+    RopeQkvDevice dev(w.bits, b, x, g, inv_freq, n_head, n_kv, D, E, pos);
     for (const char* kernel : {"bulk", "splitk"}) {
       if (skip_bulk() && kernel[0] == 'b') continue;
       SCOPED_TRACE(kernel);
       cuda::set_matvec_kernel(kernel);
-      kc.poison();
-      vc.poison();
-      q.poison();
-      cuda::MatvecArgs a;
-      a.w = reinterpret_cast<const __nv_bfloat16*>(dw.p);
-      a.n_rows = R;
-      a.n_cols = E;
-      a.x = dx.p;
-      a.norm_w = dg.p;
-      a.eps = 1e-6f;
-      a.bias = bias ? db.p : nullptr;
-      a.out = dummy.p;
-      a.mode = MatvecOut::ROPE_QKV;
-      a.rope.inv_freq = dfreq.p;
-      a.rope.pos = dpos.p;
-      a.rope.head_dim = D;
-      a.rope.n_head = n_head;
-      a.rope.n_kv_head = n_kv;
-      a.rope.q_out = reinterpret_cast<__nv_bfloat16*>(q.p);
-      a.rope.kv = {reinterpret_cast<__nv_bfloat16*>(kc.p), reinterpret_cast<__nv_bfloat16*>(vc.p), n_blocks, bs, n_kv, D};
-      a.rope.block_table = table.p;
-      a.rope.max_positions = n_blocks * bs;
-      cuda::matvec(cuda::Stream(nullptr, true), a);
+      dev.poison();
+      cuda::matvec(cuda::Stream(nullptr, true), dev.args(MatvecOut::ROPE_QKV, bias, 1e-6f));
       CUDA_CHECK_LAUNCH();
-      auto gq = bf16_bits_to_f32(q.download()), gk = bf16_bits_to_f32(kc.download()), gv = bf16_bits_to_f32(vc.download());
-      size_t row = size_t(0 * bs + pos % bs) * KV;  // block_table[1] = 0
+      auto gq = bf16_bits_to_f32(dev.q.download()), gk = bf16_bits_to_f32(dev.k_cache.download()),
+           gv = bf16_bits_to_f32(dev.v_cache.download());
+      const size_t row = dev.cache_row(pos);
       std::vector<float> got_k(gk.begin() + row, gk.begin() + row + KV), got_v(gv.begin() + row, gv.begin() + row + KV);
       EXPECT_LT(rel_err(gq, std::vector<float>(y.begin(), y.begin() + Q)), 1e-2);
       EXPECT_LT(rel_err(got_k, std::vector<float>(y.begin() + Q, y.begin() + Q + KV)), 1e-2);
@@ -282,26 +244,18 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
   Bf16Data wq = to_bf16(randn(size_t(333) * E, rng, 0.05f));
   std::vector<float> x0 = randn(size_t(E), rng);
   // Reference.
-  auto tv = [](const Bf16Data& b, int r, int c) {
-    TensorView t;
-    t.dtype = DType::BF16;
-    t.shape = {r, c};
-    t.data = b.bits.data();
-    t.name = "w";
-    return t;
-  };
   std::vector<float> x = x0, xn(static_cast<size_t>(E)), y(static_cast<size_t>(F)), h(static_cast<size_t>(F / 2)),
       dx(static_cast<size_t>(E)), want(333);
   for (auto& l : layers) {
     cpu::rmsnorm(xn.data(), x.data(), view(l.g, {E}), 1e-5f, E);
-    cpu::matvec(y.data(), tv(l.gu, F, E), xn.data(), nullptr);
+    cpu::matvec(y.data(), bf16_view(l.gu, F, E), xn.data(), nullptr);
     std::vector<float> g(static_cast<size_t>(F / 2)), u(static_cast<size_t>(F / 2));
     for (int i = 0; i < F / 2; ++i) g[size_t(i)] = y[2 * size_t(i)], u[size_t(i)] = y[2 * size_t(i) + 1];
     cpu::swiglu(h.data(), g.data(), u.data(), F / 2);
-    cpu::matvec(dx.data(), tv(l.d, E, F / 2), h.data(), nullptr);
+    cpu::matvec(dx.data(), bf16_view(l.d, E, F / 2), h.data(), nullptr);
     cpu::add(x.data(), x.data(), dx.data(), E);
   }
-  cpu::matvec(want.data(), tv(wq, 333, E), x.data(), nullptr);
+  cpu::matvec(want.data(), bf16_view(wq, 333, E), x.data(), nullptr);
   // Device.
   std::vector<std::unique_ptr<DeviceArray<uint16_t>>> dw;
   std::vector<std::unique_ptr<DeviceArray<float>>> dg;

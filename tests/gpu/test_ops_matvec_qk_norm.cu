@@ -5,12 +5,12 @@
 // ratios 1-8, widths that give 1-5 column slices per pair and both register builds, with and without bias.
 // Outputs are bf16: relative error bound 2^-9 (bf16 rounding) + 1e-4 (f32 summation order).
 // Run: test_gpu --gtest_filter='MatvecQkNorm*'
-#include <cstring>
 #include <tuple>
 
 #include "cpu/ops.h"
 #include "cuda/ops/matvec_internal.h"
 #include "gpu_test_util.h"
+#include "rope_qkv_fixture.h"
 
 namespace mk::gpu_test {
 namespace {
@@ -24,21 +24,6 @@ struct Case {
   bool bias;
   int pos;  // >= the cache capacity (128): q only, the caches stay untouched
 };
-
-TensorView bf16_view(const Bf16Data& b, int64_t rows, int64_t cols) {
-  TensorView t;
-  t.dtype = DType::BF16;
-  t.shape = {rows, cols};
-  t.data = b.bits.data();
-  t.name = "w";
-  return t;
-}
-
-// HF row order -> rope-pair order (device_weights.h): row d < D/2 of a head goes to 2d, row D/2 + d to 2d + 1.
-int pair_row(int r, int D) {
-  const int h = r / D, d = r % D;
-  return h * D + (d < D / 2 ? 2 * d : 2 * (d - D / 2) + 1);
-}
 
 void run_case(const Case& c, uint32_t seed) {
   SCOPED_TRACE(cat(c.n_head, "/", c.n_kv, " heads, D ", c.D, ", E ", c.E, c.bias ? ", bias" : "", ", pos ", c.pos));
@@ -66,44 +51,14 @@ void run_case(const Case& c, uint32_t seed) {
   cpu::rope(y.data(), c.n_head, D, c.pos, inv_freq.data());
   cpu::rope(y.data() + Q, c.n_kv, D, c.pos, inv_freq.data());
 
-  // Device: weights and bias in rope-pair order.
-  std::vector<uint16_t> wp(w.bits.size());
-  std::vector<float> bp(b.size());
-  for (int r = 0; r < R; ++r) {
-    const int pr = pair_row(r, D);
-    std::memcpy(wp.data() + size_t(pr) * c.E, w.bits.data() + size_t(r) * c.E, size_t(c.E) * 2);
-    bp[size_t(pr)] = b[size_t(r)];
-  }
-  const int n_blocks = 2, bs = 64, cap = n_blocks * bs;
-  DeviceArray<uint16_t> dw(wp), kc(size_t(cap) * KV), vc(size_t(cap) * KV), q(static_cast<size_t>(Q));
-  DeviceArray<float> dx(x), dg(g), db(bp), dqn(qn), dkn(kn), dfreq(inv_freq), dummy(static_cast<size_t>(R));
-  DeviceArray<int32_t> dpos(std::vector<int32_t>{c.pos}), table(std::vector<int32_t>{1, 0});
+  RopeQkvDevice dev(w.bits, b, x, g, inv_freq, c.n_head, c.n_kv, D, c.E, c.pos);
+  DeviceArray<float> dqn(qn), dkn(kn);
   std::vector<uint16_t> first_q;
   for (const char* kernel : {"splitk", "bulk"}) {  // bulk selected: ROPE_QKV_NORM must still take split-K
     SCOPED_TRACE(kernel);
     cuda::set_matvec_kernel(kernel);
-    kc.poison();
-    vc.poison();
-    q.poison();
-    cuda::MatvecArgs a;
-    a.w = reinterpret_cast<const __nv_bfloat16*>(dw.p);
-    a.n_rows = R;
-    a.n_cols = c.E;
-    a.x = dx.p;
-    a.norm_w = dg.p;
-    a.eps = eps;
-    a.bias = c.bias ? db.p : nullptr;
-    a.out = dummy.p;
-    a.mode = MatvecOut::ROPE_QKV_NORM;
-    a.rope.inv_freq = dfreq.p;
-    a.rope.pos = dpos.p;
-    a.rope.head_dim = D;
-    a.rope.n_head = c.n_head;
-    a.rope.n_kv_head = c.n_kv;
-    a.rope.q_out = reinterpret_cast<__nv_bfloat16*>(q.p);
-    a.rope.kv = {reinterpret_cast<__nv_bfloat16*>(kc.p), reinterpret_cast<__nv_bfloat16*>(vc.p), n_blocks, bs, c.n_kv, D};
-    a.rope.block_table = table.p;
-    a.rope.max_positions = cap;
+    dev.poison();
+    cuda::MatvecArgs a = dev.args(MatvecOut::ROPE_QKV_NORM, c.bias, eps);
     a.rope.q_norm = dqn.p;
     a.rope.k_norm = dkn.p;
     a.rope.eps = qk_eps;
@@ -111,10 +66,11 @@ void run_case(const Case& c, uint32_t seed) {
     cuda::matvec(cuda::Stream(nullptr, true), a);
     CUDA_CHECK_LAUNCH();
     EXPECT_EQ(cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM), launches + 1);
-    const std::vector<uint16_t> q_bits = q.download(), k_bits = kc.download(), v_bits = vc.download();
+    const std::vector<uint16_t> q_bits = dev.q.download(), k_bits = dev.k_cache.download(),
+                                v_bits = dev.v_cache.download();
     EXPECT_LT(rel_err(bf16_bits_to_f32(q_bits), std::vector<float>(y.begin(), y.begin() + Q)), TOL) << "q";
-    // Position pos sits in table[pos / bs] = block (pos < bs ? 1 : 0); every other row must still be poison.
-    const size_t row = c.pos < cap ? size_t((c.pos < bs ? 1 : 0) * bs + c.pos % bs) * KV : SIZE_MAX;
+    // Position pos sits in table[pos / 64] = block (pos < 64 ? 1 : 0); every other row must still be poison.
+    const size_t row = dev.cache_row(c.pos);
     for (auto [bits, want, what] : {std::tuple{&k_bits, y.begin() + Q, "k"}, {&v_bits, y.begin() + Q + KV, "v"}}) {
       size_t touched = 0;
       for (size_t i = 0; i < bits->size(); ++i)
