@@ -1,7 +1,8 @@
 // Measurement probe (not built by CMake): a 1 GiB grid-stride read with each 16-byte load flavour (L2 prefetch
-// hints), then per matrix shape, in a CUDA graph of PDL launches over rotating copies: a read-only kernel (without /
-// with PDL), the product's split-K matvec, and a prototype of it with block / named barriers and each load flavour.
-// bench/RESULTS.md "Session 6: the L2::256B hint" holds its figures. Build here, run on the GPU machine:
+// hints), then per matrix shape, in a CUDA graph of PDL launches over rotating copies: read-only kernels of three block
+// shapes, the product's split-K matvec, and a prototype of its loop with parts left out (x staging, the cross-warp
+// reduction) or one row per warp. bench/RESULTS.md "Session 6: matvec ablations" holds its figures (the version at
+// 93aba71 gave the section before it, "Session 6: the L2::256B hint"). Build here, run on the GPU machine:
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 --expt-relaxed-constexpr -DMK_HAVE_CUDA=1 \
 //     -Iinclude -Isrc bench/probes/matvec_loads.cu -o matvec_loads build/libmk_cuda.a build/libmk_core.a
 #include <cuda_runtime.h>
@@ -18,11 +19,14 @@
 using namespace mk::cuda;
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
 
+// 16-byte load flavours: 0 __ldg, 1 no L1 + 256-byte L2 prefetch (the product's load before session 6), 2 no L1
+// (the product's now), 3 no L1 + 128-byte L2 prefetch, 4 plain ld.global.nc.
 template <int LD>
 __device__ __forceinline__ uint4 ldw(const void* p) {
-  uint4 r;
   if constexpr (LD == 0) return __ldg(reinterpret_cast<const uint4*>(p));
-  else if constexpr (LD == 1) return ld_stream(p);
+  uint4 r;
+  if constexpr (LD == 1)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   else if constexpr (LD == 2)
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   else if constexpr (LD == 3)
@@ -54,7 +58,7 @@ __global__ void __launch_bounds__(1024) read_pdl(const uint4* __restrict__ p, si
 // ---- split-K matvec prototype: item = (row pair, 1024-column slice), KS=4 loads per lane per row, pipelined
 // halves as the product. SYNC 0: block barriers (product); 1: named barrier per pair (only its S warps);
 // ROW1: one row per warp over KS2 chunks per lane (S slices of 32*KS2 chunks), named barrier per row.
-template <int SYNC, int KS, int LD = 1>
+template <int SYNC, int KS, int LD = 1, bool NOX = false, bool NORED = false>
 __global__ void __launch_bounds__(256, 3) mv_proto(const __nv_bfloat16* __restrict__ w, int n_rows, int n_cols,
                                                   const float* __restrict__ x, float* out, int S, int P, int n_groups) {
   extern __shared__ float s_x[];
@@ -78,9 +82,11 @@ __global__ void __launch_bounds__(256, 3) mv_proto(const __nv_bfloat16* __restri
   int grp = blockIdx.x;
   if (grp < n_groups && grp * P + pi < n_pairs) load_part(grp * P + pi, 0, KS);
   pdl_wait();
-  for (int i = threadIdx.x * 4; i < n_cols; i += blockDim.x * 4)
-    *reinterpret_cast<float4*>(s_x + i) = __ldcg(reinterpret_cast<const float4*>(x + i));
-  __syncthreads();
+  if (!NOX) {
+    for (int i = threadIdx.x * 4; i < n_cols; i += blockDim.x * 4)
+      *reinterpret_cast<float4*>(s_x + i) = __ldcg(reinterpret_cast<const float4*>(x + i));
+    __syncthreads();
+  }
   pdl_launch_dependents();
   for (; grp < n_groups; grp += gridDim.x) {
     const int pair = grp * P + pi;
@@ -102,6 +108,10 @@ __global__ void __launch_bounds__(256, 3) mv_proto(const __nv_bfloat16* __restri
     if (prefetch) load_part(next_pair, KS / 2, KS);
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
+    if (NORED) {
+      if (valid && lane == 0) { out[2 * pair * S + si] = acc0; out[2 * pair * S + S + si] = acc1; }
+      continue;
+    }
     if (S > 1) {
       if (lane == 0) { s_part[warp][0] = acc0; s_part[warp][1] = acc1; }
       if (SYNC == 0) __syncthreads();
@@ -115,6 +125,69 @@ __global__ void __launch_bounds__(256, 3) mv_proto(const __nv_bfloat16* __restri
     }
     if (valid && si == 0 && lane == 0) { out[2 * pair] = acc0; out[2 * pair + 1] = acc1; }
   }
+}
+
+template <int KS2>
+__global__ void __launch_bounds__(256, 3) mv_row(const __nv_bfloat16* __restrict__ w, int n_rows, int n_cols,
+                                                const float* __restrict__ x, float* out) {
+  extern __shared__ float s_x[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_chunks = n_cols >> 3;
+  const int gw = blockIdx.x * 8 + warp, nw = gridDim.x * 8;
+  uint4 wb[KS2];
+  auto load_part = [&](int row, int u0, int u1) {
+    const __nv_bfloat16* r0 = w + size_t(row) * size_t(n_cols);
+#pragma unroll
+    for (int u = 0; u < KS2; ++u) {
+      if (u < u0 || u >= u1) continue;
+      const int c = u * 32 + lane;
+      wb[u] = c < n_chunks ? ldw<2>(r0 + size_t(c) * 8) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  int row = gw;
+  if (row < n_rows) load_part(row, 0, KS2);
+  pdl_wait();
+  for (int i = threadIdx.x * 4; i < n_cols; i += blockDim.x * 4)
+    *reinterpret_cast<float4*>(s_x + i) = __ldcg(reinterpret_cast<const float4*>(x + i));
+  __syncthreads();
+  pdl_launch_dependents();
+  for (; row < n_rows; row += nw) {
+    const bool prefetch = row + nw < n_rows;
+    float acc = 0.f, dummy = 0.f;
+#pragma unroll
+    for (int u = 0; u < KS2 / 2; ++u) {
+      const int c = u * 32 + lane;
+      if (c < n_chunks) dot8_pair(s_x + c * 8, wb[u], wb[u], acc, dummy);
+    }
+    if (prefetch) load_part(row + nw, 0, KS2 / 2);
+#pragma unroll
+    for (int u = KS2 / 2; u < KS2; ++u) {
+      const int c = u * 32 + lane;
+      if (c < n_chunks) dot8_pair(s_x + c * 8, wb[u], wb[u], acc, dummy);
+    }
+    if (prefetch) load_part(row + nw, KS2 / 2, KS2);
+    acc = warp_sum(acc);
+    if (lane == 0) out[row] = acc + dummy * 0.f;
+  }
+}
+
+template <int LOADS>
+__global__ void __launch_bounds__(256) read256(const uint4* __restrict__ p, size_t n, unsigned* out) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  unsigned acc = 0;
+  bool first = true;
+  for (; i + (LOADS - 1) * stride < n; i += LOADS * stride) {
+    uint4 v[LOADS];
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) v[j] = ldw<2>(p + i + j * stride);
+    if (first) { pdl_wait(); pdl_launch_dependents(); first = false; }
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  if (first) { pdl_wait(); pdl_launch_dependents(); }
+  for (; i < n; i += stride) { const uint4 a = ldw<2>(p + i); acc ^= a.x ^ a.y ^ a.z ^ a.w; }
+  if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
 struct Timer {
@@ -167,7 +240,7 @@ int main() {
   for (int r = 0; r < 21; ++r) cv.push_back(t.ms(s, [&] { read_pdl<4><<<sms * 2, 1024, 0, s>>>((const uint4*)w, pool / 16, o); }));
   std::sort(cv.begin(), cv.end());
   const double ceil = double(pool) / (cv[10] * 1e-3) / 1e12;
-  printf("ceiling (1 GiB read, ld_stream) %.3f TB/s\n", ceil);
+  printf("ceiling (1 GiB read, L2::256B hint) %.3f TB/s\n", ceil);
   auto ceil_ld = [&](auto k, const char* name) {
     std::vector<float> v;
     for (int r = 0; r < 21; ++r) v.push_back(t.ms(s, [&] { k<<<sms * 2, 1024, 0, s>>>((const uint4*)w, pool / 16, o); }));
@@ -181,34 +254,38 @@ int main() {
   ceil_ld(read_pdl<4, 4>, "nc (L1 allocate)");
   ceil_ld(read_pdl<4, 0>, "__ldg again");
   struct Sh { int r, c; };
-  const Sh shapes[] = {{8192, 2048}, {2048, 8192}, {4096, 2048}, {16384, 2048}, {32768, 2048}, {3072, 2048}, {65536, 2048}};
   auto mv_smem = [](int c) { return size_t(c) * 4; };
-  CK(cudaFuncSetAttribute(mv_proto<0, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  CK(cudaFuncSetAttribute(mv_proto<1, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  CK(cudaFuncSetAttribute(mv_proto<0, 4, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  CK(cudaFuncSetAttribute(mv_proto<0, 4, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  auto smem_attr = [](auto k) { CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024)); };
+  smem_attr(mv_proto<0, 4, 2>); smem_attr(mv_proto<0, 4, 2, true>); smem_attr(mv_proto<0, 4, 2, false, true>);
+  smem_attr(mv_proto<0, 4, 2, true, true>); smem_attr(mv_row<8>);
+  const Sh shapes[] = {{8192, 2048}, {2048, 8192}, {16384, 2048}, {65536, 2048}, {3072, 2048}};
   for (const Sh& sh : shapes) {
     const size_t bytes = size_t(sh.r) * sh.c * 2;
     const int copies = int(std::min<size_t>(64, pool / bytes));
     auto wp = [&](int i) { return (const char*)w + size_t(i % copies) * bytes; };
-    auto pct = [&](double us) { return 100.0 * double(bytes) / (us * 1e-6) / 1e12 / ceil; };
     const int chain = std::max(8, std::min(64, int((size_t(2) << 30) / bytes)));
-    double rd = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, read_pdl<4>, dim3(sms * 2), dim3(1024), 0, (const uint4*)wp(i), bytes / 16, o); });
-    double rd_plain = chain_us(s, chain, 5, [&](int i) { read_pdl<4><<<sms * 2, 1024, 0, s>>>((const uint4*)wp(i), bytes / 16, o); });
-    // product split-K (STORE, f32 x, no norm)
+    const int S = (sh.c / 8 + 127) / 128, P = std::max(1, 8 / S), n_groups = (sh.r / 2 + P - 1) / P;
+    const int blocks = std::min(n_groups, sms * 3);
+    auto proto = [&](auto k) {
+      return chain_us(s, chain, 5, [&](int i) { launch_pdl(s, k, dim3(blocks), dim3(32 * S * P), mv_smem(sh.c), (const __nv_bfloat16*)wp(i), sh.r, sh.c, (const float*)x, y, S, P, n_groups); });
+    };
+    double rd = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, read_pdl<4, 2>, dim3(sms * 2), dim3(1024), 0, (const uint4*)wp(i), bytes / 16, o); });
+    double rd256 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, read256<4>, dim3(sms * 8), dim3(256), 0, (const uint4*)wp(i), bytes / 16, o); });
+    double rd256x6 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, read256<8>, dim3(sms * 3), dim3(256), 0, (const uint4*)wp(i), bytes / 16, o); });
     double prod = chain_us(s, chain, 5, [&](int i) {
       MatvecArgs a; a.w = (const bf16*)wp(i); a.n_rows = sh.r; a.n_cols = sh.c; a.x = x; a.out = y + size_t(i % 8) * sh.r;
       matvec_splitk(Stream(s, true), a); });
-    // prototypes
-    const int S = (sh.c / 8 + 127) / 128, P = std::max(1, 8 / S), n_groups = (sh.r / 2 + P - 1) / P;
-    const int blocks = std::min(n_groups, sms * 3);
-    double p0 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, mv_proto<0, 4>, dim3(blocks), dim3(32 * S * P), mv_smem(sh.c), (const __nv_bfloat16*)wp(i), sh.r, sh.c, (const float*)x, y, S, P, n_groups); });
-    double p2 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, mv_proto<0, 4, 0>, dim3(blocks), dim3(32 * S * P), mv_smem(sh.c), (const __nv_bfloat16*)wp(i), sh.r, sh.c, (const float*)x, y, S, P, n_groups); });
-    double p3 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, mv_proto<0, 4, 2>, dim3(blocks), dim3(32 * S * P), mv_smem(sh.c), (const __nv_bfloat16*)wp(i), sh.r, sh.c, (const float*)x, y, S, P, n_groups); });
-    double rd0 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, read_pdl<4, 0>, dim3(sms * 2), dim3(1024), 0, (const uint4*)wp(i), bytes / 16, o); });
-    double p1 = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, mv_proto<1, 4>, dim3(blocks), dim3(32 * S * P), mv_smem(sh.c), (const __nv_bfloat16*)wp(i), sh.r, sh.c, (const float*)x, y, S, P, n_groups); });
-    printf("%6dx%-5d %7.1f MiB chain %2d | read-nopdl %7.2f us %5.1f%% | read %7.2f us %5.1f%% | splitk %7.2f us %5.1f%% | proto-block %7.2f %5.1f%% | proto-named %7.2f %5.1f%% | proto-ldg %7.2f %5.1f%% | proto-nohint %7.2f %5.1f%% | read-ldg %7.2f %5.1f%%\n",
-           sh.r, sh.c, bytes / 1048576.0, chain, rd_plain, pct(rd_plain), rd, pct(rd), prod, pct(prod), p0, pct(p0), p1, pct(p1), p2, pct(p2), p3, pct(p3), rd0, pct(rd0));
+    double p0 = proto(mv_proto<0, 4, 2>);
+    double pnx = proto(mv_proto<0, 4, 2, true>);
+    double pnr = proto(mv_proto<0, 4, 2, false, true>);
+    double pnn = proto(mv_proto<0, 4, 2, true, true>);
+    double row = -1;
+    if (sh.c <= 2048) {
+      const int rb = std::min((sh.r + 7) / 8, sms * 3);
+      row = chain_us(s, chain, 5, [&](int i) { launch_pdl(s, mv_row<8>, dim3(rb), dim3(256), mv_smem(sh.c), (const __nv_bfloat16*)wp(i), sh.r, sh.c, (const float*)x, y); });
+    }
+    printf("%6dx%-5d us: read1024x2 %6.2f read256x8 %6.2f read256x3(8 ld) %6.2f | splitk %6.2f proto %6.2f noX %6.2f noRed %6.2f noX+noRed %6.2f row/warp %6.2f\n",
+           sh.r, sh.c, rd, rd256, rd256x6, prod, p0, pnx, pnr, pnn, row);
   }
   CK(cudaDeviceSynchronize());
   return 0;
