@@ -80,8 +80,6 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
   return r;
 }
 
-// Rows per page: whole rows, an even number when two fit (consumers take rows in pairs).
-__device__ __forceinline__ int rows_per_page(int cols) { return page_rows(cols); }
 
 // The dynamic LM head (version 10, isa.h Layout::lm_unit_rows, MkParams::lm_dynamic): the loader tells the consumers
 // which unit of the vocabulary each LmHead page holds (written before the page's arrive, whose release the
@@ -199,7 +197,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       }
       const WeightRows w = weight_rows(p, p.instrs[i]);
       if (w.n == 0) continue;
-      const int rpp = rows_per_page(w.cols);
+      const int rpp = page_rows(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
       for (int r = 0; r < w.n; r += rpp, ++page) {
         if (!loader_slot(p, empty, page, np, stall)) return;
@@ -272,7 +270,7 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
 // in the loader's order (called by all consumer warps; lane 0 of the owning warp calls out).
 template <class Out>
 __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in, Out&& out) {
-  const int rpp = rows_per_page(w.cols);
+  const int rpp = page_rows(w.cols);
   int pair_base = 0;
   for (int r = 0; r < w.n; r += rpp) {
     const int nr = min(rpp, w.n - r);
