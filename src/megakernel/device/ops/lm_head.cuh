@@ -4,6 +4,20 @@
 
 namespace mk::megakernel::device {
 
+// The block's argmax from each consumer warp's candidate (lane 0's best / best_i) through s_aux; true in thread 0,
+// which then holds the winner (argmax_better is a total order, so the fold order does not matter).
+__device__ __forceinline__ bool block_argmax(const Ctx& c, float& best, int& best_i) {
+  float* s_val = c.s_aux;
+  int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
+  csync();
+  if (threadIdx.x != 0) return false;
+  for (int k = 1; k < int(WARPS); ++k)
+    if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
+  return true;
+}
+
 // Final residual; rmsnorm(final_norm); logits[rows]; the slice's argmax -> amax[slice].
 // Version 10, the dynamic LM head (MkParams::lm_dynamic, isa.h Layout::lm_unit_rows): the rows come page by page
 // in the order the loader got them (its static units, then its claims; ring.cuh loader_lm_dynamic) until the empty
@@ -38,15 +52,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   } else {
     matvec<RING>(c, in, c.s_x, out);
   }
-  // Per-warp candidates (lane 0 holds them) -> thread 0.
-  float* s_val = c.s_aux;
-  int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
-  csync();
-  if (threadIdx.x == 0) {
-    for (int k = 1; k < int(WARPS); ++k)
-      if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
+  if (block_argmax(c, best, best_i)) {
     const int64_t amax = L.amax + 2 * int64_t(in.chunk);
     st_act<FLAG>(c, amax, best);
     st_act<FLAG>(c, amax + 1, float(best_i));
@@ -85,14 +91,7 @@ __device__ void op_argmax(const Ctx& c, const Instr&) {
     const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
     if (argmax_better(ov, oi, best, best_i)) best = ov, best_i = oi;
   }
-  float* s_val = c.s_aux;
-  int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
-  csync();
-  if (threadIdx.x != 0) return;
-  for (int k = 0; k < int(WARPS); ++k)
-    if (argmax_better(s_val[k], s_idx[k], best, best_i)) best = s_val[k], best_i = s_idx[k];
+  if (!block_argmax(c, best, best_i)) return;
   c.p.tokens[c.step + 1] = best_i;
   if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(best_i)), c.epoch + 1u);
 }
