@@ -19,6 +19,8 @@ struct Params {
   int S, P, n_pairs, n_groups;
   int ring;  // 1: prefetch the next group's weights while consuming the current one
   int C = 1, G = 1;  // ROPE_QKV_NORM: blocks per cluster (= per head), groups per block (C * G * P = head_dim / 2)
+  int trigger_early = 0;  // 1: launch the next kernel right after the wait, before x is staged
+  int prewait_half = 0;   // 1: only the first half of the first group's loads before the wait, the rest right after it
 };
 
 // Loads per lane per row per item of the build fitted to MINB blocks per SM (16 x 16-byte buffers do not fit 80
@@ -79,8 +81,10 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     else return p.n_groups;
   };
   bool loaded = false;
+  const bool half_first = p.prewait_half;
   if (grp < grp_end() && grp * p.P + pi < p.n_pairs) {
-    load(grp * p.P + pi);
+    if (half_first) load_part(grp * p.P + pi, H0{}, H1{});
+    else load(grp * p.P + pi);
     loaded = true;
   }
   if constexpr (NORM)
@@ -100,11 +104,14 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   pdl_wait();
+  // The second half's loads go out before x is staged: DRAM stays busy through x's L2 round trip.
+  if (half_first && loaded) load_part(grp * p.P + pi, H1{}, H2{});
+  if (p.trigger_early) pdl_launch_dependents();
   const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x);
   float inv = 1.f;
   if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
   __syncthreads();  // s_x complete
-  pdl_launch_dependents();
+  if (!p.trigger_early) pdl_launch_dependents();
 
   unsigned long long best = 0;
   for (; grp < grp_end(); grp += grp_step()) {
