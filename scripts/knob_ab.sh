@@ -12,21 +12,21 @@ run() {  # run NAME SPEC LOG ARGS...
   local name=$1 spec=$2 log=$3; shift 3
   local envs=(); IFS=',' read -ra kv <<< "${spec#*:}"
   for e in "${kv[@]}"; do [ -n "$e" ] && envs+=("$e"); done
-  env "${envs[@]}" timeout 60 "$B/megakernel" bench --backend layered --prefill 32 --context 32 "$@" > "$log" 2>&1
+  { echo "=== $log"; env "${envs[@]}" timeout 60 "$B/megakernel" bench --backend layered --prefill 32 --context 32 "$@" 2>&1; } >> "$OUT/$name.txt"
 }
-for c in "$@"; do n=${c%%:*}; run "$n" "$c" "$OUT/p1_$n.txt" --shape llama-3.2-1b --repeats 5; done
+for c in "$@"; do n=${c%%:*}; run "$n" "$c" p1 --shape llama-3.2-1b --repeats 5; done
 rev=(); for c in "$@"; do rev=("$c" "${rev[@]}"); done
-for c in "${rev[@]}"; do n=${c%%:*}; run "$n" "$c" "$OUT/p2_$n.txt" --shape llama-3.2-1b --repeats 5 --no-ceilings; done
+for c in "${rev[@]}"; do n=${c%%:*}; run "$n" "$c" p2 --shape llama-3.2-1b --repeats 5 --no-ceilings; done
 if [ -n "${KNOB_8B:-}" ]; then
-  for c in "$@" "${rev[@]}"; do n=${c%%:*}; run "$n" "$c" "$OUT/p3_$n.$RANDOM.txt" --shape llama-3.1-8b --repeats 3 --no-ceilings; done
+  for c in "$@" "${rev[@]}"; do n=${c%%:*}; run "$n" "$c" p3 --shape llama-3.1-8b --repeats 3 --no-ceilings; done
 fi
 echo "================ knob table (us per matvec in a PDL graph; decode median ms/token) ================"
 for c in "$@"; do
   n=${c%%:*}
-  mv=$(grep -E "^matvec (splitk|read) " "$OUT/p1_$n.txt" | awk '{printf "%s%s=%s ", substr($2,1,1), $3, $(NF-4)}')
-  d1=$(grep -m1 "decode ctx" "$OUT/p1_$n.txt" | awk '{for(i=1;i<=NF;i++) if($i=="median") print $(i+1)}')
-  d2=$(grep -m1 "decode ctx" "$OUT/p2_$n.txt" | awk '{for(i=1;i<=NF;i++) if($i=="median") print $(i+1)}')
-  d8=$(cat "$OUT"/p3_$n.*.txt 2>/dev/null | grep "decode ctx" | awk '{for(i=1;i<=NF;i++) if($i=="median") printf "%s ", $(i+1)}')
-  echo "$n | 1B $d1 / $d2 | 8B $d8 | $mv"
+  f="$OUT/$n.txt"
+  mv=$(grep -E "^matvec (splitk|read) " "$f" | awk '{printf "%s%s=%s ", substr($2,1,1), $3, $(NF-4)}')
+  d1=$(awk '/^=== p[12]$/{on=1} /^=== p3$/{on=0} on && /decode ctx/{for(i=1;i<=NF;i++) if($i=="median") printf "%s ", $(i+1)}' "$f")
+  d8=$(awk '/^=== p3$/{on=1} /^=== p[12]$/{on=0} on && /decode ctx/{for(i=1;i<=NF;i++) if($i=="median") printf "%s ", $(i+1)}' "$f")
+  echo "$n | 1B $d1| 8B $d8| $mv"
+  grep -m1 "^read ceiling" "$f"
 done
-grep -h "read ceiling" "$OUT"/p1_*.txt

@@ -110,6 +110,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   p.P = std::max(1, 8 / p.S);
   p.trigger_early = env_int("MK_MATVEC_TRIGGER_EARLY", 0);
   p.prewait_half = env_int("MK_MATVEC_PREWAIT_HALF", 0);
+  p.ring_grain = env_int("MK_MATVEC_GRAIN", 0);
   if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
     launch_heads(s, kernel, p);
   } else {

@@ -3,6 +3,7 @@
 #include <cooperative_groups.h>
 
 #include <type_traits>
+#include <utility>
 
 #include "cuda/ops/matvec_internal.h"
 
@@ -20,6 +21,7 @@ struct Params {
   int ring;  // 1: prefetch the next group's weights while consuming the current one
   int C = 1, G = 1;  // ROPE_QKV_NORM: blocks per cluster (= per head), groups per block (C * G * P = head_dim / 2)
   int trigger_early = 0;  // 1: launch the next kernel right after the wait, before x is staged
+  int ring_grain = 0;     // 1: refill chunk by chunk instead of half by half
   int prewait_half = 0;   // 1: only the first half of the first group's loads before the wait, the rest right after it
 };
 
@@ -131,11 +133,23 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
         }
       }
     };
-    // The refill of a half reuses the registers just consumed: 8-16 loads stay in flight per lane.
-    if (valid) consume(H0{}, H1{});
-    if (prefetch) load_part(next_pair, H0{}, H1{});
-    if (valid) consume(H1{}, H2{});
-    if (prefetch) load_part(next_pair, H1{}, H2{});
+    if (p.ring_grain == 1) {
+      // Each chunk's registers are refilled as soon as they are consumed: 2 KS - 2 .. 2 KS loads in flight per lane.
+      auto chunk = [&]<int U>() {
+        using A = std::integral_constant<int, U>;
+        using E = std::integral_constant<int, U + 1>;
+        if (valid) consume(A{}, E{});
+        if (prefetch) load_part(next_pair, A{}, E{});
+      };
+      [&]<int... U>(std::integer_sequence<int, U...>) { (chunk.template operator()<U>(), ...); }
+      (std::make_integer_sequence<int, KS>{});
+    } else {
+      // The refill of a half reuses the registers just consumed: KS .. 2 KS loads stay in flight per lane.
+      if (valid) consume(H0{}, H1{});
+      if (prefetch) load_part(next_pair, H0{}, H1{});
+      if (valid) consume(H1{}, H2{});
+      if (prefetch) load_part(next_pair, H1{}, H2{});
+    }
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
     if (S > 1) {  // uniform over the block
