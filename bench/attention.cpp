@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectrace] [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -440,16 +440,53 @@ void decode_v6() {
   });
 }
 
+// Decode options of the 'dectma' / 'dectrace' variants: the early contract, its ring stages before the wait
+// (0 = default) and AttentionOptions::decode_tma (0 = cp.async; 1 = TMA 64-key tiles; 2 = 32-key tiles x 6
+// stages; 3 = 1 with 256-byte L2 promotion; head dim 64 only).
+cuda::AttentionOptions tma_opts(bool early, int tma, int stages = 0) {
+  cuda::AttentionOptions o = v6_opts(early, stages);
+  o.decode_tma = tma;
+  return o;
+}
+
+// 'dectma': TMA tiles against cp.async, with and without the early contract, in one process; the baselines again
+// at the end of each shape (drift check). Head dim 128 ignores decode_tma: only the baselines there.
+void decode_tma_table() {
+  const double ceiling = decode_read_ceiling();
+  for_each_variant_shape([&](DecodeSetup& st, int batch) {
+    decode_time(st, true, tma_opts(false, 0), "default", ceiling);
+    decode_time(st, true, tma_opts(true, 0), "early", ceiling);
+    if (st.d == 64) {
+      decode_time(st, true, tma_opts(false, 1), "tma1", ceiling);
+      decode_time(st, true, tma_opts(true, 1), "tma1_early", ceiling);
+      decode_time(st, true, tma_opts(false, 2), "tma2", ceiling);
+      decode_time(st, true, tma_opts(true, 2), "tma2_early", ceiling);
+      decode_time(st, true, tma_opts(true, 3), "tma3_early", ceiling);
+      decode_time(st, true, tma_opts(true, 1, 2), "tma1_early_s2", ceiling);
+      decode_time(st, true, tma_opts(true, 2, 2), "tma2_early_s2", ceiling);
+      if (batch == 1) {
+        decode_time(st, false, tma_opts(false, 0), "default", ceiling);  // hot
+        decode_time(st, false, tma_opts(true, 1), "tma1_early", ceiling);  // hot
+      }
+    }
+    decode_time(st, true, tma_opts(false, 0), "default_again", ceiling);
+    decode_time(st, true, tma_opts(true, 0), "early_again", ceiling);
+    if (st.d == 64) decode_time(st, true, tma_opts(true, 1), "tma1_early_again", ceiling);
+  });
+}
+
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options; the early contract with its default and with 2 / 3 ring stages
-// before the wait), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
+// cold calls at 32k, batch 1 (default options; the early contract with its default stages; TMA tiles with and
+// without it), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
 // call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[4] = {"default", "early", "early_s2", "early_s3"};
+  const char* names[6] = {"default", "early", "tma1", "tma1_early", "tma2_early", "tma3_early"};
+  const cuda::AttentionOptions opts[6] = {tma_opts(false, 0), tma_opts(true, 0), tma_opts(false, 1),
+                                          tma_opts(true, 1), tma_opts(true, 2), tma_opts(true, 3)};
   for (int d : {64, 128})
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < (d == 64 ? 6 : 2); ++variant) {
     DecodeSetup st(d, 32768, 1);
-    const cuda::AttentionOptions opt = v6_opts(variant > 0, variant >= 2 ? variant : 0);
+    const cuda::AttentionOptions opt = opts[variant];
     const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
     cudaStream_t s;
     ATT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -522,7 +559,7 @@ void decode_trace() {
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
        want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
-       want_v6 = false;
+       want_v6 = false, want_tma = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -534,6 +571,7 @@ int main(int argc, char** argv) {
     want_clust |= a == "decclust";
     want_trace |= a == "dectrace";
     want_v6 |= a == "decv6";
+    want_tma |= a == "dectma";
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
@@ -544,6 +582,7 @@ int main(int argc, char** argv) {
   if (want_focus) decode_focus();
   if (want_clust) decode_cluster();
   if (want_v6) decode_v6();
+  if (want_tma) decode_tma_table();
   if (want_trace) decode_trace();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);

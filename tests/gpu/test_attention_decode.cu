@@ -24,6 +24,8 @@ struct DecodeCase {
   int l2_prefetch_tiles = 2;  // AttentionOptions::decode_l2_prefetch_tiles
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
   int early_stages = 0;    // AttentionOptions::decode_early_stages
+  int tma = -1;            // AttentionOptions::decode_tma
+  bool nan_past_len = false;  // the device pool's rows past each length (within its blocks) hold NaN
 };
 
 cuda::AttentionOptions decode_options(const DecodeCase& c) {
@@ -36,7 +38,24 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_l2_prefetch_tiles = c.l2_prefetch_tiles;
   opt.decode_cluster_combine = c.cluster;
   opt.decode_early_stages = c.early_stages;
+  opt.decode_tma = c.tma;
   return opt;
+}
+
+// Writes NaN bits into the device K and V rows of every position past a sequence's length up to the end of its
+// blocks (the host copy, which the reference reads only below the lengths, keeps its values): a kernel that
+// loads whole tiles past the end must keep those rows out of the result (0 * NaN is NaN).
+void poison_past_lengths(PagedCache& cache, const std::vector<int>& kv_lens) {
+  const size_t row = size_t(cache.n_kv_head) * cache.head_dim;
+  const std::vector<uint16_t> nan_row(row, 0x7fc0);
+  for (size_t b = 0; b < kv_lens.size(); ++b)
+    for (int pos = kv_lens[b]; pos < cache.max_blocks_per_seq * cache.block_size; ++pos) {
+      const int blk = cache.table[b * cache.max_blocks_per_seq + pos / cache.block_size];
+      if (blk < 0) break;
+      const size_t off = (size_t(blk) * cache.block_size + pos % cache.block_size) * row;
+      ATT_CUDA_CHECK(cudaMemcpy(cache.d_k.ptr + off, nan_row.data(), row * 2, cudaMemcpyHostToDevice));
+      ATT_CUDA_CHECK(cudaMemcpy(cache.d_v.ptr + off, nan_row.data(), row * 2, cudaMemcpyHostToDevice));
+    }
 }
 
 // Decode arguments over `cache`: q and out [batch, n_head, head_dim] bf16, the K/V lengths and the workspace.
@@ -64,11 +83,13 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
   SCOPED_TRACE(cat("decode D=", d, " H=", n_head, "/", n_kv_head, " bs=", bs, " splits=", c.splits, " batch=",
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
-                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " early_stages=", c.early_stages));
+                   " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " early_stages=", c.early_stages,
+                   " tma=", c.tma, " nan_past_len=", c.nan_past_len));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
   cache.build(rng, kv_lens, bs, n_kv_head, d, c.extra_capacity);
+  if (c.nan_past_len) poison_past_lengths(cache, kv_lens);
   int max_k = 0;
   for (int l : kv_lens) max_k = std::max(max_k, l);
   if (c.max_seqlen_k > 0) max_k = c.max_seqlen_k;
@@ -207,6 +228,32 @@ TEST(AttentionDecode, EarlyRingStages) {
     }
 }
 
+// TMA tiles (decode_tma 1: 64 keys x 3 stages, 2: 32 keys x 6 stages, 3: 1 with 256-byte L2 promotion), with and
+// without the early contract (its default and 1 stage before the wait): lengths ending in a warp's first, second
+// or a later tile and mid-tile (31, 33, 65: the box reads rows past the end, NaN here), 1-key contexts, GQA with
+// live rows g + 8, forced and chosen splits, block sizes 64 and 128, capacity far above the lengths; head dim 128
+// ignores the switch (cp.async) and must still be right.
+TEST(AttentionDecode, TmaLoads) {
+  uint32_t seed = 1700;
+  for (int tma : {1, 2, 3})
+    for (const auto& [early, stages] : {std::pair{false, 0}, std::pair{true, 0}, std::pair{true, 1}}) {
+      DecodeCase c;
+      c.tma = tma;
+      c.early_kv = early;
+      c.early_stages = stages;
+      c.nan_past_len = true;
+      for (int ratio : {4, 12}) run_decode({1, 2, 17, 31, 32, 33, 64, 65, 129, 193, 700}, 2 * ratio, 2, 64, 64, c, seed++);
+      for (int splits : {1, 3, 33}) {
+        c.splits = splits;
+        run_decode({1000, 5, 129, 64 * 9 - 1}, 8, 2, 64, 128, c, seed++);
+      }
+      c.splits = 0;
+      c.extra_capacity = 4096;
+      run_decode({20000, 3}, 32, 8, 64, 64, c, seed++);
+      if (tma == 1) run_decode({20000, 3}, 32, 8, 128, 64, c, seed++);
+    }
+}
+
 // One workspace (poisoned once) through calls whose partials are laid out differently (split counts; a shorter
 // context uses fewer of them), as the layered backend's per-length graphs do: the arrival counters must cope
 // with every change. Every call is checked against the reference.
@@ -294,6 +341,18 @@ TEST(AttentionSanitize, DecodeSmall) {
 // writes alone), GQA with live rows g + 8, both ring sizes, with and without the early K/V contract, many
 // clusters in several waves (batch 64 x 3 splits). The device must hold the clusters (else the launch would
 // silently fall back to the counter combine and this test would not test it).
+TEST(AttentionSanitize, DecodeTma) {
+  for (int tma : {1, 2}) {
+    DecodeCase c;  // TMA tiles, NaN past the lengths, split combine, live rows g + 8
+    c.tma = tma;
+    c.splits = 2;
+    c.nan_past_len = true;
+    run_decode({300, 17}, 24, 2, 64, 64, c, 36);
+    c.early_kv = true;  // the early contract: the whole ring before the wait
+    run_decode({3000, 33}, 8, 2, 64, 64, c, 37);
+  }
+}
+
 TEST(AttentionDecode, ClusterCombine) {
   uint32_t seed = 900;
   for (int d : {64, 128}) {
@@ -358,11 +417,12 @@ TEST(AttentionDecode, Context128k) {
 
 // The kernel launched with PDL right after kv_append must see the row kv_append wrote (griddepcontrol.wait
 // before its first read): the cache holds a wrong last row until the append.
-void decode_after_append(const cuda::AttentionOptions& opt) {
+void decode_after_append(const cuda::AttentionOptions& opt, int d = 128) {
   SCOPED_TRACE(cat("early_kv=", opt.decode_early_kv, " ctas_per_sm=", opt.decode_ctas_per_sm, " cluster=",
-                   opt.decode_cluster_combine, " early_stages=", opt.decode_early_stages));
+                   opt.decode_cluster_combine, " early_stages=", opt.decode_early_stages, " tma=", opt.decode_tma,
+                   " d=", d));
   std::mt19937 rng(77);
-  const int n_kv = 2, n_head = 8, d = 128, bs = 64, len = 1000;
+  const int n_kv = 2, n_head = 8, bs = 64, len = 1000;
   PagedCache cache;
   cache.build(rng, {len}, bs, n_kv, d);
   std::vector<uint16_t> kn_bits, vn_bits, q_bits;
@@ -425,6 +485,12 @@ TEST(AttentionDecode, AfterAppendInStream) {
   ring.decode_early_kv = true;
   ring.decode_early_stages = 3;
   decode_after_append(ring);
+  for (int tma : {0, 1, 2}) {  // head dim 64: TMA tiles (or not) with the early contract's default
+    cuda::AttentionOptions t;
+    t.decode_early_kv = true;
+    t.decode_tma = tma;
+    decode_after_append(t, 64);
+  }
 }
 
 TEST(AttentionDecode, RefusesBadInput) {
@@ -451,6 +517,9 @@ TEST(AttentionDecode, RefusesBadInput) {
   cuda::AttentionOptions bad_stages;
   bad_stages.decode_early_stages = 4;
   EXPECT_NE(cuda::attention_decode(nullptr, a, bad_stages).message().find("decode_early_stages 4"), std::string::npos);
+  cuda::AttentionOptions bad_tma;
+  bad_tma.decode_tma = 4;
+  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_tma).message().find("decode_tma 4"), std::string::npos);
 }
 
 TEST(AttentionKvAppend, PlacesRowsBitExact) {

@@ -184,6 +184,8 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   if (opt.decode_splits < 0) return make_error(fn, ": decode_splits ", opt.decode_splits, " must be >= 0");
   if (opt.decode_early_stages < 0 || opt.decode_early_stages > 3)
     return make_error(fn, ": decode_early_stages ", opt.decode_early_stages, " is not supported (supported: 0 = default, 1, 2, 3)");
+  if (opt.decode_tma < -1 || opt.decode_tma > 3)
+    return make_error(fn, ": decode_tma ", opt.decode_tma, " is not supported (supported: -1 = default, 0 = cp.async, 1, 2, 3)");
   if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
     return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
   if (opt.decode_ctas_per_sm < 0 || opt.decode_ctas_per_sm > 2 || (opt.decode_ctas_per_sm == 2 && opt.decode_warps == 8))
@@ -211,13 +213,16 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   l.ctas_per_sm = opt.decode_ctas_per_sm == 2 ? 2 : 1;
   l.early_kv = opt.decode_early_kv && opt.decode_pdl && l.warps == 4;
   l.cluster = opt.decode_cluster_combine && l.warps == 4;
+  const int tma = opt.decode_tma < 0 ? attn::DECODE_TMA_DEFAULT : opt.decode_tma;
+  l.tma = a.kv.head_dim == 64 && l.warps == 4 && l.ctas_per_sm == 1 && !l.cluster ? tma : 0;
   return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, l));
 }
 
 namespace attn {
 
 // The driver's tensor-map encoder, fetched through the runtime (no link dependency on libcuda).
-cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows) {
+cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows, int box_rows,
+                               int l2_promotion) {
   using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -232,11 +237,15 @@ cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, in
   if (!encode) return cudaErrorNotSupported;
   const cuuint64_t dims[3] = {cuuint64_t(d), cuuint64_t(heads), cuuint64_t(rows)};
   const cuuint64_t strides[2] = {cuuint64_t(d) * 2, cuuint64_t(heads) * d * 2};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, 1, 64};
+  const cuuint32_t box[3] = {64, 1, cuuint32_t(box_rows)};
+  const CUtensorMapL2promotion promo = l2_promotion == 0    ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                                       : l2_promotion == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                       : l2_promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                                             : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUresult r = encode(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base),
                             dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_SWIZZLE_128B, promo,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

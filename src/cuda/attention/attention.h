@@ -119,6 +119,14 @@ struct AttentionOptions {
   // else 2. Measured (H200, bench/RESULTS.md "Decode attention v6"): 3 stages at head dim 64 -0.2 us at 32k
   // batch 1, -0.5% at batch 8 x 32k and 64 x 4k; at head dim 128 +0.4 us at 32k batch 1, hence 2 there.
   int decode_early_stages = 0;
+  // Decode at head dim 64 with 4 warps, one CTA per SM and no cluster combine (elsewhere ignored): how a warp
+  // loads its K/V tiles. -1 = the measured default (attention.cu: DECODE_TMA_DEFAULT); 0 = 16-byte cp.async by
+  // every lane; 1 = TMA, one cp.async.bulk.tensor per K and per V
+  // tile completing on a per-stage mbarrier (64-key tiles, 3 stages per warp); 2 = TMA with 32-key tiles and 6
+  // stages (same ring bytes, 5/6 of them in flight instead of 2/3); 3 = as 1 with 256-byte L2 promotion (the
+  // neighbouring kv head's row comes along). With TMA a warp loads the block-table entries of its tiles 32 at a
+  // time, ahead of their issue. Measured in bench/RESULTS.md "Decode attention v7".
+  int decode_tma = -1;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

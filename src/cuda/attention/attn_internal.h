@@ -51,6 +51,7 @@ struct DecodeParams {
                      // of launch_decode (3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)
 };
 
+constexpr int DECODE_TMA_DEFAULT = 0;  // AttentionOptions::decode_tma = -1 (bench/RESULTS.md "Decode attention v7")
 constexpr int DECODE_WARPS = 4;  // warps per decode CTA (192 KB of shared memory; 96 KB with 2 CTAs per SM)
 
 // How the decode kernel is built and launched (from AttentionOptions).
@@ -60,6 +61,7 @@ struct DecodeLaunch {
   int ctas_per_sm = 1;   // 1 (192 KB ring) or 2 (96 KB: half-size tiles), with 4 warps
   bool early_kv = false; // AttentionOptions::decode_early_kv (K/V tiles below the newest row before the wait)
   bool cluster = false;  // AttentionOptions::decode_cluster_combine (split combine in a cluster, through DSMEM)
+  int tma = 0;           // AttentionOptions::decode_tma where it applies (head dim 64, 4 warps, 1 CTA/SM, no cluster)
 };
 
 cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
@@ -69,7 +71,9 @@ cudaError_t launch_prefill_hopper_d64(const PrefillParams& p, int64_t total_q, i
 cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s);
 // 3-D TMA map over a [rows, heads, D] bf16 tensor, box [64 rows, 1 head, 64 columns], 128-byte swizzle
 // (CUtensorMap is passed as void* so that this header needs no driver API header).
-cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows);
+// box_rows (<= 256) and l2_promotion (0, 64, 128 or 256 bytes) other than the defaults: the decode's TMA tiles.
+cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows, int box_rows = 64,
+                               int l2_promotion = 256);
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l);
 // Clusters of n_split decode CTAs (4 warps, ctas_per_sm ring) the device can hold at once (0: none / error);
 // the cluster combine is used only where one wave of them fits. For the benchmark's report.

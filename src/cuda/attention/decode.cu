@@ -7,6 +7,8 @@
 // of them (GQA). The warps combine in shared memory; with several splits each CTA writes a partial (O, LSE)
 // and the last CTA of its (sequence, kv head) to arrive, found by a counter in the workspace, combines them:
 // no second kernel. PDL: griddepcontrol.wait before the first global read, dependents released right after.
+// AttentionOptions::decode_tma (head dim 64): lane 0 of a warp loads each K and V tile with one TMA tensor copy
+// completing on a per-stage mbarrier instead of every lane's 16-byte cp.async (decode_kernel_tma).
 // Reference: cpu::attention_prefill with q_len = 1; test: tests/gpu/test_attention_decode.cu; measured figures
 // and the remaining gap: bench/RESULTS.md ("Decode attention v3" .. "v6").
 // Files: decode_device.cuh (helpers), decode_kernel.cuh (the kernel), this file (launch configuration and the
@@ -113,8 +115,42 @@ cudaError_t launch_w4(const DecodeParams& p, cudaStream_t s, const DecodeLaunch&
   return l.early_kv ? launch_two<D, 4, CPS, true>(p, s, l.pdl) : launch_two<D, 4, CPS, false>(p, s, l.pdl);
 }
 
+// The TMA build (head dim 64, 4 warps, one CTA per SM, counter combine): K / V tensor maps over the pools
+// [kv_n_blocks * block_size rows, n_kv_head, 64] with a box of one tile (TK rows of one head).
+template <int TS, bool TWO, bool EARLY>
+cudaError_t launch_tma_t(const DecodeParams& p, cudaStream_t s, bool pdl, int l2_promotion) {
+  constexpr int smem = smem_bytes_tma<TS>();
+  const auto k = decode_kernel_tma<TS, TWO, EARLY>;
+  static bool attr_set = false;
+  if (!attr_set) {
+    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    attr_set = true;
+  }
+  CUtensorMap tm_k, tm_v;
+  const int64_t rows = int64_t(p.kv_n_blocks) * p.block_size;
+  cudaError_t e = make_tensor_map_3d(&tm_k, p.k, 64, p.n_kv_head, rows, tma_tile_keys<TS>(), l2_promotion);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&tm_v, p.v, 64, p.n_kv_head, rows, tma_tile_keys<TS>(), l2_promotion);
+  if (e != cudaSuccess) return e;
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = make_cfg<64, 4, 1, TWO, EARLY, false>(p, s, pdl, attr);
+  cfg.dynamicSmemBytes = smem;
+  return cudaLaunchKernelEx(&cfg, k, p, tm_k, tm_v);
+}
+
+template <int TS>
+cudaError_t launch_tma(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& l, int l2_promotion) {
+  if (p.group > 8)
+    return l.early_kv ? launch_tma_t<TS, true, true>(p, s, l.pdl, l2_promotion) : launch_tma_t<TS, true, false>(p, s, l.pdl, l2_promotion);
+  return l.early_kv ? launch_tma_t<TS, false, true>(p, s, l.pdl, l2_promotion) : launch_tma_t<TS, false, false>(p, s, l.pdl, l2_promotion);
+}
+
 template <int D>
 cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& l) {
+  if constexpr (D == 64) {  // decode_tma: 1 = 64-key tiles, 2 = 32-key tiles x 6 stages, 3 = 1 + 256-byte L2 promotion
+    if (l.tma == 1 || l.tma == 3) return launch_tma<3>(p, s, l, l.tma == 3 ? 256 : 128);
+    if (l.tma == 2) return launch_tma<6>(p, s, l, 128);
+  }
   if (l.warps == 8) return launch_two<D, 8, 1, false>(p, s, l.pdl);  // (no EARLY build: a measured variant only)
   return l.ctas_per_sm == 2 ? launch_w4<D, 2>(p, s, l) : launch_w4<D, 1>(p, s, l);
 }

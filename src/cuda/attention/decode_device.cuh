@@ -28,6 +28,47 @@ static_assert(smem_bytes<64, 4, 1>() == 196608 && smem_bytes<128, 4, 1>() == 196
               "one 192 KB CTA per SM");
 static_assert(smem_bytes<64, 4, 2>() == 98304 && smem_bytes<128, 4, 2>() == 98304, "two 96 KB CTAs per SM");
 
+// TMA tiles (AttentionOptions::decode_tma; head dim 64, 4 warps, one CTA per SM): TS stages per warp of TS = 3:
+// 64 keys, TS = 6: 32 keys (the same 192 KB ring), plus 1 KB so that the ring can start 1024-byte aligned (the
+// TMA's 128-byte swizzle repeats every 8 rows of 128 bytes from such a base, matching swz<64>).
+template <int TS>
+__host__ __device__ constexpr int tma_tile_keys() {
+  return TS == 6 ? 32 : 64;
+}
+template <int TS>
+constexpr int smem_bytes_tma() {
+  return 4 * TS * 2 * tma_tile_keys<TS>() * 64 * 2 + 1024;
+}
+static_assert(smem_bytes_tma<3>() == 196608 + 1024 && smem_bytes_tma<6>() == 196608 + 1024, "one 193 KB CTA per SM");
+
+// Makes lane 0's mbarrier.init visible to the TMA unit (async proxy) before the first copy completes on it.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  fence_proxy_async();
+}
+
+// One warp's K and V tile by TMA (called by one lane): rows [row, row + box rows) of kv head hk from both pools
+// into s_k and s_k + v_off (elements), completing `bytes` on `bar`. The box is the tensor maps' (box rows = the
+// tile's keys); rows outside the pool read as zeros (TMA bounds), so a bad block-table entry cannot fault.
+__device__ __forceinline__ void tma_tile(bf16* s_k, int v_off, uint64_t* bar, const CUtensorMap* tm_k,
+                                         const CUtensorMap* tm_v, int hk, int row, uint32_t bytes) {
+  mbar_arrive_expect_tx(bar, bytes);
+  tma_load_3d(s_k, tm_k, bar, 0, hk, row);
+  tma_load_3d(s_k + v_off, tm_v, bar, 0, hk, row);
+}
+
+// A TMA tile past the end of the keys holds other positions' rows (any bits, NaN included): the scores of those
+// keys are masked to -inf, so P is 0 there, but 0 * NaN in P V is not 0 — zero V's rows [n_valid, TK). Whole
+// 128-byte rows, so the swizzle does not matter. The fence orders these generic writes before the TMA that
+// refills the stage later (async proxy); the warp barrier before anyone's ldmatrix.
+template <int D>
+__device__ __forceinline__ void tma_zero_rows(bf16* s_v, int n_valid, int tk, int lane) {
+  for (int c = lane; c < (tk - n_valid) * (D / 8); c += 32)
+    *reinterpret_cast<uint4*>(s_v + (n_valid + c / (D / 8)) * D + (c % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
+  fence_proxy_async();
+  __syncwarp();
+}
+
 // MK_DECODE_TRACE = 1 (a diagnostic build of this file only, never the library's): thread 0 of every CTA
 // stamps globaltimer at entry, after the PDL wait, after its K/V loop, after its partial is written, after the
 // arrival and at its end, into the buffer armed by decode_trace_arm (bench/attention.cpp 'dectrace').

@@ -13,11 +13,17 @@ namespace {
 // kernel read seq_lens_k, the block table and every K/V row but the newest of each sequence before its PDL
 // wait, so the first tiles stream while the previous kernel finishes. CL: the grid is launched in clusters of
 // n_split CTAs (one cluster = the splits of one (sequence, kv head chunk)); the partials stay in shared memory
-// and are combined through DSMEM after a cluster barrier (no workspace, fence or counter).
-template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
-__global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
+// and are combined through DSMEM after a cluster barrier (no workspace, fence or counter). TS: 0 = every lane
+// loads 16-byte pieces of its warp's tiles by cp.async; 3 / 6 = TMA (tma_tile in decode_device.cuh): lane 0
+// issues one tensor copy per K and V tile completing on the stage's mbarrier, TS stages per warp (D = 64, W = 4,
+// CPS = 1, !CL only; tm_k / tm_v the tensor maps, else null).
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL, int TS>
+__device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtensorMap* tm_k, const CUtensorMap* tm_v) {
+  constexpr bool TMA = TS > 0;
+  static_assert(!TMA || (D == 64 && W == 4 && CPS == 1 && !CL), "TMA tiles: head dim 64, 4 warps, 1 CTA/SM, no cluster");
   constexpr int THREADS = 32 * W;
-  constexpr int TK = tile_keys<D, W, CPS>();
+  constexpr int TK = TMA ? tma_tile_keys<TS>() : tile_keys<D, W, CPS>();
+  constexpr int NSX = TMA ? TS : NS;  // ring stages per warp
   constexpr int NT = TK / 8;       // 8-key column blocks of S
   constexpr int KSTEPS = D / 16;   // k-steps of Q K^T
   constexpr int DT = D / 8;        // 8-wide column blocks of O
@@ -26,6 +32,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ float s_m[W][HROWS], s_l[W][HROWS];
   __shared__ int s_last;
+  __shared__ uint64_t s_full[W][TMA ? NSX : 1];  // TMA: per warp and stage, completes when its K + V tile landed
 
 #if MK_DECODE_TRACE
   unsigned long long tr_[6] = {};
@@ -71,16 +78,43 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   };
   if constexpr (!EARLY) load_q();
 
-  bf16* ring = reinterpret_cast<bf16*>(smem_raw) + warp * NS * STAGE;
+  // TMA's 128-byte swizzle is the swz<64> pattern only from a 1024-byte aligned base (smem_bytes: +1 KB).
+  bf16* ring = reinterpret_cast<bf16*>(TMA ? smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024) : smem_raw) +
+               warp * NSX * STAGE;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
   const int64_t row_stride = int64_t(p.n_kv_head) * D;
-  // Issues this warp's i-th tile into stage i % NS; rows past k_end are zero-filled (never read from global).
+  // TMA: the pool blocks of this warp's tiles, one per lane: tiles [32 k, 32 k + 32) in blk_cur while they are
+  // issued, the next window loaded into blk_nxt 24 issues ahead (so no issue waits for a block-table load).
+  auto tile_blk = [&](int i) { return i < my_tiles ? bt_row[(k_begin + (warp + i * W) * TK) / p.block_size] : 0; };
+  int blk_cur = 0, blk_nxt = 0;
+  if constexpr (TMA) {
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < NSX; ++s) mbar_init(&s_full[warp][s], 1);
+      fence_mbarrier_init();
+    }
+    blk_cur = tile_blk(lane);
+    __syncwarp();
+  }
+  // Issues this warp's i-th tile into stage i % NSX; cp.async: rows past k_end are zero-filled (never read from
+  // global); TMA: the whole box is loaded (rows past k_end are masked, and V's zeroed after landing).
   auto issue = [&](int i) {
+    if constexpr (TMA) {  // called by the whole warp (the block window is spread over its lanes)
+      if (i % 32 == 0 && i > 0) blk_cur = blk_nxt;
+      const int blk = __shfl_sync(0xffffffffu, blk_cur, i % 32);
+      if (i % 32 == 8) blk_nxt = tile_blk(i + 24 + lane);
+      if (lane == 0) {
+        const int key0 = k_begin + (warp + i * W) * TK;
+        tma_tile(ring + (i % NSX) * STAGE, TK * D, &s_full[warp][i % NSX], tm_k, tm_v, hk,
+                 blk * p.block_size + key0 % p.block_size, 2 * TK * D * 2);
+      }
+      return;
+    }
     const int key0 = k_begin + (warp + i * W) * TK;
     const int n_valid = min(TK, k_end - key0);
     // A tile never straddles a pool block: key0 % TK == 0 and block_size % 64 == 0.
     const int64_t base = paged_row(bt_row, p.block_size, p.n_kv_head, D, key0, hk);
-    bf16* sk = ring + (i % NS) * STAGE;
+    bf16* sk = ring + (i % NSX) * STAGE;
     bf16* sv = sk + TK * D;
 #pragma unroll
     for (int j = 0; j < TK * CH / 32; ++j) {
@@ -94,13 +128,16 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   int n_pre = 0;  // ring stages issued before the PDL wait (EARLY)
   if constexpr (EARLY) {
     // Only tiles that end below the newest position kv_len - 1 (the previous kernel may be the one appending
-    // it); this warp's tiles come in key order, so they form a prefix.
-    // (p.early_stages = NS: the whole ring, the loop below then skips the issue of tile NS - 1.)
+    // it); this warp's tiles come in key order, so they form a prefix. (TMA boxes are whole tiles: a partial
+    // tile reads rows up to its box end, which lie past kv_len - 1 only if the tile holds it, as checked.)
+    // (p.early_stages = NS, in thirds of the ring: the whole ring, the loop below then skips the issue of tile
+    // NSX - 1.)
+    const int pre = p.early_stages * NSX / NS;
 #pragma unroll
-    for (; n_pre < NS && n_pre < p.early_stages && n_pre < my_tiles; ++n_pre) {
+    for (; n_pre < NSX && n_pre < pre && n_pre < my_tiles; ++n_pre) {
       if (min(k_end, k_begin + (warp + n_pre * W) * TK + TK) > kv_len - 1) break;
       issue(n_pre);
-      cp_async_commit();
+      if constexpr (!TMA) cp_async_commit();
     }
     griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
     griddep_launch();
@@ -108,10 +145,10 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     load_q();
   }
 #pragma unroll
-  for (int i = 0; i < NS - 1; ++i) {
+  for (int i = 0; i < NSX - 1; ++i) {
     if (i < n_pre) continue;
     if (i < my_tiles) issue(i);
-    cp_async_commit();
+    if constexpr (!TMA) cp_async_commit();
   }
 
   float o[DT][4];
@@ -121,15 +158,20 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   float l_run[2] = {0.f, 0.f};              // this thread's partial row sums
 
   for (int i = 0; i < my_tiles; ++i) {
-    if (i + NS - 1 < my_tiles && i + NS - 1 >= n_pre) issue(i + NS - 1);  // into the stage computed in i - 1
-    cp_async_commit();
-    cp_async_wait<NS - 1>();  // tile i has landed (for this lane) ...
-    __syncwarp();             // ... and for every lane of the warp
-    const bf16* sk = ring + (i % NS) * STAGE;
+    if (i + NSX - 1 < my_tiles && i + NSX - 1 >= n_pre) issue(i + NSX - 1);  // into the stage computed in i - 1
+    const int key0 = k_begin + (warp + i * W) * TK;
+    if constexpr (TMA) {
+      mbar_wait(&s_full[warp][i % NSX], (i / NSX) & 1);  // tile i's K and V have landed
+      if (key0 + TK > k_end) tma_zero_rows<D>(ring + (i % NSX) * STAGE + TK * D, k_end - key0, TK, lane);
+    } else {
+      cp_async_commit();
+      cp_async_wait<NS - 1>();  // tile i has landed (for this lane) ...
+      __syncwarp();             // ... and for every lane of the warp
+    }
+    const bf16* sk = ring + (i % NSX) * STAGE;
     const bf16* sv = sk + TK * D;
     float s[NT][4];
     warp_qk<D>(s, qf, sk, lane);
-    const int key0 = k_begin + (warp + i * W) * TK;
     if (key0 + TK > k_end) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
@@ -171,7 +213,7 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
     warp_pv<D>(o, pf, sv, lane);
     __syncwarp();  // every lane done with stage i % NS before iteration i + 1 refills it
   }
-  cp_async_wait<0>();
+  if constexpr (!TMA) cp_async_wait<0>();  // (TMA: every issued tile was waited for in the loop)
   __syncthreads();  // all rings drained: the shared memory is reused below
   TR_STAMP(2);
 
@@ -283,6 +325,18 @@ __global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p)
   }
   TR_STAMP(5);
   TR_STORE(1);
+}
+
+template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
+__global__ void __launch_bounds__(32 * W, 1) decode_kernel(const DecodeParams p) {
+  decode_body<D, W, CPS, TWO, EARLY, CL, 0>(p, nullptr, nullptr);
+}
+
+// The TMA build (AttentionOptions::decode_tma): head dim 64, 4 warps, one CTA per SM, counter combine.
+template <int TS, bool TWO, bool EARLY>
+__global__ void __launch_bounds__(128, 1)
+    decode_kernel_tma(const DecodeParams p, const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
+  decode_body<64, 4, 1, TWO, EARLY, false, TS>(p, &tm_k, &tm_v);
 }
 
 }  // namespace
