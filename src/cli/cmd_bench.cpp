@@ -60,9 +60,10 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   if (!mm) return mm.error();
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
-  // Both matvec kernels: split-K (the decode default) and the bulk-copy ring with contiguous ranges and an early
-  // launch of the next kernel (BulkSched::CONTIGUOUS); then a read-only kernel over the same bytes, the reference.
-  for (const char* k : {"splitk", "bulk-contig", "read"})
+  // Both matvec kernels: split-K (the decode default; -early: triggering the next launch at its start, as the decode
+  // step's QKV, O and down projections do) and the bulk-copy ring with contiguous ranges and an early launch of the
+  // next kernel (BulkSched::CONTIGUOUS); then a read-only kernel over the same bytes, the reference.
+  for (const char* k : {"splitk", "splitk-early", "bulk-contig", "read"})
     for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}, std::pair{16384, 2048}, std::pair{3072, 2048},
                         std::pair{2048, 2048}}) {
       auto mv = cuda::measure_matvec(r, c, 20, k);
@@ -93,6 +94,7 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
 //   h-f32          the SwiGLU output h in f32 to the down projection (default: bf16)
+//   early-trigger, late-trigger   CudaBackendOptions::early_trigger on / off
 //   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
@@ -142,11 +144,13 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
     else if (f == "h-f32") v.opt.h_bf16 = false;
+    else if (f == "early-trigger") v.opt.early_trigger = true;
+    else if (f == "late-trigger") v.opt.early_trigger = false;
     else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -307,7 +311,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, skip-<kernel>)")
+                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

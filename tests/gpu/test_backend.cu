@@ -149,13 +149,15 @@ TEST(Backend, RandomModelsMatchCpu) {
 TEST(Backend, PrefillChunksGraphAndPdlDoNotChangeResults) {
   Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, 1000), DType::BF16, 5);
   auto prompt = random_prompt(150, 1000, 9);
-  // Graph + PDL (default), no graph, no PDL: the same kernels, so the same bits.
+  // Graph + PDL (default), no graph, no PDL, early triggers: the same kernels, so the same bits.
   std::vector<std::vector<float>> outs;
-  for (auto [graph, pdl, chunk] : {std::tuple{true, true, 1024}, {false, true, 1024}, {true, false, 1024}, {true, true, 64}}) {
+  for (auto [graph, pdl, chunk, early] : {std::tuple{true, true, 1024, false}, {false, true, 1024, false},
+                                          {true, false, 1024, false}, {true, true, 64, false}, {true, true, 1024, true}}) {
     cuda::CudaBackendOptions opt;
     opt.graph = graph;
     opt.pdl = pdl;
     opt.prefill_chunk = chunk;
+    opt.early_trigger = early;
     auto gpu = make_gpu(m, 256, opt);
     ASSERT_TRUE(gpu);
     std::vector<float> l(1000);
@@ -166,6 +168,7 @@ TEST(Backend, PrefillChunksGraphAndPdlDoNotChangeResults) {
   EXPECT_EQ(outs[0], outs[1]) << "graph vs eager";
   EXPECT_EQ(outs[0], outs[2]) << "PDL vs none";
   EXPECT_LT(rel_err(outs[3], outs[0]), 1e-3) << "chunked prefill";
+  EXPECT_EQ(outs[0], outs[4]) << "early triggers vs triggers after the waits";
 }
 
 TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
@@ -174,6 +177,7 @@ TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
   cuda::CudaBackendOptions three;
   three.graph_steps = 3;  // 20 tokens = 6 launches of 3 steps + 2 single steps
   three.add_early = false;  // residual rows read after the PDL wait (default: before): the same bits
+  three.early_trigger = false;  // every kernel triggers the next after its wait (default: QKV, O, down at start)
   auto a = make_gpu(m, 128), b = make_gpu(m, 128), k = make_gpu(m, 128, three);
   ASSERT_TRUE(a && b && k);
   std::vector<float> l(777);
@@ -183,7 +187,7 @@ TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
   std::vector<int32_t> dev(20), dev_k(20, -1);
   ASSERT_TRUE(a->decode_greedy(prompt[9], 9, dev).ok());
   ASSERT_TRUE(k->decode_greedy(prompt[9], 9, dev_k).ok());
-  EXPECT_EQ(dev_k, dev) << "3 steps per graph launch + late residual reads vs 1 step + early reads";
+  EXPECT_EQ(dev_k, dev) << "3 steps per graph launch + late residual reads + late triggers vs the defaults";
   int32_t tok = prompt[9];
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 9 + i, l).ok());

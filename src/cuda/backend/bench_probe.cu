@@ -96,6 +96,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto args = [&](int i) {
     MatvecArgs a;
+    a.trigger_at_start = kname == "splitk-early";
     a.w = static_cast<const bf16*>(w.p) + size_t(i % copies) * size_t(n_rows) * n_cols;
     a.n_rows = n_rows;
     a.n_cols = n_cols;
@@ -110,7 +111,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
       launch(Stream(s, true), dim3(2 * sms), dim3(1024), 0, read_probe_kernel, reinterpret_cast<const uint4*>(a.w),
              mat_bytes / 16, reinterpret_cast<unsigned*>(a.out));
     else if (kname == "rowpair") matvec_rowpair(Stream(s, true), a);
-    else if (kname == "splitk" || !matvec_bulk_supported(a)) matvec_splitk(Stream(s, true), a);
+    else if (kname.starts_with("splitk") || !matvec_bulk_supported(a)) matvec_splitk(Stream(s, true), a);
     else matvec_bulk(Stream(s, true), a);
   };
   set_matvec_bulk_sched(kname == "bulk-contig" ? BulkSched::CONTIGUOUS : BulkSched::CLAIM);

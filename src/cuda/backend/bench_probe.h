@@ -24,8 +24,9 @@ struct MatvecRate {
   double tbps_single = 0, tbps_chained = 0;
 };
 // Rotates over enough copies of the matrix to defeat the L2.
-// kernel: "bulk" (ops/matvec_bulk.cu), "bulk-contig" (the same, BulkSched::CONTIGUOUS), "splitk" (ops/matvec.cu)
-// or "rowpair" (ops/matvec_rowpair.cu); "read": no matvec, a read-only kernel over the same bytes in the same chain
+// kernel: "bulk" (ops/matvec_bulk.cu), "bulk-contig" (the same, BulkSched::CONTIGUOUS), "splitk" (ops/matvec.cu),
+// "splitk-early" (the same with MatvecArgs::trigger_at_start, as the decode step's QKV, O and down projections) or
+// "rowpair" (ops/matvec_rowpair.cu); "read": no matvec, a read-only kernel over the same bytes in the same chain
 // (what any kernel can stream at that size there).
 Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk");
 

@@ -46,6 +46,14 @@ struct CudaBackendOptions {
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
   // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.
   bool add_early = true;
+  // Decode: the QKV (layers after the first), O and down projections let the next kernel launch as soon as their own
+  // weight loads are out (MatvecArgs::trigger_at_start). Safe here: the kernels after them (attention, gate/up, the
+  // next QKV or the LM head) read only weights, norm weights and K/V rows of earlier steps before their wait, and the
+  // kernels whose early reads need a finished writer (O and down with add_early, attention with attn_early_kv) follow
+  // a kernel that still triggers after its wait (attention, gate/up; layer 0's QKV after the previous step's end).
+  // H200 (bench/RESULTS.md, session 7): 1B 0.7511 / 0.7495 ms/token (median / back-to-back) vs 0.7593 / 0.7654; 8B
+  // 3.848 vs 3.844 (+0.1%).
+  bool early_trigger = true;
   // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
   // (AttentionOptions::decode_early_kv). Its contract holds here: the kernel before it (the QKV matvec with the RoPE
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own

@@ -118,7 +118,7 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
     const DeviceLayer& w = weights_.layers[size_t(l)];
     // qkv[Q + 2KV] = Wqkv rmsnorm(x) (+ bias)
     MatvecArgs qkv{.w = w.wqkv, .n_rows = Q + 2 * KV, .n_cols = E, .x = x_, .norm_w = w.attn_norm,
-                   .eps = c.rms_norm_eps, .out = qkv_};
+                   .eps = c.rms_norm_eps, .out = qkv_, .trigger_at_start = opt_.early_trigger && l > 0};
     if (opt_.prefetch_o) {  // the O projection starts behind the attention kernels: warm its weights in L2 now
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
@@ -151,7 +151,7 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
     // x += Wo attn (add_early: x_ was last written by the previous layer's down projection, or the embedding)
     if (keep(LEAVE_O))
       matvec(s, {.w = w.wo, .n_rows = E, .n_cols = Q, .x_bf16 = attn_, .out = x_, .mode = MatvecOut::ADD,
-                 .add_early = opt_.add_early});
+                 .add_early = opt_.add_early, .trigger_at_start = opt_.early_trigger});
     // h[F] = silu(Wg n) * (Wu n), n = rmsnorm(x); in bf16 (h_bf16 option): every block of the down projection
     // stages all of h, so its L2 traffic halves
     if (keep(LEAVE_GATE_UP))
@@ -162,7 +162,7 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
     if (keep(LEAVE_DOWN))
       matvec(s, {.w = w.w_down, .n_rows = E, .n_cols = F, .x = opt_.h_bf16 ? nullptr : h_,
                  .x_bf16 = opt_.h_bf16 ? hb_ : nullptr, .out = x_, .mode = MatvecOut::ADD,
-                 .add_early = opt_.add_early});
+                 .add_early = opt_.add_early, .trigger_at_start = opt_.early_trigger});
   }
   matvec(s, lm_head_args(x_));
   launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);

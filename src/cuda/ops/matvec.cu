@@ -108,15 +108,10 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
-  p.trigger_early = env_int("MK_MATVEC_TRIGGER_EARLY", 0);
-  p.prewait_half = env_int("MK_MATVEC_PREWAIT_HALF", 0);
-  p.ring_grain = env_int("MK_MATVEC_GRAIN", 0);
   if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
     launch_heads(s, kernel, p);
   } else {
-    // At least MK_MATVEC_MIN_GPS groups per SM (default 2): narrower blocks for short matrices.
-    const int min_gps = std::max(1, env_int("MK_MATVEC_MIN_GPS", 2));
-    while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < min_gps * sms) p.P /= 2;
+    while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
     p.n_groups = (p.n_pairs + p.P - 1) / p.P;
     const int threads = 32 * p.S * p.P;
     const size_t smem = size_t(a.n_cols) * sizeof(float);

@@ -69,6 +69,12 @@ struct MatvecArgs {
   // before this one does not write `out` and calls launch_dependents after its own PDL wait (then every earlier
   // writer of `out` has finished before this kernel starts). Bitwise the same results.
   bool add_early = false;
+  // Split-K kernel (the others ignore it and trigger after their wait): let the next kernel launch right after this
+  // one's weight loads are issued, before its PDL wait, so the next kernel's blocks take free SM slots and start
+  // their own weight loads while this one still waits. Only when the next kernel reads nothing before its own wait
+  // that a kernel still running may write (weights and norm weights are safe; MatvecArgs::add_early's rows or the
+  // decode attention's early K/V are not, unless the kernel before this one triggers after its wait).
+  bool trigger_at_start = false;
   // Bulk kernel only (ignored by the others): after requesting its own weights, the grid asks the L2 to fetch
   // these bytes (e.g. the weights of a matvec that follows kernels which cannot overlap with it). 16-byte aligned.
   const void* l2_prefetch = nullptr;

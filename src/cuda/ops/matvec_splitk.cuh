@@ -3,7 +3,6 @@
 #include <cooperative_groups.h>
 
 #include <type_traits>
-#include <utility>
 
 #include "cuda/ops/matvec_internal.h"
 
@@ -20,9 +19,6 @@ struct Params {
   int S, P, n_pairs, n_groups;
   int ring;  // 1: prefetch the next group's weights while consuming the current one
   int C = 1, G = 1;  // ROPE_QKV_NORM: blocks per cluster (= per head), groups per block (C * G * P = head_dim / 2)
-  int trigger_early = 0;  // 1: launch the next kernel right after the wait, before x is staged
-  int ring_grain = 0;     // 1: refill chunk by chunk instead of half by half
-  int prewait_half = 0;   // 1: only the first half of the first group's loads before the wait, the rest right after it
 };
 
 // Loads per lane per row per item of the build fitted to MINB blocks per SM (16 x 16-byte buffers do not fit 80
@@ -83,12 +79,11 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     else return p.n_groups;
   };
   bool loaded = false;
-  const bool half_first = p.prewait_half;
   if (grp < grp_end() && grp * p.P + pi < p.n_pairs) {
-    if (half_first) load_part(grp * p.P + pi, H0{}, H1{});
-    else load(grp * p.P + pi);
+    load(grp * p.P + pi);
     loaded = true;
   }
+  if (a.trigger_at_start) pdl_launch_dependents();  // see MatvecArgs::trigger_at_start
   if constexpr (NORM)
     for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4)
       *reinterpret_cast<float4*>(s_x + i) = *reinterpret_cast<const float4*>(a.norm_w + i);
@@ -106,14 +101,11 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   pdl_wait();
-  // The second half's loads go out before x is staged: DRAM stays busy through x's L2 round trip.
-  if (half_first && loaded) load_part(grp * p.P + pi, H1{}, H2{});
-  if (p.trigger_early) pdl_launch_dependents();
   const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x);
   float inv = 1.f;
   if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
   __syncthreads();  // s_x complete
-  if (!p.trigger_early) pdl_launch_dependents();
+  if (!a.trigger_at_start) pdl_launch_dependents();
 
   unsigned long long best = 0;
   for (; grp < grp_end(); grp += grp_step()) {
@@ -133,23 +125,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
         }
       }
     };
-    if (p.ring_grain == 1) {
-      // Each chunk's registers are refilled as soon as they are consumed: 2 KS - 2 .. 2 KS loads in flight per lane.
-      auto chunk = [&]<int U>() {
-        using A = std::integral_constant<int, U>;
-        using E = std::integral_constant<int, U + 1>;
-        if (valid) consume(A{}, E{});
-        if (prefetch) load_part(next_pair, A{}, E{});
-      };
-      [&]<int... U>(std::integer_sequence<int, U...>) { (chunk.template operator()<U>(), ...); }
-      (std::make_integer_sequence<int, KS>{});
-    } else {
-      // The refill of a half reuses the registers just consumed: KS .. 2 KS loads stay in flight per lane.
-      if (valid) consume(H0{}, H1{});
-      if (prefetch) load_part(next_pair, H0{}, H1{});
-      if (valid) consume(H1{}, H2{});
-      if (prefetch) load_part(next_pair, H1{}, H2{});
-    }
+    // The refill of a half reuses the registers just consumed. (In the SASS ptxas gives all of a lane's weight loads
+    // one scoreboard and waits for every one of them before the first use, so a lane still drains once per group; a
+    // cp.async ring that avoids that streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7.)
+    if (valid) consume(H0{}, H1{});
+    if (prefetch) load_part(next_pair, H0{}, H1{});
+    if (valid) consume(H1{}, H2{});
+    if (prefetch) load_part(next_pair, H1{}, H2{});
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
     if (S > 1) {  // uniform over the block
