@@ -441,48 +441,44 @@ void decode_v6() {
 }
 
 // Decode options of the 'dectma' / 'dectrace' variants: the early contract, its ring stages before the wait
-// (0 = default) and AttentionOptions::decode_tma (0 = cp.async; 1 = TMA 64-key tiles; 2 = 32-key tiles x 6
-// stages; 3 = 1 with 256-byte L2 promotion; head dim 64 only).
+// (0 = default) and AttentionOptions::decode_tma (-1 = default: TMA under the contract in one-wave grids; 0 =
+// cp.async; 1 = TMA 64-key tiles; 2 = 32-key tiles x 6 stages; head dim 64 only).
 cuda::AttentionOptions tma_opts(bool early, int tma, int stages = 0) {
   cuda::AttentionOptions o = v6_opts(early, stages);
   o.decode_tma = tma;
   return o;
 }
 
-// 'dectma': TMA tiles against cp.async, with and without the early contract, in one process; the baselines again
-// at the end of each shape (drift check). Head dim 128 ignores decode_tma: only the baselines there.
+// 'dectma': the defaults (without / with the early contract) against the early contract's previous default
+// (cp.async, 3 stages before the wait) and TMA with 1 / 3 stages before the wait, in one process; the early rows
+// again at the end of each shape (drift check). Head dim 128 ignores decode_tma: only the defaults there.
+// (Call 1 of "Decode attention v7" also timed TMA without the contract and with 256-byte L2 promotion.)
 void decode_tma_table() {
   const double ceiling = decode_read_ceiling();
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    decode_time(st, true, tma_opts(false, 0), "default", ceiling);
-    decode_time(st, true, tma_opts(true, 0), "early", ceiling);
+    decode_time(st, true, tma_opts(false, -1), "default", ceiling);
+    decode_time(st, true, tma_opts(true, -1), "early", ceiling);
     if (st.d == 64) {
-      decode_time(st, true, tma_opts(false, 1), "tma1", ceiling);
-      decode_time(st, true, tma_opts(true, 1), "tma1_early", ceiling);
-      decode_time(st, true, tma_opts(false, 2), "tma2", ceiling);
-      decode_time(st, true, tma_opts(true, 2), "tma2_early", ceiling);
-      decode_time(st, true, tma_opts(true, 3), "tma3_early", ceiling);
-      decode_time(st, true, tma_opts(true, 1, 2), "tma1_early_s2", ceiling);
+      decode_time(st, true, tma_opts(true, 0), "early_cp", ceiling);
+      decode_time(st, true, tma_opts(true, 1, 1), "tma1_early_s1", ceiling);
+      decode_time(st, true, tma_opts(true, 1, 3), "tma1_early_s3", ceiling);
+      decode_time(st, true, tma_opts(true, 2, 1), "tma2_early_s1", ceiling);
       decode_time(st, true, tma_opts(true, 2, 2), "tma2_early_s2", ceiling);
-      if (batch == 1) {
-        decode_time(st, false, tma_opts(false, 0), "default", ceiling);  // hot
-        decode_time(st, false, tma_opts(true, 1), "tma1_early", ceiling);  // hot
-      }
+      if (batch == 1) decode_time(st, false, tma_opts(true, -1), "early", ceiling);  // hot
+      decode_time(st, true, tma_opts(true, 0), "early_cp_again", ceiling);
     }
-    decode_time(st, true, tma_opts(false, 0), "default_again", ceiling);
-    decode_time(st, true, tma_opts(true, 0), "early_again", ceiling);
-    if (st.d == 64) decode_time(st, true, tma_opts(true, 1), "tma1_early_again", ceiling);
+    decode_time(st, true, tma_opts(true, -1), "early_again", ceiling);
   });
 }
 
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options; the early contract with its default stages; TMA tiles with and
-// without it), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
+// cold calls at 32k, batch 1 (default options; the early contract with its default; cp.async and TMA variants
+// under it), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
 // call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[6] = {"default", "early", "tma1", "tma1_early", "tma2_early", "tma3_early"};
-  const cuda::AttentionOptions opts[6] = {tma_opts(false, 0), tma_opts(true, 0), tma_opts(false, 1),
-                                          tma_opts(true, 1), tma_opts(true, 2), tma_opts(true, 3)};
+  const char* names[6] = {"default", "early", "early_cp", "tma1_early_s1", "tma1_early_s3", "tma2_early_s2"};
+  const cuda::AttentionOptions opts[6] = {tma_opts(false, -1), tma_opts(true, -1), tma_opts(true, 0),
+                                          tma_opts(true, 1, 1), tma_opts(true, 1, 3), tma_opts(true, 2, 2)};
   for (int d : {64, 128})
     for (int variant = 0; variant < (d == 64 ? 6 : 2); ++variant) {
     DecodeSetup st(d, 32768, 1);

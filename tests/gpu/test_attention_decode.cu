@@ -228,14 +228,14 @@ TEST(AttentionDecode, EarlyRingStages) {
     }
 }
 
-// TMA tiles (decode_tma 1: 64 keys x 3 stages, 2: 32 keys x 6 stages, 3: 1 with 256-byte L2 promotion), with and
+// K/V tile loads (decode_tma 0: cp.async, 1: TMA 64 keys x 3 stages, 2: TMA 32 keys x 6 stages), with and
 // without the early contract (its default and 1 stage before the wait): lengths ending in a warp's first, second
 // or a later tile and mid-tile (31, 33, 65: the box reads rows past the end, NaN here), 1-key contexts, GQA with
 // live rows g + 8, forced and chosen splits, block sizes 64 and 128, capacity far above the lengths; head dim 128
 // ignores the switch (cp.async) and must still be right.
 TEST(AttentionDecode, TmaLoads) {
   uint32_t seed = 1700;
-  for (int tma : {1, 2, 3})
+  for (int tma : {0, 1, 2})
     for (const auto& [early, stages] : {std::pair{false, 0}, std::pair{true, 0}, std::pair{true, 1}}) {
       DecodeCase c;
       c.tma = tma;
@@ -518,8 +518,8 @@ TEST(AttentionDecode, RefusesBadInput) {
   bad_stages.decode_early_stages = 4;
   EXPECT_NE(cuda::attention_decode(nullptr, a, bad_stages).message().find("decode_early_stages 4"), std::string::npos);
   cuda::AttentionOptions bad_tma;
-  bad_tma.decode_tma = 4;
-  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_tma).message().find("decode_tma 4"), std::string::npos);
+  bad_tma.decode_tma = 3;
+  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_tma).message().find("decode_tma 3"), std::string::npos);
 }
 
 TEST(AttentionKvAppend, PlacesRowsBitExact) {

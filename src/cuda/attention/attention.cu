@@ -184,8 +184,8 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   if (opt.decode_splits < 0) return make_error(fn, ": decode_splits ", opt.decode_splits, " must be >= 0");
   if (opt.decode_early_stages < 0 || opt.decode_early_stages > 3)
     return make_error(fn, ": decode_early_stages ", opt.decode_early_stages, " is not supported (supported: 0 = default, 1, 2, 3)");
-  if (opt.decode_tma < -1 || opt.decode_tma > 3)
-    return make_error(fn, ": decode_tma ", opt.decode_tma, " is not supported (supported: -1 = default, 0 = cp.async, 1, 2, 3)");
+  if (opt.decode_tma < -1 || opt.decode_tma > 2)
+    return make_error(fn, ": decode_tma ", opt.decode_tma, " is not supported (supported: -1 = default, 0 = cp.async, 1, 2)");
   if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
     return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
   if (opt.decode_ctas_per_sm < 0 || opt.decode_ctas_per_sm > 2 || (opt.decode_ctas_per_sm == 2 && opt.decode_warps == 8))
@@ -213,7 +213,9 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   l.ctas_per_sm = opt.decode_ctas_per_sm == 2 ? 2 : 1;
   l.early_kv = opt.decode_early_kv && opt.decode_pdl && l.warps == 4;
   l.cluster = opt.decode_cluster_combine && l.warps == 4;
-  const int tma = opt.decode_tma < 0 ? attn::DECODE_TMA_DEFAULT : opt.decode_tma;
+  // decode_tma's default: TMA tiles under the early contract where the grid fits one wave (measured faster there).
+  const int64_t ctas = int64_t(n_split) * a.kv.n_kv_head * ((p.group + 15) / 16) * a.batch;
+  const int tma = opt.decode_tma >= 0 ? opt.decode_tma : l.early_kv && ctas <= sm_count() ? attn::DECODE_TMA_DEFAULT : 0;
   l.tma = a.kv.head_dim == 64 && l.warps == 4 && l.ctas_per_sm == 1 && !l.cluster ? tma : 0;
   return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, l));
 }

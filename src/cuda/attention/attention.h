@@ -120,12 +120,13 @@ struct AttentionOptions {
   // batch 1, -0.5% at batch 8 x 32k and 64 x 4k; at head dim 128 +0.4 us at 32k batch 1, hence 2 there.
   int decode_early_stages = 0;
   // Decode at head dim 64 with 4 warps, one CTA per SM and no cluster combine (elsewhere ignored): how a warp
-  // loads its K/V tiles. -1 = the measured default (attention.cu: DECODE_TMA_DEFAULT); 0 = 16-byte cp.async by
-  // every lane; 1 = TMA, one cp.async.bulk.tensor per K and per V
+  // loads its K/V tiles. 0 = 16-byte cp.async by every lane; 1 = TMA, one cp.async.bulk.tensor per K and per V
   // tile completing on a per-stage mbarrier (64-key tiles, 3 stages per warp); 2 = TMA with 32-key tiles and 6
-  // stages (same ring bytes, 5/6 of them in flight instead of 2/3); 3 = as 1 with 256-byte L2 promotion (the
-  // neighbouring kv head's row comes along). With TMA a warp loads the block-table entries of its tiles 32 at a
-  // time, ahead of their issue. Measured in bench/RESULTS.md "Decode attention v7".
+  // stages (same ring bytes, 5/6 of them in flight instead of 2/3). With TMA a warp loads the block-table
+  // entries of its tiles 32 at a time, ahead of their issue. -1 = the measured default: 1 with the early
+  // contract (decode_early_kv) where the grid fits one wave of CTAs (batch 1 and 8: 32k -0.6 us / -1%; its
+  // decode_early_stages default then 2), else 0 (without the contract, or several waves such as batch 64 x 4k,
+  // TMA measured 1-2% slower). bench/RESULTS.md "Decode attention v7".
   int decode_tma = -1;
 };
 

@@ -47,11 +47,15 @@ struct DecodeParams {
   float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)
   unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
-  int early_stages;  // EARLY: ring stages issued before the PDL wait, 1 .. 3 (= the whole ring); 0 = the default
-                     // of launch_decode (3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)
+  int early_stages;  // EARLY: ring stages issued before the PDL wait, 1 .. 3 (= the whole ring; thirds of it with
+                     // 6-stage TMA rings); 0 = the default of launch_decode (DECODE_TMA_EARLY_STAGES with TMA
+                     // tiles; 3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)
 };
 
-constexpr int DECODE_TMA_DEFAULT = 0;  // AttentionOptions::decode_tma = -1 (bench/RESULTS.md "Decode attention v7")
+// AttentionOptions::decode_tma = -1 under the early contract with a one-wave grid, and the ring stages issued
+// before the PDL wait with TMA tiles when decode_early_stages = 0 (bench/RESULTS.md "Decode attention v7").
+constexpr int DECODE_TMA_DEFAULT = 1;
+constexpr int DECODE_TMA_EARLY_STAGES = 2;
 constexpr int DECODE_WARPS = 4;  // warps per decode CTA (192 KB of shared memory; 96 KB with 2 CTAs per SM)
 
 // How the decode kernel is built and launched (from AttentionOptions).
@@ -61,7 +65,8 @@ struct DecodeLaunch {
   int ctas_per_sm = 1;   // 1 (192 KB ring) or 2 (96 KB: half-size tiles), with 4 warps
   bool early_kv = false; // AttentionOptions::decode_early_kv (K/V tiles below the newest row before the wait)
   bool cluster = false;  // AttentionOptions::decode_cluster_combine (split combine in a cluster, through DSMEM)
-  int tma = 0;           // AttentionOptions::decode_tma where it applies (head dim 64, 4 warps, 1 CTA/SM, no cluster)
+  int tma = 0;           // AttentionOptions::decode_tma (1, 2; 0 = cp.async) where it applies (head dim 64, 4 warps,
+                         // 1 CTA/SM, no cluster), its default resolved
 };
 
 cudaError_t launch_prefill_simple_d64(const PrefillParams& p, cudaStream_t s);
