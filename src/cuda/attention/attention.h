@@ -115,9 +115,11 @@ struct AttentionOptions {
   // splits, or 2 CTAs per SM) they pack into few GPCs and lose 25-50%. Hence off by default.
   bool decode_cluster_combine = false;
   // Decode with decode_early_kv: ring stages of each warp issued before the PDL wait, 1 .. 3 (3 = the whole
-  // ring: 192 KB per CTA); 0 = the measured default: 3 at head dim 64 with one CTA per SM (no cluster combine),
-  // else 2. Measured (H200, bench/RESULTS.md "Decode attention v6"): 3 stages at head dim 64 -0.2 us at 32k
-  // batch 1, -0.5% at batch 8 x 32k and 64 x 4k; at head dim 128 +0.4 us at 32k batch 1, hence 2 there.
+  // ring: 192 KB per CTA); 0 = the measured default: 2 with TMA tiles (decode_tma; 3 measured +0.15 us, 1 +0.5 us
+  // at 32k batch 1: the PDL wait passes later the more bytes are queued before it), else 3 at head dim 64 with one
+  // CTA per SM (no cluster combine), else 2. Measured (H200, bench/RESULTS.md "Decode attention v6"): 3 stages
+  // of cp.async at head dim 64 -0.2 us at 32k batch 1, -0.5% at batch 8 x 32k and 64 x 4k; at head dim 128
+  // +0.4 us at 32k batch 1, hence 2 there.
   int decode_early_stages = 0;
   // Decode at head dim 64 with 4 warps, one CTA per SM and no cluster combine (elsewhere ignored): how a warp
   // loads its K/V tiles. 0 = 16-byte cp.async by every lane; 1 = TMA, one cp.async.bulk.tensor per K and per V
