@@ -128,10 +128,9 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   int n_pre = 0;  // ring stages issued before the PDL wait (EARLY)
   if constexpr (EARLY) {
     // Only tiles that end below the newest position kv_len - 1 (the previous kernel may be the one appending
-    // it); this warp's tiles come in key order, so they form a prefix. (TMA boxes are whole tiles: a partial
-    // tile reads rows up to its box end, which lie past kv_len - 1 only if the tile holds it, as checked.)
-    // (p.early_stages = NS, in thirds of the ring: the whole ring, the loop below then skips the issue of tile
-    // NSX - 1.)
+    // it); this warp's tiles come in key order, so they form a prefix. A TMA box is exactly its tile, so the
+    // tile holding kv_len - 1 (the only one with rows past the keys) is never issued here. early_stages counts
+    // thirds of the ring (NSX stages); the whole ring: the loop below then skips the issue of tile NSX - 1.
     const int pre = p.early_stages * NSX / NS;
 #pragma unroll
     for (; n_pre < NSX && n_pre < pre && n_pre < my_tiles; ++n_pre) {
