@@ -41,7 +41,9 @@ struct CudaBackendOptions {
   bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
   // Decode steps per graph launch for decode_greedy and replay_decode_k (the steps chain with PDL inside the
   // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
-  int graph_steps = 1;  // H200 1B, 8 steps: 0.836 / 0.828 ms/token vs 0.840 / 0.831 (bench/RESULTS.md, round 6)
+  // H200 1B, 8 steps (bench/RESULTS.md): 0.836 / 0.828 ms/token vs 0.840 / 0.831 (round 6); with the early matvec
+  // triggers 0.7414 / 0.7410 vs 0.7546 / 0.7470 (session 7 final round), hence 8.
+  int graph_steps = 8;
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
   // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.
