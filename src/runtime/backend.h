@@ -6,6 +6,7 @@
 
 #include "core/status.h"
 #include "megakernel/config.h"
+#include "megakernel/sampling.h"
 
 namespace mk {
 
@@ -29,6 +30,18 @@ class Backend {
   virtual Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
     (void)token, (void)pos, (void)out;
     return make_error(name(), " backend: no on-device greedy decoding");
+  }
+  // Sampled decoding on the device, as decode_greedy but each next token drawn by the host Sampler's rule
+  // (runtime/sampler.h) with draw indices first_draw, first_draw + 1, ...: the tokens a host loop would choose from
+  // the same logits. Only for the parameters can_decode_sample accepts (the engine samples on the host otherwise).
+  virtual bool can_decode_sample(const SamplingParams& p) const {
+    (void)p;
+    return false;
+  }
+  virtual Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                               std::span<int32_t> out) {
+    (void)token, (void)pos, (void)p, (void)first_draw, (void)out;
+    return make_error(name(), " backend: no on-device sampling");
   }
 };
 

@@ -110,8 +110,12 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
     return make_error("decode step at position ", pos, ": ", st.message());
   };
   // Greedy without a repetition penalty: the backend's on-device loop, DEVICE_CHUNK tokens per call, when it has
-  // one (the same argmax as Sampler's greedy). Tokens past a stop are dropped and uncached.
-  const bool on_device = opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
+  // one (the same argmax as Sampler's greedy); sampling the same way where the backend draws those parameters
+  // itself (Backend::decode_sample: the Sampler's rule and draw indices). Tokens past a stop are dropped and uncached.
+  const bool device_greedy =
+      opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
+  const bool device_sample = !opts.sampling.greedy() && backend_.can_decode_sample(opts.sampling);
+  const bool on_device = device_greedy || device_sample;
 
   auto t0 = std::chrono::steady_clock::now();
   MK_TRY(prefill(prompt, res.stats));
@@ -126,7 +130,11 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
     const int pos = int(cached_.size());
     if (on_device) {
       chunk.resize(size_t(std::min(DEVICE_CHUNK, opts.max_new_tokens - int(res.ids.size()))));
-      if (Status st = backend_.decode_greedy(last, pos, chunk); !st) return failed(pos, st);
+      if (Status st = device_greedy ? backend_.decode_greedy(last, pos, chunk)
+                                    : backend_.decode_sample(last, pos, opts.sampling, sampler.n_draws(), chunk);
+          !st)
+        return failed(pos, st);
+      if (device_sample) sampler.advance(chunk.size());  // the draws the device took
       cached_.push_back(last);
       size_t used = 0;
       while (used < chunk.size() && !stop) {

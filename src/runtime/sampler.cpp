@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "runtime/philox.h"
+#include "core/philox.h"
 
 namespace mk {
 

@@ -46,6 +46,8 @@ class Sampler {
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
   // Back to draw 0: the next sample() repeats the first draw of a fresh sampler with the same seed.
   void reset() { n_draws_ = 0; }
+  // Skips n draws (taken elsewhere, e.g. by Backend::decode_sample from draw n_draws()).
+  void advance(uint64_t n) { n_draws_ += n; }
   uint64_t n_draws() const { return n_draws_; }
   const SamplingParams& params() const { return params_; }
 

@@ -5,6 +5,7 @@
 // other. Logits: relative error < 3e-2 (bf16 K/V cache, bf16 q and attention output; fp32 elsewhere).
 // Run: test_gpu --gtest_filter='Backend*'
 #include <filesystem>
+#include <set>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
@@ -12,6 +13,7 @@
 #include "cuda/ops/matvec.h"
 #include "gpu_test_util.h"
 #include "megakernel/model.h"
+#include "runtime/sampler.h"
 
 namespace mk::gpu_test {
 namespace {
@@ -194,6 +196,56 @@ TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
     tok = cpu::argmax(l.data(), 777);
     EXPECT_EQ(dev[size_t(i)], tok) << "token " << i;
   }
+}
+
+// Sampled decode on the device (temperature + min-p drawn by the finish kernel) gives the host loop's tokens: forward
+// on the same backend, then the host Sampler with the same seed and draw indices; with 1 and 8 steps per launch.
+TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
+  const int V = 777;
+  Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, V), DType::BF16, 12);
+  auto prompt = random_prompt(10, V, 4);
+  for (float min_p : {0.f, 0.02f}) {
+    SamplingParams p;
+    p.temperature = 1.5f;  // random weights give flat logits: the draws spread over many ids
+    p.min_p = min_p;
+    p.seed = 2024;
+    cuda::CudaBackendOptions one;
+    one.graph_steps = 1;
+    auto a = make_gpu(m, 128), k = make_gpu(m, 128, one), b = make_gpu(m, 128);
+    ASSERT_TRUE(a && k && b);
+    ASSERT_TRUE(a->can_decode_sample(p));
+    std::vector<float> l(size_t(V), 0.f);
+    for (auto* g : {a.get(), k.get(), b.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(9), 0, l).ok());
+    std::vector<int32_t> dev(20, -1), dev1(20, -2);
+    ASSERT_TRUE(a->decode_sample(prompt[9], 9, p, 5, dev).ok());  // draws 5, 6, ...
+    ASSERT_TRUE(k->decode_sample(prompt[9], 9, p, 5, dev1).ok());
+    EXPECT_EQ(dev1, dev) << "1 step per launch vs the default";
+    Sampler host(p);
+    host.advance(5);
+    int32_t tok = prompt[9];
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 9 + i, l).ok());
+      tok = host.sample(l, {});
+      EXPECT_EQ(dev[size_t(i)], tok) << "token " << i << " min_p " << min_p;
+    }
+    std::set<int32_t> distinct(dev.begin(), dev.end());
+    EXPECT_GT(distinct.size(), 5u) << "the draws should spread (else this test shows little)";
+    // Greedy after a sampled call on the same backend: the state's temperature is reset.
+    std::vector<int32_t> g1(4), g2(4);
+    ASSERT_TRUE(a->forward(std::vector<int32_t>{1}, 29, l).ok());
+    ASSERT_TRUE(a->decode_greedy(2, 30, g1).ok());
+    ASSERT_TRUE(b->forward(std::vector<int32_t>{1}, 29, l).ok());
+    ASSERT_TRUE(b->decode_greedy(2, 30, g2).ok());
+    EXPECT_EQ(g1, g2) << "greedy after sampling";
+  }
+  SamplingParams top_p;
+  top_p.temperature = 1.f;
+  top_p.top_p = 0.9f;
+  auto c = make_gpu(m, 64);
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->can_decode_sample(top_p));
+  std::vector<int32_t> o(2);
+  EXPECT_FALSE(c->decode_sample(1, 0, top_p, 0, o).ok()) << "top-p is drawn on the host";
 }
 
 TEST(Backend, BadInputIsAnErrorNotACrash) {

@@ -10,6 +10,7 @@
 
 #include "megakernel/engine.h"
 #include "runtime/backend.h"
+#include "runtime/sampler.h"
 
 namespace mk::testing {
 
@@ -54,6 +55,25 @@ class FakeBackend final : public Backend {
     }
     return {};
   }
+  // On-device sampling (off unless device_sample): temperature only, each token drawn by a Sampler from draw
+  // first_draw on, as the CUDA backend's finish kernel does.
+  bool can_decode_sample(const SamplingParams& p) const override {
+    return device_sample && !p.greedy() && p.top_k == 0 && p.top_p >= 1.f && p.min_p == 0.f &&
+           p.repetition_penalty == 1.f;
+  }
+  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                       std::span<int32_t> out) override {
+    if (!can_decode_sample(p)) return Backend::decode_sample(token, pos, p, first_draw, out);
+    ++n_decode_sample;
+    Sampler sampler(p);
+    sampler.advance(first_draw);
+    std::vector<float> logits(size_t(config_.n_vocab));
+    for (size_t i = 0; i < out.size(); ++i) {
+      MK_TRY(forward({&token, 1}, pos + int(i), logits));
+      out[i] = token = sampler.sample(logits, {});
+    }
+    return {};
+  }
 
   ModelConfig config_;
   std::vector<int32_t> seq;  // what the "KV cache" holds
@@ -63,6 +83,8 @@ class FakeBackend final : public Backend {
   bool nan_logits = false;
   bool device_greedy = false;
   int n_decode_greedy = 0;
+  bool device_sample = false;
+  int n_decode_sample = 0;
 
  private:
   int max_context_;

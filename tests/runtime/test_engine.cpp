@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "fake_backend.h"
 #include "megakernel/engine.h"
@@ -344,6 +345,39 @@ TEST(Engine, OnDeviceGreedyChunksEqualTheHostLoop) {
     EXPECT_EQ(got[1].text, got[0].text);
     EXPECT_EQ(got[1].stop, got[0].stop);
     EXPECT_EQ(cache[1], cache[0]);
+  }
+}
+
+// A temperature-only request on a backend that draws on the device: the same ids as the host loop (the device
+// continues the host Sampler's draw indices), the chunks taken on the device, and a follow-up request starting over.
+TEST(Engine, OnDeviceSamplingEqualsHostSampling) {
+  const int V = 50;
+  auto next = [&](const std::vector<int32_t>& s) { return hash_next(s, V); };
+  for (uint64_t seed : {1ull, 7ull, 12345ull}) {
+    SCOPED_TRACE(cat("seed ", seed));
+    std::vector<int32_t> ids[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      FakeBackend be(V, 256, next);
+      be.device_sample = dev == 1;
+      Engine eng(be);
+      GenerateOptions o;
+      o.max_new_tokens = 40;  // the first token on the host, then chunks of 16, 16 and 7 on the device
+      o.sampling.temperature = 4.f;  // logits 10 / 0: the predicted token has probability ~0.13, so draws matter
+      o.sampling.seed = seed;
+      auto r = eng.generate(std::vector<int32_t>{3, 1, 4}, o);
+      ASSERT_TRUE(r) << r.message();
+      ids[dev] = r->ids;
+      EXPECT_EQ(be.seq, eng.cached_ids());
+      if (dev == 1) {
+        EXPECT_EQ(be.n_decode_sample, 3) << "the on-device path was not taken";
+      }
+      auto again = eng.generate(std::vector<int32_t>{3, 1, 4}, o);  // a fresh request: draws from 0 again
+      ASSERT_TRUE(again);
+      EXPECT_EQ(again->ids, r->ids);
+    }
+    EXPECT_EQ(ids[1], ids[0]);
+    std::set<int32_t> distinct(ids[0].begin(), ids[0].end());
+    EXPECT_GT(distinct.size(), 5u) << "the draws should spread over many ids (else this test shows little)";
   }
 }
 

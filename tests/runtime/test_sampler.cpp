@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "runtime/philox.h"
+#include "core/philox.h"
 #include "runtime/sampler.h"
 
 namespace mk {

@@ -135,8 +135,12 @@ Status CudaBackend::check_step(std::span<const int32_t> tokens, int pos) const {
   return {};
 }
 
-void CudaBackend::set_state(int32_t token, int pos, int n_tokens) {
+void CudaBackend::set_state(int32_t token, int pos, int n_tokens, const SamplingParams& sampling, uint64_t first_draw) {
   StepState s{};
+  s.temperature = sampling.greedy() ? 0.f : sampling.temperature;
+  s.min_p = sampling.min_p;
+  s.seed = sampling.seed;
+  s.draw = first_draw;
   s.token = token;
   s.pos = pos;
   s.seq_len = pos + n_tokens;
@@ -184,6 +188,26 @@ Status CudaBackend::enqueue_prefill_only(std::span<const int32_t> tokens, int po
 void CudaBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
 
 Status CudaBackend::decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
+  return decode_on_device(token, pos, SamplingParams{}, 0, out);
+}
+
+bool CudaBackend::can_decode_sample(const SamplingParams& p) const {
+  // The finish kernel's draw (ops/sample.cuh): a temperature and min-p; the other processors stay on the host.
+  return !p.greedy() && (p.top_k == 0 || p.top_k >= config_.n_vocab) && p.top_p >= 1.f && p.repetition_penalty == 1.f &&
+         sampling_params_error(p)[0] == '\0';
+}
+
+Status CudaBackend::decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                  std::span<int32_t> out) {
+  if (!can_decode_sample(p))
+    return make_error("decode_sample: the device draws with a temperature and min-p only (top_k 0, top_p 1, "
+                      "repetition_penalty 1), got temperature ", p.temperature, ", top_k ", p.top_k, ", top_p ", p.top_p,
+                      ", repetition_penalty ", p.repetition_penalty);
+  return decode_on_device(token, pos, p, first_draw, out);
+}
+
+Status CudaBackend::decode_on_device(int32_t token, int pos, const SamplingParams& sampling, uint64_t first_draw,
+                                     std::span<int32_t> out) {
   int32_t t[1] = {token};
   MK_TRY(check_step(t, pos));
   if (pos + int64_t(out.size()) > max_context_)
@@ -191,7 +215,7 @@ Status CudaBackend::decode_greedy(int32_t token, int pos, std::span<int32_t> out
                       max_context_);
   if (out.empty()) return {};
   MK_TRY(ensure_graph());  // may run one eager step: do it before setting the state
-  set_state(token, pos, 1);
+  set_state(token, pos, 1, sampling, first_draw);
   begin_step();
   const size_t k = size_t(decode_steps_per_replay());
   size_t i = 0;

@@ -81,6 +81,12 @@ struct StepState {
   int32_t cu_seqlens_q[2];   // {0, n_tokens}
   int32_t n_generated;       // tokens written to tokens_out by the decode graph
   unsigned long long argmax; // packed argmax of the logits (see ops/matvec.h)
+  // Decode's next token: the argmax when temperature is 0, else drawn on the device (ops/sample.cuh: temperature +
+  // min-p, the host Sampler's rule) with draw index `draw`, which each step advances.
+  float temperature;
+  float min_p;
+  unsigned long long seed;
+  unsigned long long draw;
 };
 
 class CudaBackend final : public Backend {
@@ -102,6 +108,10 @@ class CudaBackend final : public Backend {
   // is the i-th argmax.
   bool has_decode_greedy() const override { return true; }
   Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override;
+  // Sampled decode on the device (Backend::decode_sample): temperature and min-p only (can_decode_sample).
+  bool can_decode_sample(const SamplingParams& p) const override;
+  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                       std::span<int32_t> out) override;
 
   // --- for benchmarks ---
   // Pretends positions [0, n) are cached, with random K/V (attention cost depends only on the length).
@@ -136,7 +146,10 @@ class CudaBackend final : public Backend {
   CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context, const CudaBackendOptions& opt);
   Status init(const DeviceKvCache* shared_kv);
   Status check_step(std::span<const int32_t> tokens, int pos) const;
-  void set_state(int32_t token, int pos, int n_tokens);
+  // sampling: the decode steps' draws (temperature 0 = argmax).
+  void set_state(int32_t token, int pos, int n_tokens, const SamplingParams& sampling = {}, uint64_t first_draw = 0);
+  Status decode_on_device(int32_t token, int pos, const SamplingParams& sampling, uint64_t first_draw,
+                          std::span<int32_t> out);
   // Decode graph: the layers, the LM head with its argmax, and a finish kernel that feeds the argmax back (token,
   // position, the next step's embedding row in x_). begin_step (after set_state for one token) embeds the first.
   // n_split: cuda/attention's decode splits (0: ops/attention_simple).

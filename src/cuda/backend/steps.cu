@@ -13,22 +13,31 @@
 #include "cuda/ops/matvec.h"
 #include "cuda/ops/rmsnorm.h"
 #include "cuda/ops/rope.h"
+#include "cuda/ops/sample.cuh"
 #include "cuda/ops/swiglu.h"
 
 namespace mk::cuda {
 namespace {
 
-// Ends a decode step: the argmax becomes the next input token and is logged; the position advances; the token's
-// embedding row goes into x (the next step's first kernel reads it, so a step needs no embedding kernel: one kernel
-// boundary less) and the argmax word is reset for the next step's LM head.
-// x: [n_embd] f32; tok_embd: [n_vocab, n_embd] bf16.
-__global__ void finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity, float* x, const bf16* tok_embd,
-                                   int n_embd) {
+// Ends a decode step: the argmax (or, with a temperature, a draw from the logits: StepState) becomes the next input
+// token and is logged; the position advances; the token's embedding row goes into x (the next step's first kernel
+// reads it, so a step needs no embedding kernel: one kernel boundary less) and the argmax word is reset for the next
+// step's LM head. x: [n_embd] f32; tok_embd: [n_vocab, n_embd] bf16; logits: [n_vocab] f32.
+__global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity, float* x,
+                                                           const bf16* tok_embd, int n_embd, const float* logits,
+                                                           int n_vocab) {
   __shared__ int32_t s_tok;
   pdl_wait();
   pdl_launch_dependents();
+  const float temperature = st->temperature;
+  int32_t drawn = 0;
+  if (temperature > 0.f) {  // uniform over the block
+    drawn = block_sample(logits, n_vocab, temperature, st->min_p, st->seed, st->draw);
+    if (drawn < 0) drawn = 0;  // no finite logit: as the argmax of such logits, a valid row (the result is garbage)
+  }
   if (threadIdx.x == 0) {
-    const int32_t tok = argmax_unpack(st->argmax);
+    const int32_t tok = temperature > 0.f ? drawn : argmax_unpack(st->argmax);
+    if (temperature > 0.f) st->draw += 1;
     s_tok = tok;
     st->token = tok;
     st->argmax = 0ull;
@@ -165,7 +174,8 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
                  .add_early = opt_.add_early, .trigger_at_start = opt_.early_trigger});
   }
   matvec(s, lm_head_args(x_));
-  launch(s, dim3(1), dim3(128), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E);
+  launch(s, dim3(1), dim3(1024), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E,
+         static_cast<const float*>(logits_), c.n_vocab);
 }
 
 void CudaBackend::begin_step() {
