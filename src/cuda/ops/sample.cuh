@@ -32,7 +32,7 @@ __device__ inline int32_t block_sample(const float* logits, int n_vocab, float T
     for (int w = 1; w < nw; ++w) v = fmaxf(v, s_f[w]);
     return v;
   };
-  auto block_min_i = [&](int v, bool want_max) {
+  auto block_min_max_i = [&](int v, bool want_max) {
     for (int o = 16; o > 0; o >>= 1) {
       const int u = __shfl_xor_sync(0xffffffffu, v, o);
       v = want_max ? max(v, u) : min(v, u);
@@ -80,8 +80,8 @@ __device__ inline int32_t block_sample(const float* logits, int n_vocab, float T
   const double prefix = before + incl - local;
   const double target = philox_uniform(seed, draw) * total;
   // The owner: the first thread whose range takes the running sum past the target.
-  const int owner = block_min_i(prefix + local > target ? tid : nt, false);
-  const int fallback = block_min_i(last_kept, true);  // the host's "u * total rounded up to total"
+  const int owner = block_min_max_i(prefix + local > target ? tid : nt, false);
+  const int fallback = block_min_max_i(last_kept, true);  // the host's "u * total rounded up to total"
   __shared__ int s_pick;
   if (tid == 0) s_pick = fallback;
   __syncthreads();
