@@ -209,17 +209,20 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
     p.temperature = 1.5f;  // random weights give flat logits: the draws spread over many ids
     p.min_p = min_p;
     p.seed = 2024;
-    cuda::CudaBackendOptions one;
+    cuda::CudaBackendOptions one, grid;
     one.graph_steps = 1;
-    auto a = make_gpu(m, 128), k = make_gpu(m, 128, one), b = make_gpu(m, 128);
-    ASSERT_TRUE(a && k && b);
+    grid.sample_blocks = 64;  // grid_sample
+    auto a = make_gpu(m, 128), k = make_gpu(m, 128, one), gs = make_gpu(m, 128, grid), b = make_gpu(m, 128);
+    ASSERT_TRUE(a && k && gs && b);
     ASSERT_TRUE(a->can_decode_sample(p));
     std::vector<float> l(size_t(V), 0.f);
-    for (auto* g : {a.get(), k.get(), b.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(9), 0, l).ok());
-    std::vector<int32_t> dev(20, -1), dev1(20, -2);
+    for (auto* g : {a.get(), k.get(), gs.get(), b.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(9), 0, l).ok());
+    std::vector<int32_t> dev(20, -1), dev1(20, -2), devg(20, -3);
     ASSERT_TRUE(a->decode_sample(prompt[9], 9, p, 5, dev).ok());  // draws 5, 6, ...
     ASSERT_TRUE(k->decode_sample(prompt[9], 9, p, 5, dev1).ok());
+    ASSERT_TRUE(gs->decode_sample(prompt[9], 9, p, 5, devg).ok());
     EXPECT_EQ(dev1, dev) << "1 step per launch vs the default";
+    EXPECT_EQ(devg, dev) << "the draw over 64 blocks vs one";
     Sampler host(p);
     host.advance(5);
     int32_t tok = prompt[9];

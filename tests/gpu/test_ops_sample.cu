@@ -1,5 +1,6 @@
 // The on-device sampler (src/cuda/ops/sample.cuh) against the host Sampler (runtime/sampler.cpp) on random logits:
-// the same id for every (temperature, min-p, seed, draw), at vocabulary sizes from tiny to Llama 3's, with NaN and
+// the same id for every (temperature, min-p, seed, draw) from one block and from grids of 7 and 64 blocks, at
+// vocabulary sizes from tiny to Llama 3's, with NaN and
 // -inf entries and peaked and flat distributions. The host rule and its statistics are tested in
 // tests/runtime/test_sampler.cpp; here only the equality. Run: test_gpu --gtest_filter='Sample*'
 #include "cuda/ops/sample.h"
@@ -31,25 +32,29 @@ TEST(Sample, DeviceDrawsEqualHostSampler) {
               host.advance(draw);
               std::vector<float> h = logits;
               const int32_t want = host.sample(h, {});
-              out.poison();
-              cuda::sample_token(cuda::Stream(nullptr, false), d.p, V, T, min_p, seed, draw, out.p);
-              EXPECT_EQ(out.download()[0], want);
-              ++n_draws;
+              for (int blocks : {1, 7, 64}) {  // block_sample, grid_sample
+                out.poison();
+                cuda::sample_token(cuda::Stream(nullptr, false), d.p, V, T, min_p, seed, draw, out.p, blocks);
+                EXPECT_EQ(out.download()[0], want) << blocks << " blocks";
+                ++n_draws;
+              }
             }
           }
         }
       }
     }
   }
-  EXPECT_EQ(n_draws, 5 * 3 * 3 * 2 * 2 * 3);
+  EXPECT_EQ(n_draws, 5 * 3 * 3 * 2 * 2 * 3 * 3);
 }
 
 TEST(Sample, NoFiniteLogitIsMinusOne) {
   DeviceArray<float> d(std::vector<float>{NAN, -INFINITY, INFINITY, NAN});
   DeviceArray<int32_t> out(1);
-  out.poison();
-  cuda::sample_token(cuda::Stream(nullptr, false), d.p, 4, 1.f, 0.f, 5, 0, out.p);
-  EXPECT_EQ(out.download()[0], -1);
+  for (int blocks : {1, 3}) {
+    out.poison();
+    cuda::sample_token(cuda::Stream(nullptr, false), d.p, 4, 1.f, 0.f, 5, 0, out.p, blocks);
+    EXPECT_EQ(out.download()[0], -1) << blocks << " blocks";
+  }
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& co
   if (config.n_embd % 8 != 0 || config.n_ff % 8 != 0)
     return make_error("hidden_size and intermediate_size must be multiples of 8 for the CUDA backend (got ",
                       config.n_embd, ", ", config.n_ff, ")");
+  if (opt.sample_blocks < 1 || opt.sample_blocks > 1024)
+    return make_error("sample_blocks must be in [1, 1024] blocks drawing a sampled token, got ", opt.sample_blocks);
   if (opt.graph_steps < 1 || opt.graph_steps > 256)
     return make_error("graph_steps must be in [1, 256] decode steps per graph launch, got ", opt.graph_steps);
   std::unique_ptr<CudaBackend> b(new CudaBackend(config, std::move(weights), max_context, opt));
@@ -70,6 +72,9 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
       {reinterpret_cast<void**>(&h_), F * 4},
       {reinterpret_cast<void**>(&hb_), F * 2},
       {reinterpret_cast<void**>(&logits_), V * 4},
+      {reinterpret_cast<void**>(&sample_scratch_.part), size_t(opt_.sample_blocks) * sizeof(double)},
+      {reinterpret_cast<void**>(&sample_scratch_.kept), size_t(opt_.sample_blocks) * sizeof(int)},
+      {reinterpret_cast<void**>(&sample_scratch_.counter), sizeof(unsigned)},  // zeroed with the arena
       {reinterpret_cast<void**>(&inv_freq_), size_t(c.head_dim) * 2},
       {reinterpret_cast<void**>(&tokens_), C * 4},
       {reinterpret_cast<void**>(&px_), C * E * 4},

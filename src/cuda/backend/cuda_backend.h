@@ -17,6 +17,7 @@
 #include "cuda/backend/device_weights.h"
 #include "cuda/backend/kv_cache.h"
 #include "cuda/common/launch.h"
+#include "cuda/ops/sample.h"
 #include "cuda/ops/gemm.h"
 #include "cuda/ops/rope.h"
 #include "megakernel/model.h"
@@ -56,6 +57,10 @@ struct CudaBackendOptions {
   // H200 (bench/RESULTS.md, session 7): 1B 0.7511 / 0.7495 ms/token (median / back-to-back) vs 0.7593 / 0.7654; 8B
   // 3.848 vs 3.844 (+0.1%).
   bool early_trigger = true;
+  // Decode with a temperature: blocks of the finish kernel that draw the token (ops/sample.cuh). 1: block_sample
+  // (one block: ~0.1 ms per token at the Llama 3 vocabulary, bench/RESULTS.md session 7); more: grid_sample over
+  // that many blocks (at most 1024; written for the next session's measurement, not yet run on a GPU).
+  int sample_blocks = 1;
   // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
   // (AttentionOptions::decode_early_kv). Its contract holds here: the kernel before it (the QKV matvec with the RoPE
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
@@ -188,6 +193,7 @@ class CudaBackend final : public Backend {
   float* h_ = nullptr;             // [n_ff]
   __nv_bfloat16* hb_ = nullptr;    // [n_ff] h in bf16 (h_bf16)
   float* logits_ = nullptr;        // [n_vocab]
+  GridSampleScratch sample_scratch_{};  // [sample_blocks] sums and kept ids, a counter (grid_sample)
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace
   size_t attn_ws_bytes_ = 0;

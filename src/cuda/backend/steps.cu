@@ -22,19 +22,11 @@ namespace {
 // Ends a decode step: the argmax (or, with a temperature, a draw from the logits: StepState) becomes the next input
 // token and is logged; the position advances; the token's embedding row goes into x (the next step's first kernel
 // reads it, so a step needs no embedding kernel: one kernel boundary less) and the argmax word is reset for the next
-// step's LM head. x: [n_embd] f32; tok_embd: [n_vocab, n_embd] bf16; logits: [n_vocab] f32.
-__global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity, float* x,
-                                                           const bf16* tok_embd, int n_embd, const float* logits,
-                                                           int n_vocab) {
+// step's LM head. x: [n_embd] f32; tok_embd: [n_vocab, n_embd] bf16; logits: [n_vocab] f32. The whole block calls it
+// with the same `drawn` (the draw, when temperature > 0).
+__device__ __forceinline__ void finish_step(StepState* st, int32_t* tokens_out, int capacity, float* x,
+                                            const bf16* tok_embd, int n_embd, float temperature, int32_t drawn) {
   __shared__ int32_t s_tok;
-  pdl_wait();
-  pdl_launch_dependents();
-  const float temperature = st->temperature;
-  int32_t drawn = 0;
-  if (temperature > 0.f) {  // uniform over the block
-    drawn = block_sample(logits, n_vocab, temperature, st->min_p, st->seed, st->draw);
-    if (drawn < 0) drawn = 0;  // no finite logit: as the argmax of such logits, a valid row (the result is garbage)
-  }
   if (threadIdx.x == 0) {
     const int32_t tok = temperature > 0.f ? drawn : argmax_unpack(st->argmax);
     if (temperature > 0.f) st->draw += 1;
@@ -54,6 +46,40 @@ __global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_
     reinterpret_cast<float4*>(x + c * 8)[0] = make_float4(f[0], f[1], f[2], f[3]);
     reinterpret_cast<float4*>(x + c * 8)[1] = make_float4(f[4], f[5], f[6], f[7]);
   }
+}
+
+// One block (CudaBackendOptions::sample_blocks = 1): block_sample draws.
+__global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity, float* x,
+                                                           const bf16* tok_embd, int n_embd, const float* logits,
+                                                           int n_vocab) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const float temperature = st->temperature;
+  int32_t drawn = 0;
+  if (temperature > 0.f) {  // uniform over the block
+    drawn = block_sample(logits, n_vocab, temperature, st->min_p, st->seed, st->draw);
+    if (drawn < 0) drawn = 0;  // no finite logit: as the argmax of such logits, a valid row (the result is garbage)
+  }
+  finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn);
+}
+
+// Several blocks (sample_blocks > 1; not yet run on a GPU): they draw together (grid_sample) and the block that
+// finishes the draw ends the step; with temperature 0 block 0 alone does.
+__global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, int32_t* tokens_out, int capacity,
+                                                                float* x, const bf16* tok_embd, int n_embd,
+                                                                const float* logits, int n_vocab, GridSampleScratch sc) {
+  pdl_wait();
+  pdl_launch_dependents();
+  const float temperature = st->temperature;
+  int32_t drawn = 0;
+  if (temperature > 0.f) {  // uniform over the grid
+    drawn = grid_sample(logits, n_vocab, temperature, st->min_p, st->seed, st->draw, &st->argmax, sc);
+    if (drawn == GRID_SAMPLE_OTHER) return;
+    if (drawn < 0) drawn = 0;
+  } else if (blockIdx.x != 0) {
+    return;
+  }
+  finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn);
 }
 
 }  // namespace
@@ -174,8 +200,13 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
                  .add_early = opt_.add_early, .trigger_at_start = opt_.early_trigger});
   }
   matvec(s, lm_head_args(x_));
-  launch(s, dim3(1), dim3(1024), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E,
-         static_cast<const float*>(logits_), c.n_vocab);
+  const float* logits = logits_;
+  if (opt_.sample_blocks > 1)
+    launch(s, dim3(unsigned(opt_.sample_blocks)), dim3(1024), 0, finish_step_grid_kernel, state_, tokens_out_,
+           max_context_, x_, weights_.tok_embd, E, logits, c.n_vocab, sample_scratch_);
+  else
+    launch(s, dim3(1), dim3(1024), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E,
+           logits, c.n_vocab);
 }
 
 void CudaBackend::begin_step() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/philox.h"
+#include "cuda/ops/sample.h"
 
 namespace mk::cuda {
 
@@ -98,6 +99,163 @@ __device__ inline int32_t block_sample(const float* logits, int n_vocab, float T
   }
   __syncthreads();
   return s_pick;
+}
+
+// ---- the same draw over a grid of blocks (opt-in: CudaBackendOptions::sample_blocks; not yet run on a GPU; it
+// repeats block_sample's reductions as functions, and one of the two goes once the grid draw is measured) ----
+namespace sample_detail {
+
+__device__ inline float block_max(float v, float* s_f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // s_f may still be read by the previous reduction
+  if (lane == 0) s_f[warp] = v;
+  __syncthreads();
+  v = s_f[0];
+  for (int w = 1; w < nw; ++w) v = fmaxf(v, s_f[w]);
+  return v;
+}
+
+__device__ inline int block_min_max_i(int v, bool want_max, int* s_i) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const int u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = want_max ? max(v, u) : min(v, u);
+  }
+  __syncthreads();
+  if (lane == 0) s_i[warp] = v;
+  __syncthreads();
+  v = s_i[0];
+  for (int w = 1; w < nw; ++w) v = want_max ? max(v, s_i[w]) : min(v, s_i[w]);
+  return v;
+}
+
+// Exclusive block scan of per-thread sums in thread order (block_sample's arithmetic); total = the block's sum.
+__device__ inline double block_scan(double local, double* s_d, double& total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  double incl = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  __syncthreads();  // s_d may still be read by the previous scan
+  if (lane == 31) s_d[warp] = incl;
+  __syncthreads();
+  double before = 0;
+  total = 0;
+  for (int w = 0; w < nw; ++w) {
+    if (w < warp) before += s_d[w];
+    total += s_d[w];
+  }
+  return before + incl - local;
+}
+
+// The walk of the owner thread's ids from its running sum `prefix` to the first kept id past `target`; fallback when
+// no thread owns it. Every thread calls it; all get the id.
+template <class Weight>
+__device__ inline int32_t block_walk(int owner, int fallback, double prefix, double target, int i0, int i1,
+                                     Weight weight, int* s_pick) {
+  if (threadIdx.x == 0) *s_pick = fallback;
+  __syncthreads();
+  if (int(threadIdx.x) == owner) {
+    double run = prefix;
+    for (int i = i0; i < i1; ++i) {
+      const double w = weight(i);
+      run += w;
+      if (w > 0 && run > target) {
+        *s_pick = i;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  return *s_pick;
+}
+
+}  // namespace sample_detail
+
+constexpr int32_t GRID_SAMPLE_OTHER = -2;  // grid_sample's result in every block but the one that finished it
+
+// block_sample's draw over gridDim.x blocks: block b sums the weights of its id range [b * chunk, (b + 1) * chunk)
+// (per-thread ranges and a block scan, as block_sample); the last block to finish (a ticket on counter) adds the
+// block sums in block order, finds the block whose range holds the target and walks that range again. max_hint: the
+// packed argmax of the logits (ops/matvec.h: its value is their max when all are finite); null or non-finite: every
+// block finds the finite max itself. Returns the id (or -1) in the finishing block, GRID_SAMPLE_OTHER elsewhere.
+__device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T, float min_p, uint64_t seed,
+                                      uint64_t draw, const unsigned long long* max_hint, GridSampleScratch sc) {
+  using namespace sample_detail;
+  __shared__ float s_f[32];
+  __shared__ double s_d[32];
+  __shared__ int s_i[32];
+  __shared__ int s_last, s_ob, s_fallback, s_pick;
+  __shared__ double s_target, s_pref;
+  const int tid = threadIdx.x, nt = blockDim.x, G = gridDim.x, b = blockIdx.x;
+  float m = NAN;
+  if (max_hint) {
+    const uint32_t key = uint32_t(*max_hint >> 32);  // argmax_pack's order-preserving key, inverted
+    m = __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+  }
+  if (!isfinite(m)) {
+    m = -INFINITY;
+    for (int i = tid; i < n_vocab; i += nt) {
+      const float l = logits[i];
+      if (isfinite(l)) m = fmaxf(m, l);
+    }
+    m = block_max(m, s_f);
+  }
+  if (m == -INFINITY) return b == 0 ? -1 : GRID_SAMPLE_OTHER;
+  const double cut = min_p > 0.f ? log(double(min_p)) : -INFINITY;
+  auto weight = [&](int i) {
+    const float x = __fdiv_rn(__fsub_rn(logits[i], m), T);
+    return isfinite(x) && double(x) >= cut ? exp(double(x)) : 0.0;
+  };
+  const int chunk = (n_vocab + G - 1) / G;
+  int i0 = 0, i1 = 0, last_kept = -1;
+  auto block_range = [&](int bb) {  // this thread's ids of block bb's range, and their weight sum
+    const int lo = min(n_vocab, bb * chunk), len = min(n_vocab, lo + chunk) - lo, per = (len + nt - 1) / nt;
+    i0 = lo + min(len, tid * per), i1 = lo + min(len, tid * per + per), last_kept = -1;
+    double local = 0;
+    for (int i = i0; i < i1; ++i) {
+      const double w = weight(i);
+      local += w;
+      if (w > 0) last_kept = i;
+    }
+    return local;
+  };
+  double local = block_range(b), total = 0;
+  block_scan(local, s_d, total);
+  const int kept = block_min_max_i(last_kept, true, s_i);
+  if (tid == 0) {
+    sc.part[b] = total;
+    sc.kept[b] = kept;
+    __threadfence();  // the sums are visible before the ticket
+    s_last = atomicAdd(sc.counter, 1u) == unsigned(G - 1);
+  }
+  __syncthreads();
+  if (!s_last) return GRID_SAMPLE_OTHER;
+  __threadfence();
+  if (tid == 0) {
+    double sum = 0;
+    for (int bb = 0; bb < G; ++bb) sum += __ldcg(sc.part + bb);
+    const double target = philox_uniform(seed, draw) * sum;
+    double run = 0;
+    int ob = -1, fb = -1;
+    for (int bb = 0; bb < G; ++bb) {
+      const double p = __ldcg(sc.part + bb);
+      fb = max(fb, __ldcg(sc.kept + bb));
+      if (ob < 0 && run + p > target) ob = bb, s_pref = run;
+      run += p;
+    }
+    s_ob = ob, s_fallback = fb, s_target = target;
+    *sc.counter = 0;  // for the next call
+  }
+  __syncthreads();
+  if (s_ob < 0) return s_fallback;
+  local = block_range(s_ob);  // the same sums block s_ob computed
+  double unused;
+  const double pre = s_pref + block_scan(local, s_d, unused), target = s_target;
+  const int owner = block_min_max_i(pre + local > target ? tid : nt, false, s_i);
+  return block_walk(owner, s_fallback, pre, target, i0, i1, weight, &s_pick);
 }
 
 }  // namespace mk::cuda
