@@ -95,10 +95,13 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
 //   h-f32          the SwiGLU output h in f32 to the down projection (default: bf16)
 //   early-trigger, late-trigger   CudaBackendOptions::early_trigger on / off
+//   temp           decode steps draw at temperature 1 on the device (seed 1) instead of the argmax
+//   sample<N>      CudaBackendOptions::sample_blocks = N (the draw over N blocks; with temp)
 //   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
   cuda::CudaBackendOptions opt;
+  SamplingParams sampling;  // temperature 0: greedy decode
   bool fuse_rope = true;  // as make_cuda_backend
   cuda::BulkSched bulk_sched = cuda::BulkSched::CLAIM;
   std::string matvec = "splitk";
@@ -146,11 +149,13 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "h-f32") v.opt.h_bf16 = false;
     else if (f == "early-trigger") v.opt.early_trigger = true;
     else if (f == "late-trigger") v.opt.early_trigger = false;
+    else if (f == "temp") v.sampling.temperature = 1.f, v.sampling.seed = 1;
+    else if (num("sample") >= 1) v.opt.sample_blocks = int(num("sample"));
     else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -203,7 +208,7 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     const bool main_variant = &name == &names.front();
     auto t = cuda::time_backend(**b, main_variant ? o.prefill : std::vector<int>{},
                                 main_variant ? o.contexts : std::vector<int>{o.contexts.front()}, o.n_tokens,
-                                o.repeats, wbytes);
+                                o.repeats, wbytes, 1024, v->sampling);
     if (!t) return make_error(what, ": ", t.message());
     for (auto& p : t->prefill) {
       j["prefill"].push_back({{"tokens", p.n_tokens}, {"ms", p.ms}, {"tokens_per_s", p.n_tokens / (p.ms * 1e-3)}});
@@ -311,7 +316,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, skip-<kernel>)")
+                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

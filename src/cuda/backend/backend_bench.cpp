@@ -55,7 +55,7 @@ Expected<PrefillTiming> time_prefill(CudaBackend& b, int n, int repeats) {
 }
 
 Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, int repeats, double weight_bytes,
-                                   int max_real_prefill) {
+                                   int max_real_prefill, const SamplingParams& sampling) {
   const ModelConfig& c = b.config();
   if (context + n_tokens + 1 > b.max_context())
     return make_error("decode at context ", context, " + ", n_tokens, " tokens exceeds the backend's context ",
@@ -77,13 +77,13 @@ Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, in
   // Warm-up.
   // K steps per replay (CudaBackendOptions::graph_steps): per-token = per-replay time / K.
   const int k = b.decode_steps_per_replay(), n_replays = std::max(1, n_tokens / k);
-  MK_TRY(b.begin_decode(first, context));
+  MK_TRY(b.begin_decode(first, context, sampling));
   for (int i = 0; i < std::max(1, 16 / k); ++i) b.replay_decode_k();
   MK_TRY(cuda_status(cudaStreamSynchronize(s), "decode warm-up"));
   Events ev(size_t(n_replays) + 1);
   std::vector<double> per_token, means;
   for (int r = 0; r < repeats; ++r) {
-    MK_TRY(b.begin_decode(first, context));
+    MK_TRY(b.begin_decode(first, context, sampling));
     CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
     for (int i = 0; i < n_replays; ++i) {
       b.replay_decode_k();
@@ -92,7 +92,7 @@ Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, in
     MK_TRY(cuda_status(cudaStreamSynchronize(s), "timing decode"));
     for (int i = 0; i < n_replays; ++i) per_token.push_back(ev.ms(size_t(i), size_t(i) + 1) / k);
     // Back to back, no events in between (what a generation loop sees).
-    MK_TRY(b.begin_decode(first, context));
+    MK_TRY(b.begin_decode(first, context, sampling));
     CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
     for (int i = 0; i < n_replays; ++i) b.replay_decode_k();
     CUDA_CHECK(cudaEventRecord(ev.ev[1], s));
@@ -111,7 +111,8 @@ Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, in
 
 Expected<BackendTiming> time_backend(CudaBackend& b, const std::vector<int>& prefill_lengths,
                                      const std::vector<int>& contexts, int n_tokens, int repeats,
-                                     double weight_bytes_per_token, int max_real_prefill) {
+                                     double weight_bytes_per_token, int max_real_prefill,
+                                     const SamplingParams& sampling) {
   BackendTiming out;
   for (int n : prefill_lengths) {
     if (n > b.max_context()) return make_error("prefill of ", n, " tokens exceeds the context ", b.max_context());
@@ -120,7 +121,7 @@ Expected<BackendTiming> time_backend(CudaBackend& b, const std::vector<int>& pre
     out.prefill.push_back(*p);
   }
   for (int ctx : contexts) {
-    auto d = time_decode(b, ctx, n_tokens, repeats, weight_bytes_per_token, max_real_prefill);
+    auto d = time_decode(b, ctx, n_tokens, repeats, weight_bytes_per_token, max_real_prefill, sampling);
     if (!d) return d.error();
     out.decode.push_back(*d);
   }

@@ -1,5 +1,5 @@
-// Timing of the layered CUDA backend for `megakernel bench`: prefill of given prompt lengths and batch-1 greedy
-// decode at given context lengths (median ms/token over n_tokens x repeats, CUDA events, after warm-up).
+// Timing of the layered CUDA backend for `megakernel bench`: prefill of given prompt lengths and batch-1 greedy (or
+// sampled on the device) decode at given context lengths (median ms/token over n_tokens x repeats, CUDA events, after warm-up).
 #pragma once
 #include <string>
 #include <vector>
@@ -27,9 +27,11 @@ struct BackendTiming {
   std::vector<DecodeTiming> decode;
 };
 
-// Contexts above max_real_prefill positions use set_random_context instead of a real prefill.
+// Contexts above max_real_prefill positions use set_random_context instead of a real prefill. sampling: the decode
+// steps draw their tokens on the device (CudaBackend::decode_sample's draw) instead of taking the argmax.
 Expected<BackendTiming> time_backend(CudaBackend& b, const std::vector<int>& prefill_lengths,
                                      const std::vector<int>& contexts, int n_tokens, int repeats,
-                                     double weight_bytes_per_token, int max_real_prefill = 1024);
+                                     double weight_bytes_per_token, int max_real_prefill = 1024,
+                                     const SamplingParams& sampling = {});
 
 }  // namespace mk::cuda

@@ -246,11 +246,11 @@ Status CudaBackend::set_cached(int n) {
   return {};
 }
 
-Status CudaBackend::begin_decode(int32_t token, int pos) {
+Status CudaBackend::begin_decode(int32_t token, int pos, const SamplingParams& sampling) {
   int32_t t[1] = {token};
   MK_TRY(check_step(t, pos));
   MK_TRY(ensure_graph());
-  set_state(token, pos, 1);
+  set_state(token, pos, 1, sampling);
   begin_step();
   return {};
 }

@@ -123,8 +123,9 @@ class CudaBackend final : public Backend {
   Status set_random_context(int n);
   // Positions [0, n) of the (shared) cache hold valid K/V: another backend wrote them.
   Status set_cached(int n);
-  // Sets the decode state (token at pos) without running anything; then replay_decode() runs one step each.
-  Status begin_decode(int32_t token, int pos);
+  // Sets the decode state (token at pos; the steps' draws: sampling, temperature 0 = argmax) without running
+  // anything; then replay_decode() runs one step each.
+  Status begin_decode(int32_t token, int pos, const SamplingParams& sampling = {});
   void replay_decode();
   // Runs decode_steps_per_replay() steps (one graph launch when graphs are on).
   void replay_decode_k();
