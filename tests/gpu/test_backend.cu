@@ -209,10 +209,10 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
     p.temperature = 1.5f;  // random weights give flat logits: the draws spread over many ids
     p.min_p = min_p;
     p.seed = 2024;
-    cuda::CudaBackendOptions one, grid;
+    cuda::CudaBackendOptions one, single;
     one.graph_steps = 1;
-    grid.sample_blocks = 64;  // grid_sample
-    auto a = make_gpu(m, 128), k = make_gpu(m, 128, one), gs = make_gpu(m, 128, grid), b = make_gpu(m, 128);
+    single.sample_blocks = 1;  // block_sample (the default draws over 64 blocks: grid_sample)
+    auto a = make_gpu(m, 128), k = make_gpu(m, 128, one), gs = make_gpu(m, 128, single), b = make_gpu(m, 128);
     ASSERT_TRUE(a && k && gs && b);
     ASSERT_TRUE(a->can_decode_sample(p));
     std::vector<float> l(size_t(V), 0.f);
@@ -222,7 +222,7 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
     ASSERT_TRUE(k->decode_sample(prompt[9], 9, p, 5, dev1).ok());
     ASSERT_TRUE(gs->decode_sample(prompt[9], 9, p, 5, devg).ok());
     EXPECT_EQ(dev1, dev) << "1 step per launch vs the default";
-    EXPECT_EQ(devg, dev) << "the draw over 64 blocks vs one";
+    EXPECT_EQ(devg, dev) << "the draw in one block vs over 64";
     Sampler host(p);
     host.advance(5);
     int32_t tok = prompt[9];

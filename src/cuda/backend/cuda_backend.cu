@@ -124,7 +124,16 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
     opt_.attention_lib = false;
     graphs_ = {{kv_.capacity(), 0}};
   }
-  return {};
+  // The prefill projections' algorithm choices and first launches for every prompt length bucket, now rather than
+  // in the first request of each length (~8 ms to its first token, bench/RESULTS.md session 8). Layer 0's weights
+  // on the (zeroed) prefill buffers: every layer has the same shapes.
+  const int M = std::min(int(C), max_context_);
+  const DeviceLayer& w = weights_.layers[0];
+  gemm_->prepare(stream_, pqkv_, DType::F32, pxn_, w.wqkv, M, int(Q + 2 * KV), int(E));
+  gemm_->prepare(stream_, px_, DType::F32, pattn_, w.wo, M, int(E), int(Q), 1.f);
+  gemm_->prepare(stream_, pgu_, DType::F32, pxn_, w.w_gate_up, M, int(2 * F), int(E));
+  gemm_->prepare(stream_, px_, DType::F32, ph_, w.w_down, M, int(E), int(F), 1.f);
+  return cuda_status(cudaStreamSynchronize(stream_), "preparing the prefill GEMMs");
 }
 
 Status CudaBackend::check_step(std::span<const int32_t> tokens, int pos) const {

@@ -58,9 +58,10 @@ struct CudaBackendOptions {
   // 3.848 vs 3.844 (+0.1%).
   bool early_trigger = true;
   // Decode with a temperature: blocks of the finish kernel that draw the token (ops/sample.cuh). 1: block_sample
-  // (one block: ~0.1 ms per token at the Llama 3 vocabulary, bench/RESULTS.md session 7); more: grid_sample over
-  // that many blocks (at most 1024; written for the next session's measurement, not yet run on a GPU).
-  int sample_blocks = 1;
+  // (one block: ~0.1 ms per token at the Llama 3 vocabulary); more: grid_sample over that many blocks (at most
+  // 1024). H200, 1B (bench/RESULTS.md session 8): 1 block 0.8305 ms/token, 64 blocks 0.7489, 132 blocks 0.7559;
+  // greedy 0.7350.
+  int sample_blocks = 64;
   // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
   // (AttentionOptions::decode_early_kv). Its contract holds here: the kernel before it (the QKV matvec with the RoPE
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own

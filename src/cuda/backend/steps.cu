@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_
   finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn);
 }
 
-// Several blocks (sample_blocks > 1; not yet run on a GPU): they draw together (grid_sample) and the block that
+// Several blocks (sample_blocks > 1, the default): they draw together (grid_sample) and the block that
 // finishes the draw ends the step; with temperature 0 block 0 alone does.
 __global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, int32_t* tokens_out, int capacity,
                                                                 float* x, const bf16* tok_embd, int n_embd,

@@ -15,94 +15,7 @@
 
 namespace mk::cuda {
 
-// Every thread of the block calls it (blockDim.x a multiple of 32, at most 1024); all get the id, or -1 when no
-// logit is finite (the host Sampler's -1). T > 0, 0 <= min_p <= 1.
-__device__ inline int32_t block_sample(const float* logits, int n_vocab, float T, float min_p, uint64_t seed,
-                                       uint64_t draw) {
-  __shared__ float s_f[32];
-  __shared__ double s_d[32];
-  __shared__ int s_i[32];
-  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
-  const int per = (n_vocab + nt - 1) / nt, i0 = min(n_vocab, tid * per), i1 = min(n_vocab, i0 + per);
-  auto block_max_f = [&](float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();  // s_f may still be read by the previous reduction
-    if (lane == 0) s_f[warp] = v;
-    __syncthreads();
-    v = s_f[0];
-    for (int w = 1; w < nw; ++w) v = fmaxf(v, s_f[w]);
-    return v;
-  };
-  auto block_min_max_i = [&](int v, bool want_max) {
-    for (int o = 16; o > 0; o >>= 1) {
-      const int u = __shfl_xor_sync(0xffffffffu, v, o);
-      v = want_max ? max(v, u) : min(v, u);
-    }
-    __syncthreads();
-    if (lane == 0) s_i[warp] = v;
-    __syncthreads();
-    v = s_i[0];
-    for (int w = 1; w < nw; ++w) v = want_max ? max(v, s_i[w]) : min(v, s_i[w]);
-    return v;
-  };
-
-  float m = -INFINITY;
-  for (int i = i0; i < i1; ++i) {
-    const float l = __ldg(logits + i);
-    if (isfinite(l)) m = fmaxf(m, l);
-  }
-  m = block_max_f(m);
-  if (m == -INFINITY) return -1;
-  const double cut = min_p > 0.f ? log(double(min_p)) : -INFINITY;
-  auto weight = [&](int i) {  // 0 for a dropped candidate (adds nothing, never chosen)
-    const float x = __fdiv_rn(__fsub_rn(__ldg(logits + i), m), T);
-    return isfinite(x) && double(x) >= cut ? exp(double(x)) : 0.0;
-  };
-  double local = 0;
-  int last_kept = -1;
-  for (int i = i0; i < i1; ++i) {
-    const double w = weight(i);
-    local += w;
-    if (w > 0) last_kept = i;
-  }
-  // Exclusive block scan of the per-thread sums (warp shuffles, then the warp totals in order).
-  double incl = local;
-  for (int o = 1; o < 32; o <<= 1) {
-    const double v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  if (lane == 31) s_d[warp] = incl;
-  __syncthreads();
-  double before = 0, total = 0;
-  for (int w = 0; w < nw; ++w) {
-    if (w < warp) before += s_d[w];
-    total += s_d[w];
-  }
-  const double prefix = before + incl - local;
-  const double target = philox_uniform(seed, draw) * total;
-  // The owner: the first thread whose range takes the running sum past the target.
-  const int owner = block_min_max_i(prefix + local > target ? tid : nt, false);
-  const int fallback = block_min_max_i(last_kept, true);  // the host's "u * total rounded up to total"
-  __shared__ int s_pick;
-  if (tid == 0) s_pick = fallback;
-  __syncthreads();
-  if (tid == owner) {
-    double run = prefix;
-    for (int i = i0; i < i1; ++i) {
-      const double w = weight(i);
-      run += w;
-      if (w > 0 && run > target) {
-        s_pick = i;
-        break;
-      }
-    }
-  }
-  __syncthreads();
-  return s_pick;
-}
-
-// ---- the same draw over a grid of blocks (opt-in: CudaBackendOptions::sample_blocks; not yet run on a GPU; it
-// repeats block_sample's reductions as functions, and one of the two goes once the grid draw is measured) ----
+// Block reductions of the draw (block_sample and grid_sample).
 namespace sample_detail {
 
 __device__ inline float block_max(float v, float* s_f) {
@@ -174,11 +87,51 @@ __device__ inline int32_t block_walk(int owner, int fallback, double prefix, dou
 
 }  // namespace sample_detail
 
+// Every thread of the block calls it (blockDim.x a multiple of 32, at most 1024); all get the id, or -1 when no
+// logit is finite (the host Sampler's -1). T > 0, 0 <= min_p <= 1.
+__device__ inline int32_t block_sample(const float* logits, int n_vocab, float T, float min_p, uint64_t seed,
+                                       uint64_t draw) {
+  using namespace sample_detail;
+  __shared__ float s_f[32];
+  __shared__ double s_d[32];
+  __shared__ int s_i[32], s_pick;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int per = (n_vocab + nt - 1) / nt, i0 = min(n_vocab, tid * per), i1 = min(n_vocab, i0 + per);
+  float m = -INFINITY;
+  for (int i = i0; i < i1; ++i) {
+    const float l = __ldg(logits + i);
+    if (isfinite(l)) m = fmaxf(m, l);
+  }
+  m = block_max(m, s_f);
+  if (m == -INFINITY) return -1;
+  const double cut = min_p > 0.f ? log(double(min_p)) : -INFINITY;
+  auto weight = [&](int i) {  // 0 for a dropped candidate (adds nothing, never chosen)
+    const float x = __fdiv_rn(__fsub_rn(__ldg(logits + i), m), T);
+    return isfinite(x) && double(x) >= cut ? exp(double(x)) : 0.0;
+  };
+  double local = 0;
+  int last_kept = -1;
+  for (int i = i0; i < i1; ++i) {
+    const double w = weight(i);
+    local += w;
+    if (w > 0) last_kept = i;
+  }
+  double total = 0;
+  const double prefix = block_scan(local, s_d, total);
+  const double target = philox_uniform(seed, draw) * total;
+  // The owner: the first thread whose range takes the running sum past the target.
+  const int owner = block_min_max_i(prefix + local > target ? tid : nt, false, s_i);
+  const int fallback = block_min_max_i(last_kept, true, s_i);  // the host's "u * total rounded up to total"
+  return block_walk(owner, fallback, prefix, target, i0, i1, weight, &s_pick);
+}
+
+// ---- the same draw over a grid of blocks (CudaBackendOptions::sample_blocks) ----
 constexpr int32_t GRID_SAMPLE_OTHER = -2;  // grid_sample's result in every block but the one that finished it
 
 // block_sample's draw over gridDim.x blocks: block b sums the weights of its id range [b * chunk, (b + 1) * chunk)
-// (per-thread ranges and a block scan, as block_sample); the last block to finish (a ticket on counter) adds the
-// block sums in block order, finds the block whose range holds the target and walks that range again. max_hint: the
+// (per-thread ranges and a block scan, as block_sample); the last block to finish (a ticket on counter) scans the
+// block sums in block order, finds the block whose range holds the target and walks that range again (gridDim.x <=
+// blockDim.x). max_hint: the
 // packed argmax of the logits (ops/matvec.h: its value is their max when all are finite); null or non-finite: every
 // block finds the finite max itself. Returns the id (or -1) in the finishing block, GRID_SAMPLE_OTHER elsewhere.
 __device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T, float min_p, uint64_t seed,
@@ -187,8 +140,8 @@ __device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T,
   __shared__ float s_f[32];
   __shared__ double s_d[32];
   __shared__ int s_i[32];
-  __shared__ int s_last, s_ob, s_fallback, s_pick;
-  __shared__ double s_target, s_pref;
+  __shared__ int s_last, s_pick;
+  __shared__ double s_pref;
   const int tid = threadIdx.x, nt = blockDim.x, G = gridDim.x, b = blockIdx.x;
   float m = NAN;
   if (max_hint) {
@@ -234,28 +187,22 @@ __device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T,
   __syncthreads();
   if (!s_last) return GRID_SAMPLE_OTHER;
   __threadfence();
-  if (tid == 0) {
-    double sum = 0;
-    for (int bb = 0; bb < G; ++bb) sum += __ldcg(sc.part + bb);
-    const double target = philox_uniform(seed, draw) * sum;
-    double run = 0;
-    int ob = -1, fb = -1;
-    for (int bb = 0; bb < G; ++bb) {
-      const double p = __ldcg(sc.part + bb);
-      fb = max(fb, __ldcg(sc.kept + bb));
-      if (ob < 0 && run + p > target) ob = bb, s_pref = run;
-      run += p;
-    }
-    s_ob = ob, s_fallback = fb, s_target = target;
-    *sc.counter = 0;  // for the next call
-  }
+  // The block sums in block order, one per thread (G <= blockDim.x): one L2 round trip, then a block scan.
+  const double p = tid < G ? __ldcg(sc.part + tid) : 0.0;
+  double sum = 0;
+  const double before = block_scan(p, s_d, sum);
+  const double target = philox_uniform(seed, draw) * sum;
+  const int ob = block_min_max_i(tid < G && before + p > target ? tid : nt, false, s_i);
+  const int fb = block_min_max_i(tid < G ? __ldcg(sc.kept + tid) : -1, true, s_i);
+  if (tid == ob) s_pref = before;
+  if (tid == 0) *sc.counter = 0;  // for the next call
   __syncthreads();
-  if (s_ob < 0) return s_fallback;
-  local = block_range(s_ob);  // the same sums block s_ob computed
+  if (ob == nt) return fb;
+  local = block_range(ob);  // the same sums block ob computed
   double unused;
-  const double pre = s_pref + block_scan(local, s_d, unused), target = s_target;
+  const double pre = s_pref + block_scan(local, s_d, unused);
   const int owner = block_min_max_i(pre + local > target ? tid : nt, false, s_i);
-  return block_walk(owner, s_fallback, pre, target, i0, i1, weight, &s_pick);
+  return block_walk(owner, fb, pre, target, i0, i1, weight, &s_pick);
 }
 
 }  // namespace mk::cuda
