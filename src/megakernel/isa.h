@@ -25,7 +25,9 @@
 //                                                        down[l][p] = w_down[:, rows] . act[rows]  (n_embd)
 //   LmHead        rows of n_vocab                        x = final residual; rmsnorm(final_norm);
 //                                                        logits[rows]; per-slice argmax -> amax[slice]
-//   Argmax        one instruction                        reduces amax[*] -> tokens[step + 1]
+//   Argmax        one instruction                        reduces amax[*] -> tokens[step + 1]; in a sampled launch
+//                                                        (SampleParams::temperature > 0) it draws tokens[step + 1]
+//                                                        from logits[*] by the host Sampler's rule instead
 //
 // The residual stream is never added in place: resid_in(l) = resid[l-1] + sum_g o_part[l-1][g] +
 // sum_p down[l-1][p] (resid_in(0) = the token's embedding row) is summed by every reader in the same fixed order
@@ -52,6 +54,11 @@
 // steps (epochs) and never reset: a counter that receives `count` increments per step has reached
 // (e + 1) * count exactly when step e's producers are all done. 32-bit counters last 2^32 / count steps
 // (> 10^7 for count <= 256); the backend zeroes them (between launches) before that.
+//
+// Sampled launches (SampleParams below): the Argmax instruction reads every logit. Counter protocol: its wait
+// for all LmHead instructions orders the plain logits stores before its reads, as for amax. Flag protocol: logits
+// are not flagged in a greedy launch (only the host reads them, after the launch); in a sampled launch LmHead
+// stores them flagged like every other element (8-byte pairs at the same offsets) and the draw polls them.
 //
 // Tokens: tokens[s] is the input token of step s of a launch (s = 0 written by the host); Argmax of
 // step s writes tokens[s + 1], and layer 0's QkvProj of step s waits for the previous step's Argmax
@@ -171,6 +178,17 @@ MK_ISA_HD inline void attn_chunk_range(const Layout& L, int row_begin, int row_e
   const int len = (pos + L.n_chunks) / L.n_chunks;  // ceil((pos + 1) / n_chunks)
   p0 = chunk * len, p1 = p0 + len;
 }
+
+// Sampling of one launch (the device's MkParams::sample, the simulator's launch argument). temperature 0: greedy
+// (argmax, the default). Otherwise step s of the launch draws its next token by the host Sampler's rule
+// (runtime/sampler.h: candidates (l - max finite l) / temperature, min-p, weights exp in double walked in id
+// order) with u = philox_uniform(seed, first_draw + s): the tokens a host loop of forward + Sampler chooses.
+struct SampleParams {
+  float temperature = 0.f;
+  float min_p = 0.f;       // 0 = off
+  uint64_t seed = 0;
+  uint64_t first_draw = 0; // draw index of step 0 of the launch
+};
 
 // Per-step parameters of one launch step.
 struct StepParams {

@@ -37,7 +37,8 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
 
 bool Simulator::State::flagged(int64_t i) const {
   const Layout& L = schedule.layout;
-  if (i >= L.logits && i < L.logits + L.n_vocab) return false;  // read by the host only, after the launch
+  // Logits: read by the host only, after the launch -- unless the launch samples (isa.h: then flagged).
+  if (i >= L.logits && i < L.logits + L.n_vocab) return sample.temperature > 0.f;
   return i < L.workspace_floats || (i >= tokens && i < n_floats);
 }
 
@@ -159,9 +160,13 @@ void join(std::vector<uint32_t>& into, const std::vector<uint32_t>& from) {
 
 }  // namespace
 
-Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin) {
+Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin,
+                                     const SampleParams& sample) {
   State& s = *st_;
   const Layout& L = s.schedule.layout;
+  if (!(sample.temperature >= 0.f) || !(sample.min_p >= 0.f && sample.min_p <= 1.f))
+    return make_error("megakernel sim: temperature ", sample.temperature, " must be >= 0 and min_p ", sample.min_p,
+                      " in [0, 1]");
   if (n_steps < 1 || n_steps > State::MAX_STEPS)
     return make_error("megakernel sim: n_steps = ", n_steps, ", expected 1..", State::MAX_STEPS);
   if (pos < 0 || pos + n_steps > L.max_context)
@@ -175,6 +180,7 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
   for (auto& c : s.clock) join(all, c);
   for (auto& c : s.clock) c = all;
   s.cur = nullptr;
+  s.sample = sample;
   s.host_write(s.tokens, float(token));
 
   std::vector<size_t> pc(size_t(n_sm), 0);   // next instruction in the SM's queue

@@ -44,8 +44,10 @@ class Simulator {
   // One launch of n_steps decode steps: step i runs token tokens[i] at position pos + i, where
   // tokens[0] = token and tokens[i + 1] is step i's greedy choice (chosen "on the device").
   // Positions below pos must have been run before. seed picks the interleaving; round_robin = true
-  // runs the SMs in a fixed order instead.
-  Expected<SimResult> launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin = false);
+  // runs the SMs in a fixed order instead. sample.temperature > 0: tokens[i + 1] is drawn by the host Sampler's
+  // rule with draw index sample.first_draw + i instead (isa.h SampleParams; sample_draw below).
+  Expected<SimResult> launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin = false,
+                             const SampleParams& sample = {});
 
   uint32_t epoch() const;           // steps run so far (the counters' epoch)
   const Schedule& schedule() const;
@@ -68,6 +70,11 @@ class Simulator {
  private:
   std::unique_ptr<State> st_;
 };
+
+// The host Sampler's rule (runtime/sampler.h) for a temperature and min-p, written out on its own (the simulator
+// cannot link the runtime): the token drawn from logits[n] with u = philox_uniform(sp.seed, draw); -1 when no logit
+// is finite. tests/megakernel check it against mk::Sampler.
+int32_t sample_draw(const float* logits, int n, const SampleParams& sp, uint64_t draw);
 
 // A Backend that runs each token as one simulated launch (tests, `--backend megakernel-sim`).
 // max_context <= 0: the model's max_position capped at 1024.

@@ -35,7 +35,35 @@ class SimBackend final : public Backend {
     return {};
   }
 
+  // K tokens per simulated launch (up to the simulator's step limit), greedy or drawn "on the device".
+  bool has_decode_greedy() const override { return true; }
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override { return decode(token, pos, {}, out); }
+  bool can_decode_sample(const SamplingParams& p) const override {  // the same conditions as the GPU backends
+    return !p.greedy() && (p.top_k == 0 || p.top_k >= model_.config.n_vocab) && p.top_p >= 1.f &&
+           p.repetition_penalty == 1.f && sampling_params_error(p)[0] == '\0';
+  }
+  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                       std::span<int32_t> out) override {
+    if (!can_decode_sample(p))
+      return make_error("megakernel-sim backend: decode_sample draws with a temperature and min-p only");
+    return decode(token, pos, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, out);
+  }
+
  private:
+  Status decode(int32_t token, int pos, SampleParams sp, std::span<int32_t> out) {
+    if (pos != n_cached_)
+      return make_error("megakernel-sim backend: decode at position ", pos, " but ", n_cached_, " are cached");
+    for (size_t done = 0; done < out.size();) {
+      const int k = int(std::min<size_t>(out.size() - done, 64));
+      auto r = sim_.launch(token, pos + int(done), k, seed_++, false, sp);
+      if (!r) return r.error();
+      std::copy(r->tokens.begin(), r->tokens.end(), out.begin() + std::ptrdiff_t(done));
+      done += size_t(k), sp.first_draw += uint64_t(k), token = out[done - 1];
+      n_cached_ = pos + int(done);
+    }
+    return {};
+  }
+
   Model model_;
   Simulator sim_;
   uint64_t seed_;

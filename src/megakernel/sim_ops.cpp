@@ -289,6 +289,17 @@ bool argmax(Simulator::State& s, const Instr&) {
   for (int i = 1; i < L.n_lm_slices; ++i)
     if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
       best = i;
+  if (s.sample.temperature > 0.f) {  // a sampled launch: the draw over every logit (isa.h SampleParams)
+    Vec logits(static_cast<size_t>(L.n_vocab));
+    if (!s.read(L.logits, L.n_vocab, logits.data())) return false;
+    const int32_t t = sample_draw(logits.data(), L.n_vocab, s.sample, s.sample.first_draw + uint64_t(s.cur_step));
+    if (t < 0) {
+      s.error = cat(s.where(), ": no finite logit to sample from");
+      return false;
+    }
+    const float tf = float(t);
+    return s.write(s.tokens + s.cur_step + 1, 1, &tf);
+  }
   return s.write(s.tokens + s.cur_step + 1, 1, rec.data() + 2 * best + 1);
 }
 
@@ -346,7 +357,10 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       break;
     case Op::MlpDown: out.emplace_back(L.act + int64_t(in.layer) * L.n_ff, L.n_ff); break;
     case Op::LmHead: residual_in(L.n_layer); break;
-    case Op::Argmax: out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices)); break;
+    case Op::Argmax:
+      out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices));
+      if (sample.temperature > 0.f) out.emplace_back(L.logits, L.n_vocab);  // sampled: logits flagged (isa.h)
+      break;
     case Op::Nop:
     case Op::Count: break;
   }

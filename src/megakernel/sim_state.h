@@ -45,6 +45,7 @@ struct Simulator::State {
   int n_active = 0;                          // SMs with a non-empty queue
   Op skip_polls_op = Op::Count;              // test hook: this op polls nothing
   bool no_step_barrier = false;              // test hook
+  SampleParams sample;                       // this launch's sampling (temperature 0: greedy)
   uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm_unit_rows)
   bool extra_lm_claim = false;               // test hook
   // The instruction being executed (for checks and messages).
@@ -69,7 +70,7 @@ struct Simulator::State {
   // Called with the SM's clock before the instruction's waits: every such position's writer must already
   // have happened before (sim_ops.cpp). False (and error) otherwise.
   bool check_prewait_kv(const Instr& in);
-  // Flag protocol: is i a flagged element (workspace except logits, tokens)? The epoch a reader of the
+  // Flag protocol: is i a flagged element (workspace except logits unless the launch samples, tokens)? The epoch a reader of the
   // current instruction expects. The ranges [offset, offset + n) the current instruction polls before it
   // runs -- exactly what the device's op reads from flagged memory (sim_ops.cpp).
   bool flagged(int64_t i) const;
