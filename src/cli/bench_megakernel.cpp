@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/backend/device_weights.h"
 #include "megakernel/device/megakernel_backend.h"
@@ -22,8 +23,10 @@ Status cuda_ok(cudaError_t e, const char* what) {
   return make_error("megakernel bench: ", what, ": ", cudaGetErrorString(e));
 }
 
-// Median ms/token over repeats of decoding n tokens from position ctx, steps_per_launch steps per launch.
-Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, int steps_per_launch, int repeats) {
+// Median ms/token over repeats of decoding n tokens from position ctx, steps_per_launch steps per launch; greedy, or
+// drawn on the device with `sample` (the Argmax instruction's draw, device/ops/sample.cuh).
+Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, int steps_per_launch, int repeats,
+                             const SamplingParams* sample = nullptr) {
   std::vector<int32_t> out(static_cast<size_t>(n));
   cudaEvent_t e0, e1;
   MK_TRY(cuda_ok(cudaEventCreate(&e0), "event"));
@@ -33,7 +36,8 @@ Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, i
   for (int r = -1; r < repeats && st.ok(); ++r) {  // one warm-up
     b.truncate(ctx);
     st = cuda_ok(cudaEventRecord(e0, b.stream()), "event");
-    if (st.ok()) st = b.generate_greedy(1, ctx, out, steps_per_launch);
+    if (st.ok())
+      st = sample ? b.generate_sample(1, ctx, *sample, 0, out, steps_per_launch) : b.generate_greedy(1, ctx, out, steps_per_launch);
     if (st.ok()) st = cuda_ok(cudaEventRecord(e1, b.stream()), "event");
     if (st.ok()) st = cuda_ok(cudaEventSynchronize(e1), "decode");
     float ms = 0;
@@ -69,12 +73,16 @@ Status bench_megakernel(const ModelConfig& c, const MegakernelBenchArgs& a, nloh
     }
     const double mean_ctx = ctx + a.n_tokens / 2.0;
     const double bytes = a.weight_bytes + 2.0 * c.n_layer * mean_ctx * c.kv_dim() * 2.0;
-    for (int spl : {1, a.n_tokens}) {
-      auto ms = time_decode(**b, ctx, a.n_tokens, spl, a.repeats);
+    SamplingParams temp;  // the sampled row: temperature 1 (no min-p), every step drawn on the device
+    temp.temperature = 1.f, temp.seed = 1;
+    for (int v : {1, a.n_tokens, -a.n_tokens}) {
+      const int spl = std::abs(v);
+      auto ms = time_decode(**b, ctx, a.n_tokens, spl, a.repeats, v < 0 ? &temp : nullptr);
       if (!ms) return ms.error();
       const double gbps = bytes / (*ms * 1e-3) / 1e9;
       const double pct = 100.0 * gbps / (a.read_tbps * 1e3);
-      const std::string name = "megakernel " + std::to_string(spl) + " step" + (spl > 1 ? "s" : "") + "/launch";
+      const std::string name =
+          "megakernel " + std::to_string(spl) + " step" + (spl > 1 ? "s" : "") + "/launch" + (v < 0 ? " temp 1" : "");
       decode.push_back({{"backend", "megakernel"}, {"variant", name}, {"steps_per_launch", spl}, {"context", ctx},
                         {"random_context", random}, {"ms_per_token", *ms}, {"tokens_per_s", 1e3 / *ms},
                         {"bytes_per_token", bytes}, {"gbps", gbps}, {"pct_of_read_ceiling", pct}});

@@ -54,6 +54,9 @@
 // first). Measured (H200, same process as v9's paths): 1B 0.922-0.924 / 1.211 / 1.591 ms/token at ctx 32 / 4096 /
 // 16384 (v9 paths 0.947 / 1.233 / 1.624), 8B 4.99-5.01 (5.009). Wider residual polls (more loads in flight per
 // thread) were 16-21% slower (spills) and are gone. ptxas spill stores: 270 / 28 / 220 B.
+// Sampled launches (MkParams::sample, isa.h SampleParams): instances of their own (SAMPLE = true, with the ring) whose
+// Argmax draws the token on its SM (ops/sample.cuh) and, with flags, whose LmHead stores the logits flagged; the greedy
+// instances are compiled exactly as before.
 #include "megakernel/device/interpreter.h"
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
@@ -72,7 +75,7 @@ __host__ __device__ size_t ring_offset(const MkParams& p) {
 
 }  // namespace
 
-template <bool RING, bool FLAG>
+template <bool RING, bool FLAG, bool SAMPLE>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
@@ -137,8 +140,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         case Op::AttnOProj: op_attn_o_proj<RING, FLAG>(c, in); break;
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
-        case Op::LmHead: op_lm_head<RING, FLAG>(c, in); break;
-        case Op::Argmax: op_argmax<FLAG>(c, in); break;
+        case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;
+        case Op::Argmax: op_argmax<FLAG, SAMPLE>(c, in); break;
         default: break;
       }
       if (t) t[T_COMPUTE_END] = global_ns(), t[T_PAGE_WAIT] = c.page_wait, t[T_MATVEC_START] = c.matvec_start;
@@ -167,11 +170,15 @@ size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
 
 cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) {
   const size_t smem = smem_bytes(p);
-  // The flag protocol runs with the weight ring only (the backend refuses it otherwise).
-  if (p.flags && p.n_pages == 0) return cudaErrorInvalidValue;
-  const void* kernel = p.flags         ? reinterpret_cast<const void*>(megakernel_kernel<true, true>)
-                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false>)
-                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false>);
+  // The flag protocol and sampled launches run with the weight ring only (the backend refuses them otherwise).
+  const bool sample = p.sample.temperature > 0.f;
+  if ((p.flags || sample) && p.n_pages == 0) return cudaErrorInvalidValue;
+  // Sampled launches have instances of their own, so the greedy ones keep their code (and registers) unchanged.
+  const void* kernel = sample ? (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true>)
+                                         : reinterpret_cast<const void*>(megakernel_kernel<true, false, true>))
+                       : p.flags       ? reinterpret_cast<const void*>(megakernel_kernel<true, true, false>)
+                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false, false>)
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

@@ -197,13 +197,15 @@ MegakernelBackend::~MegakernelBackend() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
+Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const SampleParams& sample) {
   if (broken_) return make_error("megakernel: a previous step timed out; create a new backend");
   if (n_steps < 1 || n_steps > MAX_STEPS) return make_error("megakernel: ", n_steps, " steps per launch, expected 1..", MAX_STEPS);
   if (pos < 0 || pos + n_steps > max_context_)
     return make_error("megakernel: positions [", pos, ", ", pos + n_steps, ") exceed the context of ", max_context_);
   if (flags_ && n_pages_ == 0)
     return make_error("megakernel: flag-in-data publishing runs with the weight ring only (set_weight_ring(true))");
+  if (sample.temperature > 0.f && n_pages_ == 0)
+    return make_error("megakernel: sampled launches run with the weight ring only (set_weight_ring(true))");
   if (token >= 0) {
     CUDA_CHECK(cudaMemcpyAsync(tokens_, &token, 4, cudaMemcpyHostToDevice, stream_));
     const unsigned long long pair = (static_cast<unsigned long long>(epoch_) << 32) | uint32_t(token);
@@ -252,6 +254,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps) {
   p.step_counter = counters_ + schedule_.layout.n_counters;
   p.step_base = flag_steps_;
   p.n_active = n_active_;
+  p.sample = sample;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
   epoch_ += uint32_t(n_steps);
   (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n_steps);
@@ -266,6 +269,7 @@ Status MegakernelBackend::check_error() {
   if (e[0] == 0) return {};
   broken_ = true;
   if (e[0] == 2) return make_error("megakernel: the dynamic LM head's claim counter fell behind its step's range (block ", e[1], ")");
+  if (e[0] == 3) return make_error("megakernel: no finite logit to sample from at position ", e[3]);
   return make_error("megakernel: watchdog: block ", e[1], " waited too long on counter ", e[3],
                     " before instruction ", e[2], " (a dependency that never completes)");
 }
@@ -295,13 +299,35 @@ Status MegakernelBackend::forward(std::span<const int32_t> tokens, int pos, std:
 void MegakernelBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
 
 Status MegakernelBackend::generate_greedy(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch) {
+  return generate(token, pos, out, steps_per_launch, {});
+}
+
+bool MegakernelBackend::can_decode_sample(const SamplingParams& p) const {
+  // The Argmax instruction's draw (ops/sample.cuh): a temperature and min-p (as the layered backend), in the
+  // instances with the weight ring.
+  return n_pages_ > 0 && !p.greedy() && (p.top_k == 0 || p.top_k >= config_.n_vocab) && p.top_p >= 1.f && p.repetition_penalty == 1.f &&
+         sampling_params_error(p)[0] == '\0';
+}
+
+Status MegakernelBackend::generate_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                          std::span<int32_t> out, int steps_per_launch) {
+  if (!can_decode_sample(p))
+    return make_error("megakernel: decode_sample draws with a temperature and min-p only (top_k 0, top_p 1, "
+                      "repetition_penalty 1), got temperature ", p.temperature, ", top_k ", p.top_k, ", top_p ", p.top_p,
+                      ", repetition_penalty ", p.repetition_penalty);
+  return generate(token, pos, out, steps_per_launch, SampleParams{p.temperature, p.min_p, p.seed, first_draw});
+}
+
+Status MegakernelBackend::generate(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch,
+                                   SampleParams sample) {
   if (pos != n_cached_) return make_error("megakernel: generate at position ", pos, " but ", n_cached_, " are cached");
   if (pos + int(out.size()) > max_context_)
     return make_error("megakernel: ", pos + out.size(), " positions exceed the context of ", max_context_);
   int done = 0;
   while (done < int(out.size())) {
     const int k = std::min(steps_per_launch, int(out.size()) - done);
-    MK_TRY(enqueue(done == 0 ? token : -1, pos + done, k));
+    MK_TRY(enqueue(done == 0 ? token : -1, pos + done, k, sample));
+    sample.first_draw += uint64_t(k);
     // Outputs tokens[1..k]; the last becomes the next launch's input, all on the stream (no host sync).
     CUDA_CHECK(cudaMemcpyAsync(out_tokens_ + done, tokens_ + 1, size_t(k) * 4, cudaMemcpyDeviceToDevice, stream_));
     CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens_ + k, 4, cudaMemcpyDeviceToDevice, stream_));

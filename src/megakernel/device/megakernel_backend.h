@@ -90,11 +90,22 @@ class MegakernelBackend final : public Backend {
   Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {  // the engine's chunks: one launch
     return generate_greedy(token, pos, out, MAX_STEPS);
   }
+  // Sampled decode on the device: as generate_greedy, each next token drawn by the host Sampler's rule (a
+  // temperature and min-p; isa.h SampleParams, device/ops/sample.cuh) with draw indices first_draw, first_draw + 1,
+  // ..., steps_per_launch steps per launch. Only for what can_decode_sample accepts.
+  Status generate_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw, std::span<int32_t> out,
+                         int steps_per_launch);
+  bool can_decode_sample(const SamplingParams& p) const override;
+  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                       std::span<int32_t> out) override {
+    return generate_sample(token, pos, p, first_draw, out, MAX_STEPS);
+  }
 
   // --- for benchmarks ---
-  // Enqueues one launch of n_steps greedy steps starting at pos (token from tokens[0] on the device,
-  // or `token` when >= 0). Asynchronous; check_error() synchronises and reports a watchdog.
-  Status enqueue(int32_t token, int pos, int n_steps);
+  // Enqueues one launch of n_steps greedy (or, with sample.temperature > 0, sampled) steps starting at pos (token
+  // from tokens[0] on the device, or `token` when >= 0). Asynchronous; check_error() synchronises and reports a
+  // watchdog.
+  Status enqueue(int32_t token, int pos, int n_steps, const SampleParams& sample = {});
   Status check_error();
   Status set_random_context(int n);  // pretend positions [0, n) are cached with random K/V
   const Schedule& schedule() const { return schedule_; }
@@ -135,6 +146,7 @@ class MegakernelBackend final : public Backend {
  private:
   MegakernelBackend() = default;
   Status init(const MegakernelOptions& opt);
+  Status generate(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch, SampleParams sample);
 
   ModelConfig config_;
   cuda::DeviceWeights weights_;

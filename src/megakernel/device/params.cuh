@@ -127,6 +127,9 @@ struct MkParams {
   int lm_dynamic;
   unsigned long long* lm_claim;
   unsigned long long lm_base;
+  // Sampling of this launch (isa.h SampleParams; temperature 0 = greedy): the Argmax instruction draws instead
+  // (ops/sample.cuh), and with flags LmHead stores the logits flagged.
+  SampleParams sample;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

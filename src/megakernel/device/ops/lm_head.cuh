@@ -1,6 +1,8 @@
-// LmHead and Argmax (isa.h). Mirrors lm_head / argmax in src/megakernel/sim_ops.cpp.
+// LmHead and Argmax (isa.h). Mirrors lm_head / argmax in src/megakernel/sim_ops.cpp. A sampled launch's Argmax
+// draws instead (ops/sample.cuh).
 #pragma once
 #include "megakernel/device/common.cuh"
+#include "megakernel/device/ops/sample.cuh"
 
 namespace mk::megakernel::device {
 
@@ -22,7 +24,7 @@ __device__ __forceinline__ bool block_argmax(const Ctx& c, float& best, int& bes
 // Version 10, the dynamic LM head (MkParams::lm_dynamic, isa.h Layout::lm_unit_rows): the rows come page by page
 // in the order the loader got them (its static units, then its claims; ring.cuh loader_lm_dynamic) until the empty
 // page; a block with no rows reports (-inf, n_vocab), which loses to every real candidate.
-template <bool RING, bool FLAG>
+template <bool RING, bool FLAG, bool SAMPLE>
 __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const bool dynamic = RING && c.p.lm_dynamic;
@@ -31,10 +33,13 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   residual_in<FLAG>(c, L.n_layer);
   rmsnorm_smem(c, c.p.final_norm, L.n_embd, true);
   float* logits = c.p.ws + L.logits;
+  // A sampled launch of the flag protocol: the draw reads every logit, so they go out flagged (isa.h).
+  constexpr bool flag_logits = FLAG && SAMPLE;
   float best = -INFINITY;
   int best_i = dynamic ? L.n_vocab : INT32_MAX;
   auto out = [&](int r, float v) {
-    logits[r] = v;
+    if constexpr (flag_logits) st_flag(c.p.fws + L.logits + r, v, c.epoch);
+    else logits[r] = v;
     if (argmax_better(v, r, best, best_i)) best = v, best_i = r;
   };
   if (dynamic) {
@@ -59,17 +64,15 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   }
 }
 
-// tokens[step + 1] = argmax over the slices' candidates (the smaller index on ties). Flag protocol: the token goes out
-// as a pair tagged with the next step's epoch (its reader's).
+// The best of the LM-head slices' (value, index) records; true in thread 0, which holds it.
 template <bool FLAG>
-__device__ void op_argmax(const Ctx& c, const Instr&) {
+__device__ __forceinline__ bool reduce_amax(const Ctx& c, float& best, int& best_i) {
   const Layout& L = c.p.L;
   // Every consumer thread takes slices t, t + NCT, ... (one 16-byte load of the slice's (value, index) pairs,
   // re-polled while stale), then shuffles and the 15 warps' candidates in s_aux: argmax_better is a total order on
   // (value, index), so any reduction order picks the same winner. (Version 9's thread 0 looped over the slices, one
   // L2 round trip each: 30-35 us per step on an H200, on the step's critical path; bench/RESULTS.md v10.)
-  float best = -INFINITY;
-  int best_i = INT32_MAX;
+  // (best, best_i): the caller's start, (-inf, INT32_MAX).
   for (int s = threadIdx.x; s < L.n_lm_slices; s += NCT) {
     float v, fi;
     if constexpr (FLAG) {
@@ -91,9 +94,41 @@ __device__ void op_argmax(const Ctx& c, const Instr&) {
     const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
     if (argmax_better(ov, oi, best, best_i)) best = ov, best_i = oi;
   }
-  if (!block_argmax(c, best, best_i)) return;
-  c.p.tokens[c.step + 1] = best_i;
-  if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(best_i)), c.epoch + 1u);
+  return block_argmax(c, best, best_i);
+}
+
+// Thread 0: tokens[step + 1] = t. Flag protocol: the token goes out as a pair tagged with the next step's epoch (its
+// reader's).
+template <bool FLAG>
+__device__ __forceinline__ void put_token(const Ctx& c, int32_t t) {
+  c.p.tokens[c.step + 1] = t;
+  if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(t)), c.epoch + 1u);
+}
+
+// A sampled launch (MkParams::sample): tokens[step + 1] drawn by the host Sampler's rule with draw index
+// first_draw + step (ops/sample.cuh), the slices' best value as the max. No finite logit: error code 3 (the launch
+// ends, MegakernelBackend::check_error reports it) and token 0 fed on, so nothing reads out of the vocabulary.
+template <bool FLAG>
+__device__ void op_sample(const Ctx& c) {
+  float best = -INFINITY;
+  int best_i = INT32_MAX;
+  if (reduce_amax<FLAG>(c, best, best_i)) c.s_red[32] = best;
+  csync();
+  const int32_t t = sample_token<FLAG>(c.p, c.s_x, c.s_aux, c.s_red, c.s_red[32], c.epoch, c.instr,
+                                       c.p.sample.first_draw + uint64_t(c.step));
+  if (threadIdx.x != 0) return;
+  if (t < 0 && atomicCAS(c.p.error, 0u, 3u) == 0u) c.p.error[1] = blockIdx.x, c.p.error[2] = c.instr, c.p.error[3] = c.pos;
+  put_token<FLAG>(c, t < 0 ? 0 : t);
+}
+
+// tokens[step + 1] = argmax over the slices' candidates (the smaller index on ties), or (the kernel instance of sampled
+// launches) the draw.
+template <bool FLAG, bool SAMPLE>
+__device__ void op_argmax(const Ctx& c, const Instr&) {
+  if constexpr (SAMPLE) return op_sample<FLAG>(c);
+  float best = -INFINITY;
+  int best_i = INT32_MAX;
+  if (reduce_amax<FLAG>(c, best, best_i)) put_token<FLAG>(c, best_i);
 }
 
 }  // namespace mk::megakernel::device
