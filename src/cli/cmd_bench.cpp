@@ -93,6 +93,8 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
+//   rope-attn, rope-matvec   RoPE (and the q/k norm) in the decode attention / in the QKV matvec's epilogue
+//                  (CudaBackendOptions::rope_in_attention; default: attention for models with a q/k norm)
 //   h-f32          the SwiGLU output h in f32 to the down projection (default: bf16)
 //   early-trigger, late-trigger   CudaBackendOptions::early_trigger on / off
 //   temp           decode steps draw at temperature 1 on the device (seed 1) instead of the argmax
@@ -146,6 +148,8 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
+    else if (f == "rope-attn") v.opt.rope_in_attention = 1;
+    else if (f == "rope-matvec") v.opt.rope_in_attention = 0;
     else if (f == "h-f32") v.opt.h_bf16 = false;
     else if (f == "early-trigger") v.opt.early_trigger = true;
     else if (f == "late-trigger") v.opt.early_trigger = false;
@@ -155,7 +159,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -316,7 +320,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-<kernel>)")
+                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

@@ -80,23 +80,22 @@ void compare_with_cpu(const Model& m, const std::vector<int32_t>& prompt, int n_
   }
 }
 
-// Runs f (which builds backends of c and decodes) and checks which QKV epilogue their decode steps took: with
-// rope-pair rows the fused QKV matvec (ROPE_QKV_NORM for Qwen3's q/k norm, else ROPE_QKV), else the RoPE kernel.
+// Runs f (which builds backends of c and decodes) and checks which QKV epilogue their decode steps took: `fused`,
+// the QKV matvec's RoPE epilogue at least once per layer (ROPE_QKV_NORM for Qwen3's q/k norm, else ROPE_QKV); else
+// neither (the RoPE kernel, or RoPE in the decode attention).
 template <class F>
-void expect_qkv_path(const ModelConfig& c, bool rope_pair_rows, F&& f) {
+void expect_qkv_path(const ModelConfig& c, bool fused, F&& f) {
   using cuda::MatvecOut;
-  const MatvecOut mode = c.qk_norm ? MatvecOut::ROPE_QKV_NORM : MatvecOut::ROPE_QKV;
-  const unsigned long long fused = cuda::matvec_launch_count(MatvecOut::ROPE_QKV) +
-                                   cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM);
-  const unsigned long long mine = cuda::matvec_launch_count(mode);
+  const unsigned long long rope0 = cuda::matvec_launch_count(MatvecOut::ROPE_QKV);
+  const unsigned long long norm0 = cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM);
   f();
-  const unsigned long long all = cuda::matvec_launch_count(MatvecOut::ROPE_QKV) +
-                                 cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM) - fused;
-  if (rope_pair_rows) {
-    EXPECT_GE(cuda::matvec_launch_count(mode) - mine, unsigned(c.n_layer)) << "the fused QKV epilogue was not used";
-    EXPECT_EQ(cuda::matvec_launch_count(mode) - mine, all) << "the other fused mode was used";
+  const unsigned long long rope = cuda::matvec_launch_count(MatvecOut::ROPE_QKV) - rope0;
+  const unsigned long long norm = cuda::matvec_launch_count(MatvecOut::ROPE_QKV_NORM) - norm0;
+  if (fused) {
+    EXPECT_GE(c.qk_norm ? norm : rope, unsigned(c.n_layer)) << "the fused QKV epilogue was not used";
+    EXPECT_EQ(c.qk_norm ? rope : norm, 0u) << "the other fused mode was used";
   } else {
-    EXPECT_EQ(all, 0u) << "HF row order must take the RoPE kernel";
+    EXPECT_EQ(rope + norm, 0u) << "a fused QKV epilogue was used";
   }
 }
 
@@ -126,9 +125,19 @@ TEST(Backend, RandomModelsMatchCpu) {
                      c.vocab, " ", dtype_name(c.dtype)));
     Model m = make_random_model(cfg, c.dtype, 11 + c.D + c.vocab);
     expect_qkv_path(cfg, false, [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12); });
-    {  // rope-pair rows: RoPE (Qwen3: q/k norm + RoPE) fused into the QKV matvec
+    // RoPE in the decode attention needs the attention library's head dims (else the QKV epilogue serves).
+    const bool lib = c.D == 64 || c.D == 128;
+    {  // rope-pair rows: RoPE fused into the QKV matvec; Qwen3 (q/k norm): RoPE in the decode attention
       SCOPED_TRACE("rope_pair_rows = true");
-      expect_qkv_path(cfg, true, [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true); });
+      expect_qkv_path(cfg, !cfg.qk_norm || !lib,
+                      [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true); });
+    }
+    {  // the other side of CudaBackendOptions::rope_in_attention: off for Qwen3 (ROPE_QKV_NORM), on for the others
+      SCOPED_TRACE("rope_in_attention flipped");
+      cuda::CudaBackendOptions opt;
+      opt.rope_in_attention = cfg.qk_norm ? 0 : 1;
+      expect_qkv_path(cfg, cfg.qk_norm || !lib,
+                      [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true); });
     }
     {  // the opt-in paths: bulk matvec everywhere, O weights prefetched into L2
       SCOPED_TRACE("bulk matvec + O prefetch");

@@ -9,6 +9,7 @@
 #include "cuda/attention/attention.h"
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
+#include "cuda/common/rope_head.cuh"
 
 namespace mk::cuda {
 namespace {
@@ -175,8 +176,11 @@ size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, in
 Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const AttentionOptions& opt) {
   const char* fn = "attention_decode";
   MK_TRY(check_kv(fn, a.kv, a.block_table, a.n_head, a.max_seqlen_k));
-  if (!a.q || !a.out || !aligned16(a.q) || !aligned16(a.out))
-    return make_error(fn, ": q and out must be non-null device pointers aligned to 16 bytes");
+  const bool rope = a.rope.qkv != nullptr;
+  if ((!rope && (!a.q || !aligned16(a.q))) || !a.out || !aligned16(a.out))
+    return make_error(fn, ": q (unless rope.qkv is set) and out must be non-null device pointers aligned to 16 bytes");
+  if (rope && (!a.rope.inv_freq || a.kv.head_dim > 2 * 32 * ROPE_MAX_PAIRS_PER_LANE))
+    return make_error(fn, ": rope.qkv needs rope.inv_freq and a head dim of at most ", 2 * 32 * ROPE_MAX_PAIRS_PER_LANE);
   if (!a.seq_lens_k || a.batch <= 0 || a.batch > 65535)
     return make_error(fn, ": seq_lens_k is required and batch must be in [1, 65535] (got ", a.batch, ")");
   if (a.n_head / a.kv.n_kv_head > 64)
@@ -202,6 +206,9 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.kv_n_blocks = a.kv.kv_n_blocks;
   p.l2_prefetch_tiles = opt.decode_pdl ? std::clamp(opt.decode_l2_prefetch_tiles, 0, 64) : 0;
   p.early_stages = std::clamp(opt.decode_early_stages, 0, 3);
+  p.rope = a.rope;
+  p.k_new = a.kv.k;
+  p.v_new = a.kv.v;
   const size_t rows = size_t(a.batch) * a.n_head * n_split;
   p.o_part = static_cast<float*>(a.workspace);
   p.lse_part = p.o_part + rows * a.kv.head_dim;
@@ -216,7 +223,9 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   // decode_tma's default: TMA tiles under the early contract where the grid fits one wave (measured faster there).
   const int64_t ctas = int64_t(n_split) * a.kv.n_kv_head * ((p.group + 15) / 16) * a.batch;
   const int tma = opt.decode_tma >= 0 ? opt.decode_tma : l.early_kv && ctas <= sm_count() ? attn::DECODE_TMA_DEFAULT : 0;
-  l.tma = a.kv.head_dim == 64 && l.warps == 4 && l.ctas_per_sm == 1 && !l.cluster ? tma : 0;
+  // (rope: the kernel's own write of the newest row is ordered before its cp.async reads by a CTA barrier; TMA
+  // reads would need a proxy fence as well.)
+  l.tma = a.kv.head_dim == 64 && l.warps == 4 && l.ctas_per_sm == 1 && !l.cluster && !rope ? tma : 0;
   return launch_status(fn, attn::launch_decode(p, a.kv.head_dim, stream, l));
 }
 

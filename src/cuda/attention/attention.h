@@ -154,6 +154,21 @@ struct AttentionPrefillArgs {
 // parameter and the supported set. Asynchronous on `stream`.
 Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& args, const AttentionOptions& opt = {});
 
+// Decode with RoPE in the attention kernel (AttentionDecodeArgs::rope, set when qkv is non-null): q is not read
+// from `q` but made from this step's raw projections (bias, per-head RMSNorm, RoPE at the sequence's newest
+// position seq_lens_k - 1; cuda/common/rope_head.cuh, the RoPE kernel's arithmetic), and the kernel writes that
+// position's K/V row (k normed and rotated) into the cache itself, so the kernel before it writes only the raw
+// projections: Qwen3's q/k norm needs whole heads, which an attention CTA has and the QKV matvec's blocks do not.
+struct DecodeRope {
+  const float* qkv = nullptr;  // [batch, (n_head + 2 n_kv_head) * head_dim] f32: q heads, k heads, v heads
+  bool pair_rows = false;      // every head's values in rope-pair order (dims i, i + D/2 at 2i, 2i + 1)
+  const float* bias = nullptr;     // [(n_head + 2 n_kv_head) * head_dim], the order of qkv, or null
+  const float* q_norm = nullptr;   // [head_dim] HF order, or null
+  const float* k_norm = nullptr;   // [head_dim] HF order, or null
+  float eps = 1e-6f;
+  const float* inv_freq = nullptr;  // [head_dim / 2]
+};
+
 // Decode: one query token per sequence attending to its whole cached context (split-KV / flash-decoding in one
 // kernel: partial results per KV split, combined by the last split to finish). The query heads of one kv head
 // share every K/V load.
@@ -171,6 +186,8 @@ struct AttentionDecodeArgs {
   void* workspace = nullptr;  // device scratch of attention_decode_workspace_bytes(...) bytes; any initial
                               // contents (the kernel recognises and resets its own counters)
   size_t workspace_bytes = 0;
+  DecodeRope rope;  // rope.qkv non-null: q from the raw projections and the newest K/V row written here (above);
+                    // q is then not read (may be null); the cp.async K/V path is used (decode_tma ignored)
 };
 
 // Split count that attention_decode will use for this shape on the current device (>= 1).

@@ -50,6 +50,9 @@ struct DecodeParams {
   int early_stages;  // EARLY: ring stages issued before the PDL wait, 1 .. 3 (= the whole ring; thirds of it with
                      // 6-stage TMA rings); 0 = the default of launch_decode (DECODE_TMA_EARLY_STAGES with TMA
                      // tiles; 3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)
+  DecodeRope rope;   // rope.qkv non-null: q and the newest K/V row made in the kernel (attention.h)
+  bf16* k_new;       // rope: the pools again, writable (the newest row is written through these)
+  bf16* v_new;
 };
 
 // AttentionOptions::decode_tma = -1 under the early contract with a one-wave grid, and the ring stages issued

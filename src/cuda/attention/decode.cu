@@ -13,14 +13,26 @@
 // and the remaining gap: bench/RESULTS.md ("Decode attention v3" .. "v6").
 // Files: decode_device.cuh (helpers), decode_kernel.cuh (the kernel), this file (launch configuration and the
 // entry points of attn_internal.h).
+#include <algorithm>
+
 #include "cuda/attention/decode_kernel.cuh"
 
 namespace mk::cuda::attn {
 namespace {
 
+// Dynamic shared memory: the ring, then (AttentionDecodeArgs::rope) the CTA's query heads in bf16. Sized to the
+// heads a CTA has: with the ring, the static arrays and the 1 KB reserved per CTA the 4-warp build then stays within
+// the SM's 196 KB shared-memory carveout (up to 8 heads at head dim 128). A kernel needing the 228 KB carveout cannot
+// share an SM with kernels running under another one, which cost the decode step 10% on the H200 when this took
+// 16 heads' room (bench/RESULTS.md, session 8).
+template <int D>
+constexpr int rope_q_bytes_max() { return HROWS * D * 2; }
+template <int D>
+int rope_q_bytes(const DecodeParams& p) { return p.rope.qkv ? std::min(p.group, HROWS) * D * 2 : 0; }
+
 template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 cudaError_t set_attrs() {
-  constexpr int smem = smem_bytes<D, W, CPS>();
+  constexpr int smem = smem_bytes<D, W, CPS>() + rope_q_bytes_max<D>();
   static bool attr_set = false;  // raise the dynamic shared-memory limit (and allow 16-CTA clusters) once
   if (!attr_set) {
     const auto k = decode_kernel<D, W, CPS, TWO, EARLY, CL>;
@@ -37,7 +49,7 @@ cudaLaunchConfig_t make_cfg(const DecodeParams& p, cudaStream_t s, bool pdl, cud
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(p.n_split, p.n_kv_head * ((p.group + HROWS - 1) / HROWS), p.batch);
   cfg.blockDim = dim3(32 * W);
-  cfg.dynamicSmemBytes = smem_bytes<D, W, CPS>();
+  cfg.dynamicSmemBytes = smem_bytes<D, W, CPS>() + rope_q_bytes<D>(p);
   cfg.stream = s;
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;

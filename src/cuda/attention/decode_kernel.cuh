@@ -4,9 +4,35 @@
 #include <cooperative_groups.h>
 
 #include "cuda/attention/decode_device.cuh"
+#include "cuda/common/rope_head.cuh"
 
 namespace mk::cuda::attn {
 namespace {
+
+// Decode with RoPE in the kernel (p.rope.qkv): the CTA's n_h query heads from h0, normed and rotated at position
+// pos, into s_q [n_h][D]; with `owner` (this CTA's keys hold pos) also kv head hk's K (normed, rotated) and V rows
+// of pos into the cache. A warp per head; the closing barrier orders the rows' stores before the CTA's own
+// cp.async reads of them (every CTA holding pos writes the same bits, so another CTA's reads see them either way).
+template <int D, int W>
+__device__ __forceinline__ void rope_q_and_newest_kv(const DecodeParams& p, bf16* s_q, int b, int h0, int n_h, int hk,
+                                                     int pos, bool owner, const int32_t* bt_row) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n_all = p.n_head + 2 * p.n_kv_head;
+  const float* raw = p.rope.qkv + int64_t(b) * n_all * D;
+  const int jobs = n_h + (owner ? 2 : 0);
+  for (int job = warp; job < jobs; job += W) {
+    const bool is_q = job < n_h, is_k = job == n_h;
+    const int head = is_q ? h0 + job : p.n_head + (is_k ? 0 : p.n_kv_head) + hk;
+    float x0[ROPE_MAX_PAIRS_PER_LANE], x1[ROPE_MAX_PAIRS_PER_LANE];
+    rope_head_warp(raw + head * D, p.rope.bias ? p.rope.bias + head * D : nullptr, p.rope.pair_rows,
+                   is_q ? p.rope.q_norm : (is_k ? p.rope.k_norm : nullptr), p.rope.eps, is_q || is_k,
+                   p.rope.inv_freq, pos, D, lane, x0, x1);
+    bf16* dst = is_q ? s_q + job * D
+                     : (is_k ? p.k_new : p.v_new) + paged_row(bt_row, p.block_size, p.n_kv_head, D, pos, hk);
+    rope_head_store(dst, x0, x1, D, lane);
+  }
+  __syncthreads();
+}
 
 // TWO: the CTA has more than 8 query heads, so the mma rows g + 8 are live (else they are padding: skipped in
 // the softmax, their P is zero). EARLY: the caller's contract (AttentionOptions::decode_early_kv) lets the
@@ -64,9 +90,25 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int my_tiles = warp < n_tiles ? (n_tiles - warp + W - 1) / W : 0;
 
+  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
+  // rope (p.rope.qkv): the CTA's query heads, normed and rotated, past the ring (decode_smem_bytes).
+  bf16* s_q = reinterpret_cast<bf16*>(smem_raw + smem_bytes<D, W, CPS>());
   // Q as mma A fragments: rows = query heads h0 + row (rows >= n_h are zero), columns = dims.
   uint32_t qf[KSTEPS][4];
   auto load_q = [&] {
+    if (p.rope.qkv) {  // uniform: q made here (and the newest K/V row written by the CTA whose keys hold it)
+      rope_q_and_newest_kv<D, W>(p, s_q, b, h0, n_h, hk, kv_len - 1, k_begin <= kv_len - 1 && kv_len - 1 < k_end,
+                                 bt_row);
+      const uint32_t* q0 = reinterpret_cast<const uint32_t*>(s_q) + t;
+#pragma unroll
+      for (int kk = 0; kk < KSTEPS; ++kk) {
+        qf[kk][0] = g < n_h ? q0[(g * D + kk * 16) / 2] : 0u;
+        qf[kk][2] = g < n_h ? q0[(g * D + kk * 16 + 8) / 2] : 0u;
+        qf[kk][1] = TWO && g + 8 < n_h ? q0[((g + 8) * D + kk * 16) / 2] : 0u;
+        qf[kk][3] = TWO && g + 8 < n_h ? q0[((g + 8) * D + kk * 16 + 8) / 2] : 0u;
+      }
+      return;
+    }
     const bf16* q0 = p.q + (int64_t(b) * p.n_head + h0) * D + 2 * t;
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
@@ -81,7 +123,6 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   // TMA's 128-byte swizzle is the swz<64> pattern only from a 1024-byte aligned base (smem_bytes: +1 KB).
   bf16* ring = reinterpret_cast<bf16*>(TMA ? smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024) : smem_raw) +
                warp * NSX * STAGE;
-  const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
   const int64_t row_stride = int64_t(p.n_kv_head) * D;
   // TMA: the pool blocks of this warp's tiles, one per lane: tiles [32 k, 32 k + 32) in blk_cur while they are
   // issued, the next window loaded into blk_nxt 24 issues ahead (so no issue waits for a block-table load).

@@ -67,6 +67,12 @@ struct CudaBackendOptions {
   // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
   // PDL wait, so the previous step's finish kernel (seq_len) has completed when attention starts.
   bool attn_early_kv = true;
+  // Decode: the QKV matvec stores the raw projections and the decode attention applies bias, q/k norm and RoPE and
+  // writes the newest K/V row itself (AttentionDecodeArgs::rope), instead of the matvec's RoPE epilogue. -1: for
+  // models with a q/k norm (Qwen3: the epilogue needs a whole head's sum of squares, which takes clusters of 8
+  // blocks per head in the matvec; an attention CTA owns whole heads), 0 off, 1 every model. Needs the attention
+  // library (head dims 64, 128).
+  int rope_in_attention = -1;
   // Decode: the SwiGLU output h goes to the down projection in bf16 (as in a bf16 transformers model) instead of
   // f32: each of the down projection's blocks stages all of h from L2.
   bool h_bf16 = true;
@@ -177,6 +183,7 @@ class CudaBackend final : public Backend {
   DeviceWeights weights_;
   DeviceKvCache kv_;
   CudaBackendOptions opt_;
+  bool rope_in_attn_ = false;  // opt_.rope_in_attention resolved (init)
   int max_context_ = 0;
   int n_cached_ = 0;
   cudaStream_t stream_ = nullptr;

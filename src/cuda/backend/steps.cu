@@ -107,6 +107,12 @@ void CudaBackend::attend_decode(const Stream& s, int layer, int n_split) {
     AttentionOptions opt;
     opt.decode_early_kv = opt_.attn_early_kv;  // the contract: see CudaBackendOptions::attn_early_kv
     opt.decode_splits = n_split;
+    if (rope_in_attn_) {
+      const DeviceLayer& w = weights_.layers[size_t(layer)];
+      a.rope = {.qkv = qkv_, .pair_rows = weights_.rope_pair_rows, .bias = w.bqkv, .q_norm = w.q_norm,
+                .k_norm = w.k_norm, .eps = config_.rms_norm_eps, .inv_freq = inv_freq_};
+      a.q = nullptr;
+    }
     Status st = attention_decode(s.stream, a, opt);
     MK_CHECK(st.ok());
     return;
@@ -158,7 +164,9 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
       qkv.l2_prefetch = w.wo;
       qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
     }
-    if (weights_.rope_pair_rows) {
+    if (rope_in_attn_) {  // raw q | k | v; the decode attention applies bias, q/k norm and RoPE (attend_decode)
+      if (keep(LEAVE_QKV)) matvec(s, qkv);
+    } else if (weights_.rope_pair_rows) {
       // Fused: (Qwen3: the q/k norm, then) RoPE in the epilogue, q -> q_ (bf16), k and v -> the cache; no separate
       // kernel.
       qkv.bias = w.bqkv;
