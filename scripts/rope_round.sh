@@ -5,7 +5,7 @@
 set -u
 B=$1; OUT=${OUT:-./rope_out}; mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$B/lib:${LD_LIBRARY_PATH:-}"
-MK_REQUIRE_GPU=1 timeout 150 "$B/test_gpu" --gtest_filter='AttentionDecodeRope*:AttentionDecode.*:Backend*:Ops*:MatvecQkNorm*' > "$OUT/tests.log" 2>&1
+MK_REQUIRE_GPU=1 timeout ${TEST_S:-150} "$B/test_gpu" --gtest_filter="${TESTS:-AttentionDecodeRope*:AttentionDecode.*:Backend*:Ops*:MatvecQkNorm*}" > "$OUT/tests.log" 2>&1
 echo "tests exit $?"; grep -E "^\[  FAILED|^\[  PASSED|tests ran" "$OUT/tests.log" | head -8
 for tool in memcheck racecheck; do
   timeout 120 compute-sanitizer --tool $tool "$B/test_gpu" --gtest_filter='AttentionDecodeRope.EqualsRopeKernelThenAttention' > "$OUT/$tool.log" 2>&1
