@@ -51,6 +51,27 @@ Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, i
   return median(per);
 }
 
+// MK_BENCH_TIMING set: the in-kernel timestamps (MegakernelBackend::timing_report) of a 16-step greedy and a
+// 16-step sampled launch, each publish protocol: where a sampled step's extra time goes.
+Status print_timing(megakernel::MegakernelBackend& b, int ctx, const SamplingParams& temp, FILE* out) {
+  const bool flags = b.flag_publish();
+  std::vector<int32_t> ids(16);
+  for (bool f : {flags, !flags})
+    for (bool sampled : {false, true}) {
+      b.set_flag_publish(f);
+      MK_TRY(b.set_timing(true));
+      b.truncate(ctx);
+      MK_TRY(sampled ? b.generate_sample(1, ctx, temp, 0, ids, 16) : b.generate_greedy(1, ctx, ids, 16));
+      auto rep = b.timing_report();
+      if (!rep) return rep.error();
+      std::fprintf(out, "  %s, %s:\n%s", sampled ? "sampled (temp 1)" : "greedy", f ? "flags" : "counters", rep->c_str());
+      MK_TRY(b.set_timing(false));
+    }
+  b.set_flag_publish(flags);
+  b.truncate(ctx);
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Status bench_megakernel(const ModelConfig& c, const MegakernelBenchArgs& a, nlohmann::json& decode) {
@@ -89,6 +110,7 @@ Status bench_megakernel(const ModelConfig& c, const MegakernelBenchArgs& a, nloh
       std::fprintf(a.out, "  decode ctx %5d%s %-27s %7.4f ms/token                 %7.1f tok/s  %7.1f GB/s  %5.1f%% of ceiling\n",
                    ctx, random ? "*" : " ", name.c_str(), *ms, 1e3 / *ms, gbps, pct);
     }
+    if (std::getenv("MK_BENCH_TIMING")) MK_TRY(print_timing(**b, ctx, temp, a.out));
   }
   return Status::ok_status();
 }

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 #include <set>
 
 #include "cuda/backend/device_weights.h"
 #include "megakernel/device/megakernel_backend.h"
+#include "megakernel/device/sample_probe.h"
 #include "megakernel/model.h"
 #include "runtime/sampler.h"
 #include "../megakernel/mk_test_util.h"
@@ -139,6 +142,66 @@ TEST(MegakernelSample, BackendInterfaceAndRefusals) {
   auto no_ring = make_mk(m, 32, {.weight_ring = false, .flag_publish = 0});  // the sampled instances need the ring
   ASSERT_TRUE(no_ring);
   EXPECT_FALSE(no_ring->can_decode_sample(params(1.f, 0.f, 1)));
+}
+
+// ---- the draw alone (device/sample_probe.h: sample_token on one block of the megakernel's shape) ----
+std::vector<int32_t> probe_ids(const std::vector<float>& logits, const SampleParams& sp, int n, bool flags, int x_floats) {
+  auto r = draw_probe(logits, sp, n, flags, x_floats);
+  EXPECT_TRUE(r) << r.message();
+  if (!r) return {};
+  EXPECT_EQ(r->error, 0u);
+  return r->ids;
+}
+
+TEST(MegakernelSample, DrawEqualsHostSamplerOnAwkwardLogits) {
+  std::mt19937 rng(5);
+  int cases = 0;
+  for (int V : {1, 5, 127, 128, 129, 1000, 3001, 40000, 128256, 151936})
+    for (int special = 0; special < 3; ++special) {  // 1: -inf / NaN / +inf entries (the hint is not finite); 2: spiky
+      std::normal_distribution<float> nd(0.f, special == 2 ? 6.f : 2.f);
+      std::vector<float> logits(static_cast<size_t>(V));
+      for (float& x : logits) x = nd(rng);
+      if (special == 1 && V > 8) logits[1] = -INFINITY, logits[V / 2] = NAN, logits[V - 2] = INFINITY, logits[3] = -INFINITY;
+      if (special == 1 && V <= 8) logits[0] = -INFINITY;
+      for (float T : {0.3f, 1.f, 2.5f})
+        for (float min_p : {0.f, 0.05f}) {
+          const SampleParams sp{T, min_p, uint64_t(V) * 7 + uint64_t(special), uint64_t(T * 100)};
+          const bool flags = (V + special) % 2 == 0;
+          const int x_floats = V % 3 == 0 ? 40 : 8192;  // 40: 20 block records, so blocks of many tiles
+          const std::vector<int32_t> got = probe_ids(logits, sp, 12, flags, x_floats);
+          ASSERT_EQ(got.size(), 12u);
+          SamplingParams hp;
+          hp.temperature = T, hp.min_p = min_p, hp.seed = sp.seed;
+          Sampler host(hp);
+          host.advance(sp.first_draw);
+          for (int d = 0; d < 12; ++d) {
+            std::vector<float> l = logits;
+            ASSERT_EQ(got[size_t(d)], host.sample(l, {}))
+                << "V " << V << " special " << special << " T " << T << " min_p " << min_p << " draw " << d
+                << " flags " << flags << " x_floats " << x_floats;
+          }
+          ++cases;
+        }
+    }
+  std::vector<float> none = {-INFINITY, NAN, INFINITY, -INFINITY, NAN};
+  EXPECT_EQ(probe_ids(none, SampleParams{1.f, 0.f, 3, 0}, 2, true, 8192), std::vector<int32_t>({-1, -1}));
+  EXPECT_EQ(probe_ids(none, SampleParams{1.f, 0.f, 3, 0}, 2, false, 8192), std::vector<int32_t>({-1, -1}));
+  EXPECT_EQ(cases, 180);
+}
+
+// The draw's cost at the Llama 3 vocabulary on one SM (printed; bench/RESULTS.md).
+TEST(MegakernelSample, DrawTimeAtLlama3Vocabulary) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> logits(128256);
+  for (float& x : logits) x = nd(rng);
+  for (bool flags : {false, true})
+    for (float min_p : {0.f, 0.05f}) {
+      auto r = draw_probe(logits, SampleParams{1.f, min_p, 1, 0}, 64, flags, 8192);
+      ASSERT_TRUE(r) << r.message();
+      std::printf("  draw V=128256 T=1 min_p %.2f %s: %.1f us per draw (one SM, 480 threads)\n", min_p,
+                  flags ? "flags" : "counters", r->us_per_draw);
+    }
 }
 
 }  // namespace

@@ -19,7 +19,8 @@
 // Mirrors: sample_draw (src/megakernel/sim_sample.cpp). Test: tests/gpu/test_megakernel_sample.cu.
 #pragma once
 #include "core/philox.h"
-#include "megakernel/device/common.cuh"
+#include "cuda/common/device.cuh"
+#include "megakernel/device/poll.cuh"
 
 namespace mk::megakernel::device {
 
@@ -122,9 +123,14 @@ __device__ __forceinline__ int warp_max_i(int v) {
 
 // The draw of one step (see the top): every consumer thread calls it, all get the id, or -1 when no logit is finite.
 // hint: the max of the LM-head slices' amax values. Scratch: s_x (the blocks' running sums), s_aux, s_red.
-// Not inlined: its registers stay out of the kernel's hot ops.
+// Not inlined: its registers stay out of the kernel's hot ops (MK_SAMPLE_INLINE: inlined, for comparison).
+#ifdef MK_SAMPLE_INLINE
+#define MK_SAMPLE_FN __forceinline__
+#else
+#define MK_SAMPLE_FN __noinline__
+#endif
 template <bool FLAG>
-__device__ __noinline__ int32_t sample_token(const MkParams& p, float* s_x, float* s_aux, float* s_red, float hint,
+__device__ MK_SAMPLE_FN int32_t sample_token(const MkParams& p, float* s_x, float* s_aux, float* s_red, float hint,
                                              uint32_t epoch, uint32_t instr, uint64_t draw) {
   using namespace sample_detail;
   const int n = p.L.n_vocab, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
