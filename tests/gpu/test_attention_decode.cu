@@ -58,23 +58,6 @@ void poison_past_lengths(PagedCache& cache, const std::vector<int>& kv_lens) {
     }
 }
 
-// Decode arguments over `cache`: q and out [batch, n_head, head_dim] bf16, the K/V lengths and the workspace.
-cuda::AttentionDecodeArgs decode_args(const PagedCache& cache, DevBuf<uint16_t>& q, DevBuf<uint16_t>& out,
-                                      DevBuf<int32_t>& lens, DevBuf<float>& ws, int batch, int n_head, int max_k) {
-  cuda::AttentionDecodeArgs a;
-  a.q = reinterpret_cast<const cuda::bf16*>(q.ptr);
-  a.out = reinterpret_cast<cuda::bf16*>(out.ptr);
-  a.seq_lens_k = lens.ptr;
-  a.kv = cache.view();
-  a.block_table = cache.table_view();
-  a.batch = batch;
-  a.n_head = n_head;
-  a.max_seqlen_k = max_k;
-  a.workspace = ws.ptr;
-  a.workspace_bytes = ws.n * sizeof(float);
-  return a;
-}
-
 // Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
 // with any initial contents and leave themselves reset), checks the first result against the float64
 // reference with FA-3's rule and the second for bit-equality (the combine order is fixed, so it must be).

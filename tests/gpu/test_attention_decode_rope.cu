@@ -67,20 +67,6 @@ void run_rope_case(const RopeCase& c, uint32_t seed) {
   d_out_a.poison();
   d_out_b.poison();
 
-  auto args = [&](PagedCache& cache, DevBuf<uint16_t>& out) {
-    cuda::AttentionDecodeArgs a;
-    a.q = reinterpret_cast<const cuda::bf16*>(d_q.ptr);
-    a.out = reinterpret_cast<cuda::bf16*>(out.ptr);
-    a.seq_lens_k = d_lens.ptr;
-    a.kv = cache.view();
-    a.block_table = cache.table_view();
-    a.batch = batch;
-    a.n_head = c.n_head;
-    a.max_seqlen_k = max_k;
-    a.workspace = d_ws.ptr;
-    a.workspace_bytes = d_ws.n * sizeof(float);
-    return a;
-  };
   // Path A: the RoPE kernel per sequence (q, and the newest K/V row into the cache), then the decode attention.
   for (int b = 0; b < batch; ++b) {
     cuda::RopeQkvArgs r;
@@ -102,10 +88,11 @@ void run_rope_case(const RopeCase& c, uint32_t seed) {
     r.max_positions = a_cache.max_blocks_per_seq * a_cache.block_size;
     cuda::rope_qkv(cuda::Stream(nullptr, false), r);
   }
-  Status st = cuda::attention_decode(nullptr, args(a_cache, d_out_a), opt);
+  Status st = cuda::attention_decode(
+      nullptr, decode_args(a_cache, d_q, d_out_a, d_lens, d_ws, batch, c.n_head, max_k), opt);
   ASSERT_TRUE(st.ok()) << st.message();
   // Path B: RoPE inside the decode attention; q is not read.
-  cuda::AttentionDecodeArgs bargs = args(b_cache, d_out_b);
+  cuda::AttentionDecodeArgs bargs = decode_args(b_cache, d_q, d_out_b, d_lens, d_ws, batch, c.n_head, max_k);
   bargs.q = nullptr;
   bargs.rope = {.qkv = d_qkv.ptr, .pair_rows = c.pair_rows, .bias = c.bias ? d_bias.ptr : nullptr,
                 .q_norm = c.qk_norm ? d_qn.ptr : nullptr, .k_norm = c.qk_norm ? d_kn.ptr : nullptr, .eps = 1e-6f,
@@ -161,19 +148,11 @@ TEST(AttentionDecodeRope, RefusesMissingFrequencies) {
   PagedCache cache;
   cache.build(rng, c.lens, 64, c.n_kv, c.d);
   DevBuf<float> d_qkv(size_t(c.n_head + 2 * c.n_kv) * c.d), d_ws(1 << 16);
-  DevBuf<uint16_t> d_out(size_t(c.n_head) * c.d);
+  DevBuf<uint16_t> d_q(size_t(c.n_head) * c.d), d_out(d_q.n);
   DevBuf<int32_t> d_lens;
   d_lens.upload({33});
-  cuda::AttentionDecodeArgs a;
-  a.out = reinterpret_cast<cuda::bf16*>(d_out.ptr);
-  a.seq_lens_k = d_lens.ptr;
-  a.kv = cache.view();
-  a.block_table = cache.table_view();
-  a.batch = 1;
-  a.n_head = c.n_head;
-  a.max_seqlen_k = 33;
-  a.workspace = d_ws.ptr;
-  a.workspace_bytes = d_ws.n * sizeof(float);
+  cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 1, c.n_head, 33);
+  a.q = nullptr;
   a.rope.qkv = d_qkv.ptr;  // no inv_freq
   const Status st = cuda::attention_decode(nullptr, a);
   ASSERT_FALSE(st.ok());

@@ -146,4 +146,21 @@ inline double rel_err_d(const std::vector<double>& a, const std::vector<double>&
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
+// Decode arguments over `cache`: q and out [batch, n_head, head_dim] bf16, the K/V lengths and the workspace.
+inline cuda::AttentionDecodeArgs decode_args(const PagedCache& cache, DevBuf<uint16_t>& q, DevBuf<uint16_t>& out,
+                                      DevBuf<int32_t>& lens, DevBuf<float>& ws, int batch, int n_head, int max_k) {
+  cuda::AttentionDecodeArgs a;
+  a.q = reinterpret_cast<const cuda::bf16*>(q.ptr);
+  a.out = reinterpret_cast<cuda::bf16*>(out.ptr);
+  a.seq_lens_k = lens.ptr;
+  a.kv = cache.view();
+  a.block_table = cache.table_view();
+  a.batch = batch;
+  a.n_head = n_head;
+  a.max_seqlen_k = max_k;
+  a.workspace = ws.ptr;
+  a.workspace_bytes = ws.n * sizeof(float);
+  return a;
+}
+
 }  // namespace mk::attn_test
