@@ -63,6 +63,7 @@ __device__ __forceinline__ void load_batch(const MkParams& p, int i0, int n, uin
 #pragma unroll
     for (int k = 0; k < SAMPLE_BATCH; ++k) {
       const int i = i0 + k * SAMPLE_TILE;
+      q[k] = Pairs4{};  // never used past n, but set: a value kept from the previous call would be live state (spills)
       if (i < n) q[k] = ld_pairs4(base + i);  // the padding to 4 floats is inside the workspace
     }
 #pragma unroll
@@ -79,6 +80,7 @@ __device__ __forceinline__ void load_batch(const MkParams& p, int i0, int n, uin
 #pragma unroll
     for (int k = 0; k < SAMPLE_BATCH; ++k) {
       const int i = i0 + k * SAMPLE_TILE;
+      q[k] = make_float4(0.f, 0.f, 0.f, 0.f);  // as above
       if (i < n) q[k] = ld_act4(base + i);
     }
 #pragma unroll
