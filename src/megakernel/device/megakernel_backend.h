@@ -2,7 +2,10 @@
 // Backend interface. Weights in the layered path's device layout (cuda/backend/device_weights.h), KV
 // cache in its paged layout (cuda/backend/kv_cache.h, block size 64, identity block table).
 // Prefill runs token by token through the megakernel itself (one launch per token).
-// Tests: tests/gpu/test_megakernel.cu. Benchmark: bench/megakernel_decode.cpp (figures in bench/RESULTS.md).
+// Sampled decoding (decode_sample) draws each token on the device (isa.h SampleParams, ops/sample.cuh). In-kernel
+// timing: megakernel_timing.cu.
+// Tests: tests/gpu/test_megakernel*.cu. Benchmark: bench/megakernel_decode.cpp, `megakernel bench --backend megakernel`
+// (figures in bench/RESULTS.md).
 #pragma once
 #include <cuda_runtime.h>
 

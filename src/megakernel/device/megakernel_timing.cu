@@ -1,0 +1,142 @@
+// MegakernelBackend's in-kernel timestamps (see megakernel_backend.h set_timing / timing_report): the buffer, and the
+// per-op summary of the last launch's last step.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/common/cuda_check.h"
+#include "megakernel/device/interpreter.h"
+#include "megakernel/device/megakernel_backend.h"
+
+namespace mk::megakernel {
+
+using cuda::cuda_status;
+
+Status MegakernelBackend::set_timing(bool on) {
+  if (!on) {
+    if (timing_) MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: timing"));
+    if (timing_) cudaFree(timing_);
+    timing_ = nullptr;
+    return {};
+  }
+  if (timing_) return {};
+  const size_t n = schedule_.n_instr() * device::TIMING_FIELDS + size_t(n_sm_) * device::BLOCK_FIELDS;
+  void* v = nullptr;
+  MK_TRY(cuda_status(cudaMalloc(&v, n * sizeof(unsigned long long)), "megakernel: timing buffer"));
+  timing_ = static_cast<unsigned long long*>(v);
+  CUDA_CHECK(cudaMemset(timing_, 0, n * sizeof(unsigned long long)));
+  return {};
+}
+
+// Per op, per SM and step (the launch's last step): microseconds waiting for dependencies, computing
+// (of which warp 0 waited for ring pages) and publishing; the step's span; the loader's ring-full stalls.
+Expected<std::string> MegakernelBackend::timing_report() {
+  if (!timing_) return make_error("megakernel: timing is off (set_timing(true) before the launch)");
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: timing"));
+  const size_t n_instr = schedule_.n_instr();
+  std::vector<unsigned long long> t(n_instr * device::TIMING_FIELDS + size_t(n_sm_) * device::BLOCK_FIELDS);
+  CUDA_CHECK(cudaMemcpy(t.data(), timing_, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
+  std::vector<Instr> instrs;
+  std::vector<uint32_t> offsets;
+  schedule_.flatten(instrs, offsets);
+  constexpr int N_OP = int(Op::Count);
+  double wait[N_OP] = {}, prep[N_OP] = {}, comp[N_OP] = {}, page[N_OP] = {}, sig[N_OP] = {};
+  double att_prep[N_OP] = {}, att_range[N_OP] = {};  // attention ops: q/k/v + RoPE + append; the attention
+  double att_kv[N_OP] = {};  // of the attention: thread 0 waiting for its staged K/V copies
+  int count[N_OP] = {};
+  unsigned long long t_min = ~0ull, t_max = 0;
+  for (size_t i = 0; i < n_instr; ++i) {
+    const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+    const int op = int(instrs[i].op);
+    count[op]++;
+    wait[op] += double(r[device::T_WAIT_END] - r[device::T_WAIT_START]);
+    const unsigned long long mv = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
+    prep[op] += double(mv - r[device::T_WAIT_END]);
+    comp[op] += double(r[device::T_COMPUTE_END] - mv);
+    page[op] += double(r[device::T_PAGE_WAIT]);
+    sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
+    if (r[device::T_ATT_PREP] && r[device::T_ATT_RANGE]) {
+      att_prep[op] += double(r[device::T_ATT_PREP] - r[device::T_WAIT_END]);
+      att_range[op] += double(r[device::T_ATT_RANGE] - r[device::T_ATT_PREP]);
+      if (r[device::T_ATT_KV]) att_kv[op] += double(r[device::T_ATT_KV] - r[device::T_ATT_PREP]);
+    }
+    t_min = std::min(t_min, r[device::T_WAIT_START]);
+    t_max = std::max(t_max, r[device::T_SIGNAL_END]);
+  }
+  double stall = 0;
+  for (int b = 0; b < n_sm_; ++b) stall += double(t[n_instr * device::TIMING_FIELDS + size_t(b) * device::BLOCK_FIELDS]);
+  std::string out;
+  char line[256];
+  const double per = 1e-3 / double(n_sm_);  // ns summed over SMs -> us per SM
+  double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
+  std::snprintf(line, sizeof line,
+                "timing (last step of a %d-step launch, ring %d pages, publish %s, mid_resid %d, attn_short %d (stage %d positions)): step span %.1f us\n",
+                timing_steps_, n_pages_, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
+                int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, double(t_max - t_min) * 1e-3);
+  out += line;
+  out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
+  for (int op = 0; op < N_OP; ++op) {
+    if (!count[op]) continue;
+    std::snprintf(line, sizeof line, "    %-13s %6d %28.1f %8.1f %8.1f %8.1f %12.1f\n", op_name(Op(op)), count[op],
+                  wait[op] * per, prep[op] * per, comp[op] * per, page[op] * per, sig[op] * per);
+    out += line;
+    tw += wait[op], tq += prep[op], tc += comp[op], tp += page[op], ts += sig[op];
+  }
+  for (int op = 0; op < N_OP; ++op)
+    if (att_prep[op] > 0) {
+      std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait %.1f), merge/normalise %.1f\n",
+                    op_name(Op(op)), att_prep[op] * per, att_range[op] * per, att_kv[op] * per,
+                    (prep[op] - att_prep[op] - att_range[op]) * per);
+      out += line;
+    }
+  std::snprintf(line, sizeof line, "    %-13s %6zu %28.1f %8.1f %8.1f %8.1f %12.1f\n", "total", n_instr, tw * per, tq * per,
+                tc * per, tp * per, ts * per);
+  out += line;
+  std::snprintf(line, sizeof line, "    loader stalled on a full ring: %.1f us per SM per step\n",
+                stall * per / std::max(1, timing_steps_));
+  out += line;
+  // Version 10: how unevenly each stage ends. Per (op, layer): the mean and the latest of its instructions' ends
+  // (thread 0 done with the op) and the longest matvec; summed over the layers (us per step). "late" = latest - mean
+  // end: roughly what an average consumer of the stage waits for its slowest producer.
+  {
+    struct Agg { double sum_end = 0, max_end = 0, sum_mv = 0, max_mv = 0; int n = 0; };
+    std::vector<Agg> agg(size_t(N_OP) * size_t(config_.n_layer + 1));
+    for (size_t i = 0; i < n_instr; ++i) {
+      const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+      const int op = int(instrs[i].op), l = std::min<int>(instrs[i].layer, config_.n_layer);
+      Agg& a = agg[size_t(op) * size_t(config_.n_layer + 1) + size_t(l)];
+      const double end = double(r[device::T_COMPUTE_END] - t_min);
+      const unsigned long long mv0 = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
+      const double mv = double(r[device::T_COMPUTE_END] - mv0);
+      a.sum_end += end, a.max_end = std::max(a.max_end, end), a.sum_mv += mv, a.max_mv = std::max(a.max_mv, mv), a.n++;
+    }
+    out += "    op            late end (latest - mean, us/step)   matvec mean / longest (us/step)\n";
+    for (int op = 0; op < N_OP; ++op) {
+      double late = 0, mv_mean = 0, mv_max = 0;
+      bool any = false;
+      for (int l = 0; l <= config_.n_layer; ++l) {
+        const Agg& a = agg[size_t(op) * size_t(config_.n_layer + 1) + size_t(l)];
+        if (!a.n) continue;
+        any = true;
+        late += a.max_end - a.sum_end / a.n, mv_mean += a.sum_mv / a.n, mv_max += a.max_mv;
+      }
+      if (!any) continue;
+      std::snprintf(line, sizeof line, "    %-13s %12.1f %28.1f / %.1f\n", op_name(Op(op)), late * 1e-3, mv_mean * 1e-3,
+                    mv_max * 1e-3);
+      out += line;
+    }
+    for (size_t i = 0; i < n_instr; ++i)
+      if (instrs[i].op == Op::Argmax) {
+        const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+        std::snprintf(line, sizeof line, "    Argmax: wait %.1f us, op %.1f us, publish %.1f us\n",
+                      double(r[device::T_WAIT_END] - r[device::T_WAIT_START]) * 1e-3,
+                      double(r[device::T_COMPUTE_END] - r[device::T_WAIT_END]) * 1e-3,
+                      double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]) * 1e-3);
+        out += line;
+      }
+  }
+  return out;
+}
+
+}  // namespace mk::megakernel
