@@ -64,8 +64,9 @@ struct CudaBackendOptions {
   int sample_blocks = 64;
   // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
   // (AttentionOptions::decode_early_kv). Its contract holds here: the kernel before it (the QKV matvec with the RoPE
-  // epilogue, or the RoPE kernel) writes only q and the newest K/V row, and triggers its dependents after its own
-  // PDL wait, so the previous step's finish kernel (seq_len) has completed when attention starts.
+  // epilogue, or the RoPE kernel; the plain QKV matvec under rope_in_attention, with the newest row written by the
+  // attention itself) writes only q (or the raw projections) and the newest K/V row, and the kernels that wrote the
+  // older rows and seq_len (earlier steps) have completed when attention starts (see early_trigger).
   bool attn_early_kv = true;
   // Decode: the QKV matvec stores the raw projections and the decode attention applies bias, q/k norm and RoPE and
   // writes the newest K/V row itself (AttentionDecodeArgs::rope), instead of the matvec's RoPE epilogue. -1: for
