@@ -13,6 +13,7 @@
 #include "cpu/cpu_backend.h"
 #include "cuda/backend/cuda_backend.h"
 #include "gpu_test_util.h"
+#include "megakernel_fixture.h"
 #include "megakernel/device/megakernel_backend.h"
 #include "megakernel/model.h"
 #include "../megakernel/mk_test_util.h"
@@ -50,18 +51,6 @@ void expect_cpu_greedy_prefix(const Model& m, const std::vector<int32_t>& prompt
     t = argmax(logits);
     ASSERT_EQ(out[i], t) << "token " << i;
   }
-}
-
-// Prompts run through the megakernel here, one launch per token (the backend's default sends prompts of more than
-// one token to the layered prefill: tests/gpu/test_megakernel_prefill.cu covers that).
-std::unique_ptr<MegakernelBackend> make_mk(const Model& m, int max_ctx, MegakernelOptions opt) {
-  opt.layered_prefill = false;
-  auto w = cuda::upload_weights(m.config, m.weights);
-  EXPECT_TRUE(w) << w.message();
-  if (!w) return nullptr;
-  auto b = MegakernelBackend::create(m.config, std::move(*w), max_ctx, opt);
-  EXPECT_TRUE(b) << b.message();
-  return b ? std::move(*b) : nullptr;
 }
 
 struct Case {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "cuda/backend/device_weights.h"
+#include "megakernel_fixture.h"
 #include "megakernel/device/megakernel_backend.h"
 #include "megakernel/device/sample_probe.h"
 #include "megakernel/model.h"
@@ -20,16 +21,6 @@
 
 namespace mk::megakernel {
 namespace {
-
-std::unique_ptr<MegakernelBackend> make_mk(const Model& m, int max_ctx, MegakernelOptions opt) {
-  opt.layered_prefill = false;  // the prompt through the megakernel too: one code path for both loops
-  auto w = cuda::upload_weights(m.config, m.weights);
-  EXPECT_TRUE(w) << w.message();
-  if (!w) return nullptr;
-  auto b = MegakernelBackend::create(m.config, std::move(*w), max_ctx, opt);
-  EXPECT_TRUE(b) << b.message();
-  return b ? std::move(*b) : nullptr;
-}
 
 SamplingParams params(float t, float min_p, uint64_t seed) {
   SamplingParams p;
