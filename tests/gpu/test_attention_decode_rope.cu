@@ -163,5 +163,17 @@ TEST(AttentionDecodeRope, RefusesMissingFrequencies) {
   EXPECT_NE(st2.message().find("q "), std::string::npos) << st2.message();
 }
 
+// The backend's default turns RoPE in attention on only where the kernel keeps its carveout: Qwen3's groups (2, 4)
+// and up to 8 query heads per kv head at head dim 128; every group at head dim 64 (a CTA holds at most 16 heads).
+TEST(AttentionDecodeRope, FitsTheCarveoutUpToEightHeadsAtHeadDim128) {
+  EXPECT_TRUE(cuda::attention_decode_rope_fits(16, 8, 128));
+  EXPECT_TRUE(cuda::attention_decode_rope_fits(32, 8, 128));
+  EXPECT_TRUE(cuda::attention_decode_rope_fits(64, 8, 128));
+  EXPECT_FALSE(cuda::attention_decode_rope_fits(72, 8, 128));
+  EXPECT_FALSE(cuda::attention_decode_rope_fits(128, 8, 128));
+  EXPECT_TRUE(cuda::attention_decode_rope_fits(48, 2, 64));
+  EXPECT_FALSE(cuda::attention_decode_rope_fits(16, 8, 96));  // a head dim the library does not serve
+}
+
 }  // namespace
 }  // namespace mk::attn_test

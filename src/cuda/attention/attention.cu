@@ -140,6 +140,11 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
   return launch_status(fn, e);
 }
 
+bool attention_decode_rope_fits(int n_head, int n_kv_head, int head_dim) {
+  return n_kv_head > 0 && (head_dim == 64 || head_dim == 128) &&
+         attn::decode_rope_fits_carveout(n_head / n_kv_head, head_dim);
+}
+
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt) {
   if (opt.decode_splits > 0) return std::min(opt.decode_splits, 1024);
   // Cost model in 64-key units (one unit per warp step): waves of CTAs (decode_ctas_per_sm per SM) times the

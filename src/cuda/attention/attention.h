@@ -190,6 +190,11 @@ struct AttentionDecodeArgs {
                     // q is then not read (may be null); the cp.async K/V path is used (decode_tma ignored)
 };
 
+// Whether the decode kernel with AttentionDecodeArgs::rope keeps within the shared-memory carveout it runs under
+// without it (true up to 8 query heads per kv head at head dim 128, 16 at 64). It works either way, but a kernel that
+// needs a larger carveout does not overlap the kernels around it (bench/RESULTS.md, session 8: 10% on a decode step).
+bool attention_decode_rope_fits(int n_head, int n_kv_head, int head_dim);
+
 // Split count that attention_decode will use for this shape on the current device (>= 1).
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt = {});
 // Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim] f32 + partial LSE + one 8-byte

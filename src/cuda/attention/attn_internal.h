@@ -83,6 +83,8 @@ cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, 
 cudaError_t make_tensor_map_3d(void* map, const void* base, int d, int heads, int64_t rows, int box_rows = 64,
                                int l2_promotion = 256);
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l);
+// attention_decode_rope_fits (attention.h) for one kv head's group of query heads.
+bool decode_rope_fits_carveout(int group, int head_dim);
 // Clusters of n_split decode CTAs (4 warps, ctas_per_sm ring) the device can hold at once (0: none / error);
 // the cluster combine is used only where one wave of them fits. For the benchmark's report.
 int decode_cluster_capacity(int head_dim, int n_split, int ctas_per_sm, bool two_rows);

@@ -31,6 +31,17 @@ constexpr int rope_q_bytes_max() { return HROWS * D * 2; }
 template <int D>
 int rope_q_bytes(const DecodeParams& p) { return p.rope.qkv ? std::min(p.group, HROWS) * D * 2 : 0; }
 
+}  // namespace
+
+bool decode_rope_fits_carveout(int group, int head_dim) {
+  constexpr int CARVEOUT = 196 * 1024;  // the carveout the 4-warp, one-CTA-per-SM build runs under without rope
+  constexpr int STATIC_AND_RESERVED = 2048;  // the kernel's static arrays (< 1 KB) and the 1 KB reserved per CTA
+  const int ring = head_dim == 64 ? smem_bytes<64, 4, 1>() : smem_bytes<128, 4, 1>();
+  return ring + std::min(group, HROWS) * head_dim * 2 + STATIC_AND_RESERVED <= CARVEOUT;
+}
+
+namespace {
+
 template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 cudaError_t set_attrs() {
   constexpr int smem = smem_bytes<D, W, CPS>() + rope_q_bytes_max<D>();

@@ -124,10 +124,9 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
     opt_.attention_lib = false;
     graphs_ = {{kv_.capacity(), 0}};
   }
-  // (The default also wants the query heads of a kv head to fit the decode kernel's shared-memory carveout: see
-  // cuda/attention/decode.cu, rope_q_bytes.)
-  rope_in_attn_ = opt_.attention_lib && (opt_.rope_in_attention > 0 ||
-                                         (opt_.rope_in_attention < 0 && c.qk_norm && c.n_head / c.n_kv_head * c.head_dim <= 1024));
+  rope_in_attn_ = opt_.attention_lib &&
+                  (opt_.rope_in_attention > 0 ||
+                   (opt_.rope_in_attention < 0 && c.qk_norm && attention_decode_rope_fits(c.n_head, c.n_kv_head, c.head_dim)));
   // The prefill projections' algorithm choices and first launches for every prompt length bucket, now rather than
   // in the first request of each length (~8 ms to its first token, bench/RESULTS.md session 8). Layer 0's weights
   // on the (zeroed) prefill buffers: every layer has the same shapes.

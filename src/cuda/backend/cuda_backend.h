@@ -70,9 +70,9 @@ struct CudaBackendOptions {
   bool attn_early_kv = true;
   // Decode: the QKV matvec stores the raw projections and the decode attention applies bias, q/k norm and RoPE and
   // writes the newest K/V row itself (AttentionDecodeArgs::rope), instead of the matvec's RoPE epilogue. -1: for
-  // models with a q/k norm (Qwen3: the epilogue needs a whole head's sum of squares, which takes clusters of 8
-  // blocks per head in the matvec; an attention CTA owns whole heads), 0 off, 1 every model. Needs the attention
-  // library (head dims 64, 128).
+  // models with a q/k norm whose heads fit the kernel's shared memory (attention_decode_rope_fits; Qwen3: the epilogue
+  // needs a whole head's sum of squares, which takes clusters of 8 blocks per head in the matvec; an attention CTA
+  // owns whole heads), 0 off, 1 every model. Needs the attention library (head dims 64, 128).
   int rope_in_attention = -1;
   // Decode: the SwiGLU output h goes to the down projection in bf16 (as in a bf16 transformers model) instead of
   // f32: each of the down projection's blocks stages all of h from L2.
