@@ -2,7 +2,9 @@
 #include "cuda/backend/bench_probe.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cuda/common/bench_timing.h"
 #include "cuda/common/cuda_check.h"
@@ -28,8 +30,11 @@ __global__ void fill_kernel(uint32_t* p, size_t n, uint32_t seed) {
 // The "read" probe: a read-only grid-stride kernel over the matrix's bytes (4 loads in flight per thread, the first
 // ones issued before the PDL wait, the next launch released right after it), the reference for what any kernel
 // streams at that size in the same chain of launches.
-__global__ void __launch_bounds__(1024) read_probe_kernel(const uint4* __restrict__ p, size_t n, unsigned* out) {
+__global__ void __launch_bounds__(1024) read_probe_kernel(const uint4* __restrict__ p, size_t n, unsigned* out,
+                                                          unsigned long long* trace) {
   constexpr int LOADS = 4;
+  const unsigned long long t_start = trace ? globaltimer_ns() : 0;  // as MatvecArgs::trace
+  unsigned long long t_waited = 0;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   unsigned acc = 0;
@@ -42,6 +47,7 @@ __global__ void __launch_bounds__(1024) read_probe_kernel(const uint4* __restric
       pdl_wait();
       pdl_launch_dependents();
       waited = true;
+      if (trace) t_waited = globaltimer_ns();
     }
 #pragma unroll
     for (int j = 0; j < LOADS; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
@@ -49,12 +55,60 @@ __global__ void __launch_bounds__(1024) read_probe_kernel(const uint4* __restric
   if (!waited) {
     pdl_wait();
     pdl_launch_dependents();
+    if (trace) t_waited = globaltimer_ns();
   }
   for (; i < n; i += stride) {
     const uint4 a = ld_stream(p + i);
     acc ^= a.x ^ a.y ^ a.z ^ a.w;
   }
   if (acc == 0x9e3779b9u) out[0] = acc;  // practically never: keeps the loads alive
+  if (trace && threadIdx.x == 0) {
+    unsigned long long* t = trace + 4 * size_t(blockIdx.x);
+    t[0] = sm_id(), t[1] = t_start, t[2] = t_waited, t[3] = globaltimer_ns();
+  }
+}
+
+// The chained graph's timeline from the kernels' traces (`trace`: [chain][max_blocks][4] as MatvecArgs::trace,
+// `blocks` used per launch), medians over the middle half of the launches, in us.
+std::string timeline(const std::vector<unsigned long long>& trace, int chain, int max_blocks, int blocks) {
+  auto med = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> period, lag, spread, body, tail, early_frac, early_lead;
+  double prev_end = 0;
+  for (int i = 0; i < chain; ++i) {
+    std::vector<double> start, staged, end;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long* t = &trace[(size_t(i) * max_blocks + b) * 4];
+      start.push_back(double(t[1]) * 1e-3), staged.push_back(double(t[2]) * 1e-3), end.push_back(double(t[3]) * 1e-3);
+    }
+    std::sort(staged.begin(), staged.end());
+    std::vector<double> ends = end;
+    std::sort(ends.begin(), ends.end());
+    const double last = ends.back(), e50 = ends[ends.size() / 2], e90 = ends[ends.size() * 9 / 10];
+    if (i >= chain / 4 && i < 3 * chain / 4) {
+      period.push_back(last - prev_end);
+      lag.push_back(staged.front() - prev_end);
+      spread.push_back(staged.back() - staged.front());
+      body.push_back(e50 - staged.front());
+      tail.push_back(last - e90);
+      int n_early = 0;
+      std::vector<double> lead;
+      for (double t0 : start)
+        if (t0 < prev_end) ++n_early, lead.push_back(prev_end - t0);
+      early_frac.push_back(double(n_early) / blocks);
+      early_lead.push_back(med(lead));
+    }
+    prev_end = last;
+  }
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "period %.2f | prev end -> first staged %.2f | staged spread %.2f | first staged -> median end %.2f | "
+                "last 10%% of ends %.2f | blocks started before prev end %.0f%% (by %.2f)",
+                med(period), med(lag), med(spread), med(body), med(tail), 100 * med(early_frac), med(early_lead));
+  return buf;
 }
 
 }  // namespace
@@ -81,8 +135,10 @@ Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
   return r;
 }
 
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const char* kernel) {
-  const std::string kname = kernel;
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const char* kernel, bool trace) {
+  std::string kname = kernel;
+  const bool x_bf16 = kname.ends_with("+bf16x");  // x in bf16 (as the down projection's)
+  if (x_bf16) kname.resize(kname.size() - 6);
   size_t mat_bytes = size_t(n_rows) * size_t(n_cols) * 2;
   int copies = int(std::max<size_t>(8, (size_t(512) << 20) / mat_bytes + 1));
   DevBuf w, x, y;
@@ -100,7 +156,8 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
     a.w = static_cast<const bf16*>(w.p) + size_t(i % copies) * size_t(n_rows) * n_cols;
     a.n_rows = n_rows;
     a.n_cols = n_cols;
-    a.x = static_cast<const float*>(x.p);
+    if (x_bf16) a.x_bf16 = static_cast<const bf16*>(x.p);
+    else a.x = static_cast<const float*>(x.p);
     a.out = static_cast<float*>(y.p) + size_t(i % copies) * n_rows;
     return a;
   };
@@ -109,7 +166,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   auto mv = [&](const MatvecArgs& a) {
     if (kname == "read")
       launch(Stream(s, true), dim3(2 * sms), dim3(1024), 0, read_probe_kernel, reinterpret_cast<const uint4*>(a.w),
-             mat_bytes / 16, reinterpret_cast<unsigned*>(a.out));
+             mat_bytes / 16, reinterpret_cast<unsigned*>(a.out), a.trace);
     else if (kname == "rowpair") matvec_rowpair(Stream(s, true), a);
     else if (kname.starts_with("splitk") || !matvec_bulk_supported(a)) matvec_splitk(Stream(s, true), a);
     else matvec_bulk(Stream(s, true), a);
@@ -128,6 +185,32 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   double chained = median_event_ms(s, [&] { CUDA_CHECK(cudaGraphLaunch(ge, s)); }, repeats, 3) / chain;
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
+  std::string line;
+  if (trace && (kname == "read" || kname.starts_with("splitk"))) {  // the same graph, traced (one more launch)
+    constexpr int MAX_BLOCKS = 1024;
+    DevBuf tb;
+    const size_t words = size_t(chain) * MAX_BLOCKS * 4;
+    MK_TRY(cuda_status(cudaMalloc(&tb.p, words * 8), "allocating the matvec trace"));
+    MK_TRY(cuda_status(cudaMemset(tb.p, 0, words * 8), "clearing the matvec trace"));
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < chain; ++i) {
+      MatvecArgs a = args(i);
+      a.trace = static_cast<unsigned long long*>(tb.p) + size_t(i) * MAX_BLOCKS * 4;
+      mv(a);
+    }
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CUDA_CHECK(cudaGraphLaunch(ge, s));
+    CUDA_CHECK(cudaGraphLaunch(ge, s));  // the second run's stamps: warm instruction caches, as the timed runs
+    std::vector<unsigned long long> h(words);
+    MK_TRY(cuda_status(cudaMemcpyAsync(h.data(), tb.p, words * 8, cudaMemcpyDeviceToHost, s), "reading the trace"));
+    MK_TRY(cuda_status(cudaStreamSynchronize(s), "reading the matvec trace"));
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    int blocks = 0;  // blocks of a launch: the written records
+    while (blocks < MAX_BLOCKS && h[size_t(blocks) * 4 + 3] != 0) ++blocks;
+    line = timeline(h, chain, MAX_BLOCKS, blocks) + " | " + std::to_string(blocks) + " blocks";
+  }
   set_matvec_bulk_sched(BulkSched::CLAIM);
   MK_TRY(cuda_status(cudaStreamSynchronize(s), "measuring the matvec"));
   cudaStreamDestroy(s);
@@ -138,6 +221,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   r.us_chained = chained * 1e3;
   r.tbps_single = double(mat_bytes) / (single * 1e-3) / 1e12;
   r.tbps_chained = double(mat_bytes) / (chained * 1e-3) / 1e12;
+  r.timeline = line;
   return r;
 }
 

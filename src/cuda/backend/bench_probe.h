@@ -22,12 +22,19 @@ struct MatvecRate {
   double us_single = 0;   // one launch, cold weights, events around it (median)
   double us_chained = 0;  // per matvec inside a CUDA graph of back-to-back launches with PDL, cold weights
   double tbps_single = 0, tbps_chained = 0;
+  // With `trace` (split-K and read only): where the chained graph's time goes, medians over its middle launches in
+  // us: the period, from the previous launch's last block end to the first block past its wait (and x staged), the
+  // spread of those, to the median block end, the last tenth of the block ends, and how many blocks were resident
+  // before the previous launch ended (and how long before).
+  std::string timeline;
 };
 // Rotates over enough copies of the matrix to defeat the L2.
 // kernel: "bulk" (ops/matvec_bulk.cu), "bulk-contig" (the same, BulkSched::CONTIGUOUS), "splitk" (ops/matvec.cu),
 // "splitk-early" (the same with MatvecArgs::trigger_at_start, as the decode step's QKV, O and down projections) or
 // "rowpair" (ops/matvec_rowpair.cu); "read": no matvec, a read-only kernel over the same bytes in the same chain
-// (what any kernel can stream at that size there).
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk");
+// (what any kernel can stream at that size there). A "+bf16x" suffix gives the matvec a bf16 x (as the down
+// projection's), f32 otherwise.
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk",
+                                    bool trace = false);
 
 }  // namespace mk::cuda

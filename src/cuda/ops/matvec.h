@@ -79,6 +79,9 @@ struct MatvecArgs {
   // these bytes (e.g. the weights of a matvec that follows kernels which cannot overlap with it). 16-byte aligned.
   const void* l2_prefetch = nullptr;
   size_t l2_prefetch_bytes = 0;
+  // Benchmarks, split-K kernel only: thread 0 of block b writes trace[4b .. 4b + 3] = its SM, then globaltimer (ns)
+  // at its start, once x is staged (after the PDL wait) and at its end (bench_probe.h, the matvec timeline).
+  unsigned long long* trace = nullptr;
 };
 
 void matvec(const Stream& s, const MatvecArgs& a);

@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   __shared__ float s_y[HEADS ? MAX_PAIRS_PER_BLOCK : 1][2];  // ROPE_QKV_NORM: this block's pairs of its q/k head
   __shared__ float s_head_ss;                                  // ROPE_QKV_NORM: their sum of squares
 
+  const unsigned long long t_start = a.trace ? globaltimer_ns() : 0;  // MatvecArgs::trace
   uint4 wb[2][KS];
   // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1).
   auto load_part = [&](int pair, auto u0, auto u1) {
@@ -106,6 +107,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
   __syncthreads();  // s_x complete
   if (!a.trigger_at_start) pdl_launch_dependents();
+  const unsigned long long t_staged = a.trace ? globaltimer_ns() : 0;
 
   unsigned long long best = 0;
   for (; grp < grp_end(); grp += grp_step()) {
@@ -196,6 +198,10 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   if constexpr (ARGMAX) argmax_commit(a.argmax, s_best, best, n_warps, [] { __syncthreads(); });
+  if (a.trace && threadIdx.x == 0) {
+    unsigned long long* t = a.trace + 4 * size_t(blockIdx.x);
+    t[0] = sm_id(), t[1] = t_start, t[2] = t_staged, t[3] = globaltimer_ns();
+  }
 }
 
 }  // namespace mk::cuda::splitk
