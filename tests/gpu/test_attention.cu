@@ -25,7 +25,8 @@ std::string describe(const PrefillCase& c) {
   return s;
 }
 
-void run_prefill(const PrefillCase& c, uint32_t seed) {
+// out_bits (optional): the output's bf16 bits, for comparing kernels.
+void run_prefill(const PrefillCase& c, uint32_t seed, std::vector<uint16_t>* out_bits = nullptr) {
   SCOPED_TRACE(describe(c));
   std::mt19937 rng(seed);
   const int batch = int(c.q_lens.size());
@@ -76,7 +77,9 @@ void run_prefill(const PrefillCase& c, uint32_t seed) {
   cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), c.kv_lens.data(), cache.host(), batch, c.n_head,
                          scale, c.causal, cpu::RefPrecision::NAIVE_BF16);
   bool finite = false;
-  const double err = rel_err_bf16(d_out.download(), ref, &finite);
+  const std::vector<uint16_t> out = d_out.download();
+  if (out_bits) *out_bits = out;
+  const double err = rel_err_bf16(out, ref, &finite);
   const double err_naive = rel_err_d(naive, ref);
   EXPECT_TRUE(finite) << "NaN/Inf in output (unwritten or overflow)";
   EXPECT_LE(err, 2.0 * err_naive + 1e-4) << "naive bf16 error " << err_naive;
@@ -123,6 +126,29 @@ void prefill_sweep(cuda::PrefillKernel kernel, HopperShape hs = {}) {
 
 TEST(AttentionPrefill, SimpleMatchesReference) { prefill_sweep(cuda::PrefillKernel::SIMPLE); }
 TEST(AttentionPrefill, AutoMatchesReference) { prefill_sweep(cuda::PrefillKernel::AUTO); }
+// AUTO runs SIMPLE up to simple_max_q queries per sequence and HOPPER above: its bits are that kernel's. (A single
+// query row can come out the same from both kernels, so the test also asks that each side had a case where they
+// differ.)
+TEST(AttentionPrefill, AutoTakesSimpleForShortQueries) {
+  const int limit = cuda::AttentionOptions{}.simple_max_q;
+  int told_apart[2] = {0, 0};  // [simple side, hopper side]
+  for (int q_len : {1, 32, limit, limit + 1, 300}) {
+    auto run = [&](cuda::PrefillKernel k) {
+      std::vector<uint16_t> out;
+      run_prefill({{q_len, 5}, {q_len + 40, 5}, 8, 2, 64, 64, true, 1.f, opts(k, 0.f)}, 11, &out);
+      return out;
+    };
+    const bool simple = q_len <= limit;
+    const std::vector<uint16_t> got = run(cuda::PrefillKernel::AUTO);
+    const std::vector<uint16_t> chosen = run(simple ? cuda::PrefillKernel::SIMPLE : cuda::PrefillKernel::HOPPER);
+    const std::vector<uint16_t> other = run(simple ? cuda::PrefillKernel::HOPPER : cuda::PrefillKernel::SIMPLE);
+    told_apart[simple ? 0 : 1] += chosen != other;
+    EXPECT_EQ(got, chosen) << "q_len " << q_len << ": AUTO should run " << (simple ? "SIMPLE" : "HOPPER");
+  }
+  EXPECT_GT(told_apart[0], 0) << "SIMPLE and HOPPER gave the same bits on every short case: the test proves nothing";
+  EXPECT_GT(told_apart[1], 0) << "SIMPLE and HOPPER gave the same bits on every long case: the test proves nothing";
+}
+
 TEST(AttentionPrefill, HopperNoOverlapMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false});
 }

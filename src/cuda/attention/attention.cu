@@ -126,7 +126,8 @@ Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, con
     p.lpt_units = int(std::clamp<int64_t>((int64_t(32) << 20) / kv_head_bytes, 1, a.kv.n_kv_head)) * p.group;
   }
   const bool hopper = opt.prefill_kernel == PrefillKernel::HOPPER ||
-                      (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90());
+                      (opt.prefill_kernel == PrefillKernel::AUTO && device_is_sm90() &&
+                       a.max_seqlen_q > opt.simple_max_q);
   if (opt.prefill_kernel == PrefillKernel::HOPPER && !device_is_sm90())
     return make_error(fn, ": prefill_kernel HOPPER needs an sm_90 GPU (use AUTO or SIMPLE)");
   cudaError_t e;

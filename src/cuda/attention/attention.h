@@ -52,13 +52,17 @@ struct BlockTableView {
 // Switches of the prefill kernel (defaults are the fastest measured setting). The FA-4 techniques are
 // switchable so that their effect can be measured (bench/attention.cpp --ablation).
 enum class PrefillKernel : uint8_t {
-  AUTO,    // HOPPER when the device is sm_90 and the shape is supported, else SIMPLE
+  AUTO,    // HOPPER when the device is sm_90 and some sequence has more than simple_max_q queries, else SIMPLE
   SIMPLE,  // FA2-style tiled kernel (mma.sync, cp.async double buffer): the correctness baseline
   HOPPER,  // FA3-style: TMA ring on mbarriers, wgmma, producer warp + 2-3 consumer warpgroups (ping-pong)
 };
 
 struct AttentionOptions {
   PrefillKernel prefill_kernel = PrefillKernel::AUTO;
+  // AUTO takes SIMPLE when max_seqlen_q is at most this: on short prompts the FA3-style kernel's start-up costs more
+  // than its speed gains (H200, layered prefill of 8 / 32 / 128 tokens: -6..-10% / -10% / -1..-4% time to first
+  // token with SIMPLE, 512 tokens +0..4%; bench/RESULTS.md, session 9).
+  int simple_max_q = 128;
   // FA-4 (a): fraction of the softmax exponentials computed by a degree-3 polynomial exp2 on the FMA units
   // (the rest on the MUFU unit). Quantised to 0, 1/8, 1/4, 3/8, 1/2 or 1 of a tile's columns. 0 disables. Off by
   // default: on the H200 the Hopper kernel is not MUFU-bound, so every fraction > 0 measured slower (1/8: -8% at
