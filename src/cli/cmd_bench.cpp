@@ -7,6 +7,7 @@
 //   megakernel bench --model /models/Llama-3.2-1B
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -99,6 +100,8 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   early-trigger, late-trigger   CudaBackendOptions::early_trigger on / off
 //   temp           decode steps draw at temperature 1 on the device (seed 1) instead of the argmax
 //   sample<N>      CudaBackendOptions::sample_blocks = N (the draw over N blocks; with temp)
+//   topk<K>, topp<P>   decode steps draw at temperature 1 (seed 1) with top_k = K / top_p = P on the device (e.g.
+//                  topk40, topp0.9, topk40+topp0.95)
 //   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
@@ -116,6 +119,13 @@ unsigned leave_out_bit(const std::string& k) {
   if (k == "gu") return cuda::LEAVE_GATE_UP;
   if (k == "down") return cuda::LEAVE_DOWN;
   return 0;
+}
+
+// A number in (0, 1] written in full (e.g. "0.9"), else -1.
+float parse_unit(const std::string& s) {
+  char* end = nullptr;
+  const float v = s.empty() ? -1.f : std::strtof(s.c_str(), &end);
+  return end && *end == '\0' && v > 0.f && v <= 1.f ? v : -1.f;
 }
 
 Expected<Variant> parse_variant(const std::string& name) {
@@ -155,11 +165,14 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "late-trigger") v.opt.early_trigger = false;
     else if (f == "temp") v.sampling.temperature = 1.f, v.sampling.seed = 1;
     else if (num("sample") >= 1) v.opt.sample_blocks = int(num("sample"));
+    else if (num("topk") >= 1) v.sampling.temperature = 1.f, v.sampling.seed = 1, v.sampling.top_k = int(num("topk"));
+    else if (float p = f.starts_with("topp") ? parse_unit(f.substr(4)) : -1.f; p > 0.f)
+      v.sampling.temperature = 1.f, v.sampling.seed = 1, v.sampling.top_p = p;
     else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -320,7 +333,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, skip-<kernel>)")
+                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

@@ -252,14 +252,52 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
     ASSERT_TRUE(b->decode_greedy(2, 30, g2).ok());
     EXPECT_EQ(g1, g2) << "greedy after sampling";
   }
-  SamplingParams top_p;
-  top_p.temperature = 1.f;
-  top_p.top_p = 0.9f;
+  SamplingParams penalty;
+  penalty.temperature = 1.f;
+  penalty.top_p = 0.9f;
+  penalty.repetition_penalty = 1.1f;
   auto c = make_gpu(m, 64);
   ASSERT_TRUE(c);
-  EXPECT_FALSE(c->can_decode_sample(top_p));
+  EXPECT_TRUE(c->can_decode_sample(SamplingParams{.temperature = 1.f, .top_k = 40, .top_p = 0.9f}));
+  EXPECT_FALSE(c->can_decode_sample(penalty));
   std::vector<int32_t> o(2);
-  EXPECT_FALSE(c->decode_sample(1, 0, top_p, 0, o).ok()) << "top-p is drawn on the host";
+  EXPECT_FALSE(c->decode_sample(1, 0, penalty, 0, o).ok()) << "a repetition penalty is applied on the host";
+}
+
+// Top-k and top-p drawn on the device (ops/sample_select.cuh in the finish kernel) give the host loop's tokens, over
+// 64 blocks and one; k and p small enough to cut the flat distribution of a random model.
+TEST(Backend, DeviceTopKTopPLoopEqualsHostLoop) {
+  const int V = 777;
+  Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, V), DType::BF16, 12);
+  auto prompt = random_prompt(10, V, 4);
+  const SamplingParams rules[] = {{.temperature = 1.5f, .top_k = 20, .seed = 7},
+                                  {.temperature = 1.5f, .top_p = 0.8f, .seed = 8},
+                                  {.temperature = 2.f, .top_k = 300, .top_p = 0.5f, .min_p = 0.02f, .seed = 9},
+                                  {.temperature = 0.7f, .top_k = 3, .top_p = 0.95f, .seed = 10}};
+  for (const SamplingParams& p : rules) {
+    SCOPED_TRACE(cat("top_k ", p.top_k, " top_p ", p.top_p, " min_p ", p.min_p));
+    cuda::CudaBackendOptions single;
+    single.sample_blocks = 1;
+    auto a = make_gpu(m, 128), gs = make_gpu(m, 128, single), b = make_gpu(m, 128);
+    ASSERT_TRUE(a && gs && b);
+    ASSERT_TRUE(a->can_decode_sample(p));
+    std::vector<float> l(size_t(V), 0.f);
+    for (auto* g : {a.get(), gs.get(), b.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(9), 0, l).ok());
+    std::vector<int32_t> dev(24, -1), devg(24, -3);
+    ASSERT_TRUE(a->decode_sample(prompt[9], 9, p, 5, dev).ok());  // draws 5, 6, ...
+    ASSERT_TRUE(gs->decode_sample(prompt[9], 9, p, 5, devg).ok());
+    EXPECT_EQ(devg, dev) << "the draw in one block vs over 64";
+    Sampler host(p);
+    host.advance(5);
+    int32_t tok = prompt[9];
+    for (int i = 0; i < 24; ++i) {
+      ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 9 + i, l).ok());
+      tok = host.sample(l, {});
+      EXPECT_EQ(dev[size_t(i)], tok) << "token " << i;
+    }
+    std::set<int32_t> distinct(dev.begin(), dev.end());
+    EXPECT_GT(distinct.size(), 2u) << "the draws should spread (else this test shows little)";
+  }
 }
 
 TEST(Backend, BadInputIsAnErrorNotACrash) {

@@ -42,6 +42,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& co
                       config.n_embd, ", ", config.n_ff, ")");
   if (opt.sample_blocks < 1 || opt.sample_blocks > 1024)
     return make_error("sample_blocks must be in [1, 1024] blocks drawing a sampled token, got ", opt.sample_blocks);
+  int dev = 0, n_sm = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && opt.sample_blocks > n_sm)
+    return make_error("sample_blocks ", opt.sample_blocks, " exceeds the GPU's ", n_sm,
+                      " SMs (the blocks of a top-k / top-p draw wait for each other: all must be resident)");
   if (opt.graph_steps < 1 || opt.graph_steps > 256)
     return make_error("graph_steps must be in [1, 256] decode steps per graph launch, got ", opt.graph_steps);
   std::unique_ptr<CudaBackend> b(new CudaBackend(config, std::move(weights), max_context, opt));
@@ -62,6 +67,8 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
   gemm_ = std::move(*g);
 
   const size_t E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab, C = opt_.prefill_chunk;
+  size_t ss[6];  // grid_sample's scratch (ops/sample.h)
+  grid_sample_scratch_sizes(opt_.sample_blocks, ss);
   std::vector<std::pair<void**, size_t>> bufs = {
       {reinterpret_cast<void**>(&state_), sizeof(StepState)},
       {reinterpret_cast<void**>(&tokens_out_), size_t(max_context_) * 4},
@@ -72,9 +79,12 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
       {reinterpret_cast<void**>(&h_), F * 4},
       {reinterpret_cast<void**>(&hb_), F * 2},
       {reinterpret_cast<void**>(&logits_), V * 4},
-      {reinterpret_cast<void**>(&sample_scratch_.part), size_t(opt_.sample_blocks) * sizeof(double)},
-      {reinterpret_cast<void**>(&sample_scratch_.kept), size_t(opt_.sample_blocks) * sizeof(int)},
-      {reinterpret_cast<void**>(&sample_scratch_.counter), sizeof(unsigned)},  // zeroed with the arena
+      {reinterpret_cast<void**>(&sample_scratch_.part), ss[0]},
+      {reinterpret_cast<void**>(&sample_scratch_.kept), ss[1]},
+      {reinterpret_cast<void**>(&sample_scratch_.counter), ss[2]},  // zeroed with the arena, as the rest
+      {reinterpret_cast<void**>(&sample_scratch_.hist), ss[3]},
+      {reinterpret_cast<void**>(&sample_scratch_.barrier), ss[4]},
+      {reinterpret_cast<void**>(&sample_scratch_.ties), ss[5]},
       {reinterpret_cast<void**>(&inv_freq_), size_t(c.head_dim) * 2},
       {reinterpret_cast<void**>(&tokens_), C * 4},
       {reinterpret_cast<void**>(&px_), C * E * 4},
@@ -156,6 +166,8 @@ void CudaBackend::set_state(int32_t token, int pos, int n_tokens, const Sampling
   StepState s{};
   s.temperature = sampling.greedy() ? 0.f : sampling.temperature;
   s.min_p = sampling.min_p;
+  s.top_k = sampling.top_k >= config_.n_vocab ? 0 : sampling.top_k;  // k >= the vocabulary keeps all (host rule)
+  s.top_p = sampling.top_p;
   s.seed = sampling.seed;
   s.draw = first_draw;
   s.token = token;
@@ -209,17 +221,19 @@ Status CudaBackend::decode_greedy(int32_t token, int pos, std::span<int32_t> out
 }
 
 bool CudaBackend::can_decode_sample(const SamplingParams& p) const {
-  // The finish kernel's draw (ops/sample.cuh): a temperature and min-p; the other processors stay on the host.
-  return !p.greedy() && (p.top_k == 0 || p.top_k >= config_.n_vocab) && p.top_p >= 1.f && p.repetition_penalty == 1.f &&
-         sampling_params_error(p)[0] == '\0';
+  // The finish kernel's draw (ops/sample.cuh): temperature, top-k, top-p and min-p; a repetition penalty stays on the
+  // host.
+  const bool selects = (p.top_k > 0 && p.top_k < config_.n_vocab) || p.top_p < 1.f;
+  return !p.greedy() && p.repetition_penalty == 1.f && sampling_params_error(p)[0] == '\0' &&
+         (!selects || config_.n_vocab <= SAMPLE_SELECT_MAX_VOCAB);
 }
 
 Status CudaBackend::decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
                                   std::span<int32_t> out) {
   if (!can_decode_sample(p))
-    return make_error("decode_sample: the device draws with a temperature and min-p only (top_k 0, top_p 1, "
-                      "repetition_penalty 1), got temperature ", p.temperature, ", top_k ", p.top_k, ", top_p ", p.top_p,
-                      ", repetition_penalty ", p.repetition_penalty);
+    return make_error("decode_sample: the device draws with a temperature, top-k, top-p and min-p only (no "
+                      "repetition penalty, valid parameters), got temperature ", p.temperature, ", top_k ", p.top_k,
+                      ", top_p ", p.top_p, ", min_p ", p.min_p, ", repetition_penalty ", p.repetition_penalty);
   return decode_on_device(token, pos, p, first_draw, out);
 }
 

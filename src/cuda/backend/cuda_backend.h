@@ -59,7 +59,7 @@ struct CudaBackendOptions {
   bool early_trigger = true;
   // Decode with a temperature: blocks of the finish kernel that draw the token (ops/sample.cuh). 1: block_sample
   // (one block: ~0.1 ms per token at the Llama 3 vocabulary); more: grid_sample over that many blocks (at most
-  // 1024). H200, 1B (bench/RESULTS.md session 8): 1 block 0.8305 ms/token, 64 blocks 0.7489, 132 blocks 0.7559;
+  // 1024 and the GPU's SM count: with top-k / top-p the blocks wait for each other). H200, 1B (bench/RESULTS.md session 8): 1 block 0.8305 ms/token, 64 blocks 0.7489, 132 blocks 0.7559;
   // greedy 0.7350.
   int sample_blocks = 64;
   // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
@@ -94,10 +94,12 @@ struct StepState {
   int32_t cu_seqlens_q[2];   // {0, n_tokens}
   int32_t n_generated;       // tokens written to tokens_out by the decode graph
   unsigned long long argmax; // packed argmax of the logits (see ops/matvec.h)
-  // Decode's next token: the argmax when temperature is 0, else drawn on the device (ops/sample.cuh: temperature +
-  // min-p, the host Sampler's rule) with draw index `draw`, which each step advances.
+  // Decode's next token: the argmax when temperature is 0, else drawn on the device (ops/sample.cuh: temperature,
+  // top-k, top-p, min-p, the host Sampler's rule) with draw index `draw`, which each step advances.
   float temperature;
   float min_p;
+  int32_t top_k;  // 0: off
+  float top_p;    // 1: off
   unsigned long long seed;
   unsigned long long draw;
 };
@@ -121,7 +123,7 @@ class CudaBackend final : public Backend {
   // is the i-th argmax.
   bool has_decode_greedy() const override { return true; }
   Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override;
-  // Sampled decode on the device (Backend::decode_sample): temperature and min-p only (can_decode_sample).
+  // Sampled decode on the device (Backend::decode_sample): temperature, top-k, top-p, min-p (can_decode_sample).
   bool can_decode_sample(const SamplingParams& p) const override;
   Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
                        std::span<int32_t> out) override;
@@ -203,7 +205,7 @@ class CudaBackend final : public Backend {
   float* h_ = nullptr;             // [n_ff]
   __nv_bfloat16* hb_ = nullptr;    // [n_ff] h in bf16 (h_bf16)
   float* logits_ = nullptr;        // [n_vocab]
-  GridSampleScratch sample_scratch_{};  // [sample_blocks] sums and kept ids, a counter (grid_sample)
+  GridSampleScratch sample_scratch_{};  // grid_sample's (ops/sample.h), zeroed with the arena
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace
   size_t attn_ws_bytes_ = 0;

@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_
   const float temperature = st->temperature;
   int32_t drawn = 0;
   if (temperature > 0.f) {  // uniform over the block
-    drawn = block_sample(logits, n_vocab, temperature, st->min_p, st->seed, st->draw);
+    drawn = block_sample(logits, n_vocab, SampleRule{temperature, st->top_k, st->top_p, st->min_p}, st->seed, st->draw);
     if (drawn < 0) drawn = 0;  // no finite logit: as the argmax of such logits, a valid row (the result is garbage)
   }
   finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn);
@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, i
   const float temperature = st->temperature;
   int32_t drawn = 0;
   if (temperature > 0.f) {  // uniform over the grid
-    drawn = grid_sample(logits, n_vocab, temperature, st->min_p, st->seed, st->draw, &st->argmax, sc);
+    drawn = grid_sample(logits, n_vocab, SampleRule{temperature, st->top_k, st->top_p, st->min_p}, st->seed, st->draw,
+                        &st->argmax, sc);
     if (drawn == GRID_SAMPLE_OTHER) return;
     if (drawn < 0) drawn = 0;
   } else if (blockIdx.x != 0) {

@@ -1,6 +1,7 @@
 // Launcher of the on-device sampler (sample.h).
 #include "cuda/ops/sample.h"
 
+#include "core/status.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 #include "cuda/ops/sample.cuh"
@@ -8,38 +9,45 @@
 namespace mk::cuda {
 namespace {
 
-__global__ void __launch_bounds__(1024) sample_token_kernel(const float* logits, int n_vocab, float T, float min_p,
+__global__ void __launch_bounds__(1024) sample_token_kernel(const float* logits, int n_vocab, SampleRule rule,
                                                             uint64_t seed, uint64_t draw, int32_t* out) {
   pdl_wait();
-  const int32_t id = block_sample(logits, n_vocab, T, min_p, seed, draw);
+  const int32_t id = block_sample(logits, n_vocab, rule, seed, draw);
   if (threadIdx.x == 0) *out = id;
 }
 
-__global__ void __launch_bounds__(1024) grid_sample_kernel(const float* logits, int n_vocab, float T, float min_p,
+__global__ void __launch_bounds__(1024) grid_sample_kernel(const float* logits, int n_vocab, SampleRule rule,
                                                            uint64_t seed, uint64_t draw, GridSampleScratch sc,
                                                            int32_t* out) {
   pdl_wait();
-  const int32_t id = grid_sample(logits, n_vocab, T, min_p, seed, draw, nullptr, sc);
+  const int32_t id = grid_sample(logits, n_vocab, rule, seed, draw, nullptr, sc);
   if (id != GRID_SAMPLE_OTHER && threadIdx.x == 0) *out = id;
 }
 
 }  // namespace
 
-void sample_token(const Stream& s, const float* logits, int n_vocab, float T, float min_p, uint64_t seed, uint64_t draw,
-                  int32_t* out, int blocks) {
+void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
+                  uint64_t draw, int32_t* out, int blocks) {
+  MK_CHECK(n_vocab <= SAMPLE_SELECT_MAX_VOCAB || (rule.top_k == 0 && rule.top_p >= 1.f));
   if (blocks <= 1) {
-    launch(s, dim3(1), dim3(1024), 0, sample_token_kernel, logits, n_vocab, T, min_p, seed, draw, out);
+    launch(s, dim3(1), dim3(1024), 0, sample_token_kernel, logits, n_vocab, rule, seed, draw, out);
     CUDA_CHECK_LAUNCH();
     return;
   }
+  MK_CHECK(blocks <= 1024);
+  size_t sizes[6], total = 0;
+  grid_sample_scratch_sizes(blocks, sizes);
+  for (size_t b : sizes) total += (b + 255) / 256 * 256;
   void* scratch = nullptr;
-  const size_t part = size_t(blocks) * sizeof(double), kept = size_t(blocks) * sizeof(int);
-  CUDA_CHECK(cudaMallocAsync(&scratch, part + kept + sizeof(unsigned), s.stream));
-  CUDA_CHECK(cudaMemsetAsync(scratch, 0, part + kept + sizeof(unsigned), s.stream));
-  char* p = static_cast<char*>(scratch);
-  const GridSampleScratch sc{reinterpret_cast<double*>(p), reinterpret_cast<int*>(p + part),
-                             reinterpret_cast<unsigned*>(p + part + kept)};
-  launch(s, dim3(blocks), dim3(1024), 0, grid_sample_kernel, logits, n_vocab, T, min_p, seed, draw, sc, out);
+  CUDA_CHECK(cudaMallocAsync(&scratch, total, s.stream));
+  CUDA_CHECK(cudaMemsetAsync(scratch, 0, total, s.stream));
+  char* p[6];
+  p[0] = static_cast<char*>(scratch);
+  for (int i = 1; i < 6; ++i) p[i] = p[i - 1] + (sizes[i - 1] + 255) / 256 * 256;
+  const GridSampleScratch sc{reinterpret_cast<double*>(p[0]), reinterpret_cast<int*>(p[1]),
+                             reinterpret_cast<unsigned*>(p[2]), reinterpret_cast<unsigned long long*>(p[3]),
+                             reinterpret_cast<unsigned*>(p[4]), reinterpret_cast<int*>(p[5])};
+  launch(s, dim3(blocks), dim3(1024), 0, grid_sample_kernel, logits, n_vocab, rule, seed, draw, sc, out);
   CUDA_CHECK_LAUNCH();
   CUDA_CHECK(cudaFreeAsync(scratch, s.stream));
 }

@@ -1,12 +1,14 @@
-// On-device sampling of one token by one thread block: the host Sampler's rule (runtime/sampler.h) for a
-// temperature with an optional min-p and nothing else (no top-k, top-p or repetition penalty), so that a decode
-// loop on the device draws what the host loop would from the same logits, seed and draw index.
-//   candidates x_i = (l_i - max finite l) / T in float (non-finite ones dropped), min-p keeps x_i >= log(min_p)
-//   (the largest candidate is 0), weights exp(x_i) in double walked in ascending id order; the first id whose
-//   running sum exceeds u * total is chosen, u = philox_uniform(seed, draw); the last kept id if none does.
+// On-device sampling of one token by one thread block or a grid: the host Sampler's rule (runtime/sampler.h) for a
+// temperature with optional top-k, top-p and min-p (no repetition penalty), so that a decode loop on the device draws
+// what the host loop would from the same logits, seed and draw index.
+//   candidates x_i = (l_i - max finite l) / T in float (non-finite ones dropped); top-k and top-p keep the candidates
+//   the host's filters keep (sample_select.cuh: a bound on their rank, found by a radix descent); min-p keeps
+//   x_i >= log(min_p) (the largest candidate is 0 and top-k / top-p always keep it); the kept weights exp(x_i) in
+//   double are walked in ascending id order; the first id whose running sum exceeds u * total is chosen,
+//   u = philox_uniform(seed, draw); the last kept id if none does.
 // Each thread owns a contiguous id range; the running sums are per-thread sums plus a block scan of them, so they
 // differ from the host's one sequential sum by rounding only (a different id needs u * total within ~1e-15 of a
-// boundary). Test: tests/gpu/test_ops_sample.cu (against mk::Sampler).
+// boundary); top-p's masses likewise (sample_select.cuh). Test: tests/gpu/test_ops_sample.cu (against mk::Sampler).
 #pragma once
 #include <cstdint>
 
@@ -86,17 +88,24 @@ __device__ inline int32_t block_walk(int owner, int fallback, double prefix, dou
 }
 
 }  // namespace sample_detail
+}  // namespace mk::cuda
+
+#include "cuda/ops/sample_select.cuh"
+
+namespace mk::cuda {
 
 // Every thread of the block calls it (blockDim.x a multiple of 32, at most 1024); all get the id, or -1 when no
-// logit is finite (the host Sampler's -1). T > 0, 0 <= min_p <= 1.
-__device__ inline int32_t block_sample(const float* logits, int n_vocab, float T, float min_p, uint64_t seed,
+// logit is finite (the host Sampler's -1). rule: temperature > 0, the others in their ranges (sampling.h).
+__device__ inline int32_t block_sample(const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
                                        uint64_t draw) {
   using namespace sample_detail;
   __shared__ float s_f[32];
   __shared__ double s_d[32];
   __shared__ int s_i[32], s_pick;
+  __shared__ SelectSmem s_sel;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int per = (n_vocab + nt - 1) / nt, i0 = min(n_vocab, tid * per), i1 = min(n_vocab, i0 + per);
+  const float T = rule.temperature;
   float m = -INFINITY;
   for (int i = i0; i < i1; ++i) {
     const float l = __ldg(logits + i);
@@ -104,10 +113,15 @@ __device__ inline int32_t block_sample(const float* logits, int n_vocab, float T
   }
   m = block_max(m, s_f);
   if (m == -INFINITY) return -1;
-  const double cut = min_p > 0.f ? log(double(min_p)) : -INFINITY;
+  KeepBound kb;
+  if (rule.top_k > 0 || rule.top_p < 1.f) {
+    SelectCtx c{logits, n_vocab, m, T, 0, n_vocab, n_vocab, 1, {}};
+    kb = select_keep(c, rule.top_k, rule.top_p, s_sel, s_d, s_i, &s_pick);
+  }
+  const double cut = rule.min_p > 0.f ? log(double(rule.min_p)) : -INFINITY;
   auto weight = [&](int i) {  // 0 for a dropped candidate (adds nothing, never chosen)
-    const float x = __fdiv_rn(__fsub_rn(__ldg(logits + i), m), T);
-    return isfinite(x) && double(x) >= cut ? exp(double(x)) : 0.0;
+    const float x = candidate(__ldg(logits + i), m, T);
+    return isfinite(x) && double(x) >= cut && kb.keeps(rank_key(x), i) ? exp(double(x)) : 0.0;
   };
   double local = 0;
   int last_kept = -1;
@@ -131,10 +145,11 @@ constexpr int32_t GRID_SAMPLE_OTHER = -2;  // grid_sample's result in every bloc
 // block_sample's draw over gridDim.x blocks: block b sums the weights of its id range [b * chunk, (b + 1) * chunk)
 // (per-thread ranges and a block scan, as block_sample); the last block to finish (a ticket on counter) scans the
 // block sums in block order, finds the block whose range holds the target and walks that range again (gridDim.x <=
-// blockDim.x). max_hint: the
-// packed argmax of the logits (ops/matvec.h: its value is their max when all are finite); null or non-finite: every
-// block finds the finite max itself. Returns the id (or -1) in the finishing block, GRID_SAMPLE_OTHER elsewhere.
-__device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T, float min_p, uint64_t seed,
+// blockDim.x). With top-k or top-p the blocks first find what they keep together (sample_select.cuh: every block must
+// be resident at once). max_hint: the packed argmax of the logits (ops/matvec.h: its value is their max when all are
+// finite); null or non-finite: every block finds the finite max itself. Returns the id (or -1) in the finishing
+// block, GRID_SAMPLE_OTHER elsewhere. sc: all zero before the call, and so after it.
+__device__ inline int32_t grid_sample(const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
                                       uint64_t draw, const unsigned long long* max_hint, GridSampleScratch sc) {
   using namespace sample_detail;
   __shared__ float s_f[32];
@@ -142,7 +157,9 @@ __device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T,
   __shared__ int s_i[32];
   __shared__ int s_last, s_pick;
   __shared__ double s_pref;
+  __shared__ SelectSmem s_sel;
   const int tid = threadIdx.x, nt = blockDim.x, G = gridDim.x, b = blockIdx.x;
+  const float T = rule.temperature;
   float m = NAN;
   if (max_hint) {
     const uint32_t key = uint32_t(*max_hint >> 32);  // argmax_pack's order-preserving key, inverted
@@ -157,12 +174,19 @@ __device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T,
     m = block_max(m, s_f);
   }
   if (m == -INFINITY) return b == 0 ? -1 : GRID_SAMPLE_OTHER;
-  const double cut = min_p > 0.f ? log(double(min_p)) : -INFINITY;
-  auto weight = [&](int i) {
-    const float x = __fdiv_rn(__fsub_rn(logits[i], m), T);
-    return isfinite(x) && double(x) >= cut ? exp(double(x)) : 0.0;
-  };
   const int chunk = (n_vocab + G - 1) / G;
+  KeepBound kb;
+  int n_levels = 0;  // selection histograms used (the finishing block clears them)
+  if (rule.top_k > 0 || rule.top_p < 1.f) {
+    SelectCtx c{logits, n_vocab, m, T, min(n_vocab, b * chunk), min(n_vocab, (b + 1) * chunk), chunk, G, sc};
+    kb = select_keep(c, rule.top_k, rule.top_p, s_sel, s_d, s_i, &s_pick);
+    n_levels = c.n_levels;
+  }
+  const double cut = rule.min_p > 0.f ? log(double(rule.min_p)) : -INFINITY;
+  auto weight = [&](int i) {
+    const float x = candidate(logits[i], m, T);
+    return isfinite(x) && double(x) >= cut && kb.keeps(rank_key(x), i) ? exp(double(x)) : 0.0;
+  };
   int i0 = 0, i1 = 0, last_kept = -1;
   auto block_range = [&](int bb) {  // this thread's ids of block bb's range, and their weight sum
     const int lo = min(n_vocab, bb * chunk), len = min(n_vocab, lo + chunk) - lo, per = (len + nt - 1) / nt;
@@ -187,6 +211,9 @@ __device__ inline int32_t grid_sample(const float* logits, int n_vocab, float T,
   __syncthreads();
   if (!s_last) return GRID_SAMPLE_OTHER;
   __threadfence();
+  // Every block has passed the selection's barriers: its scratch is cleared for the next draw.
+  for (int i = tid; i < n_levels * 3 * SAMPLE_SELECT_BINS; i += nt) sc.hist[i] = 0;
+  if (tid == 0 && n_levels > 0) *sc.barrier = 0;
   // The block sums in block order, one per thread (G <= blockDim.x): one L2 round trip, then a block scan.
   const double p = tid < G ? __ldcg(sc.part + tid) : 0.0;
   double sum = 0;

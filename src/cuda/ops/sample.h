@@ -1,5 +1,6 @@
-// On-device sampling of one token (temperature + min-p; the host Sampler's rule, see sample.cuh). The decode step
-// draws inside its finish kernel (grid_sample, or block_sample with one block); this launcher serves the tests and benchmarks.
+// On-device sampling of one token (temperature, top-k, top-p and min-p: the host Sampler's rule, see sample.cuh). The
+// decode step draws inside its finish kernel (grid_sample, or block_sample with one block); this launcher serves the
+// tests and benchmarks.
 #pragma once
 #include <cstdint>
 
@@ -7,18 +8,50 @@
 
 namespace mk::cuda {
 
-// grid_sample's scratch (sample.cuh). part, kept: [blocks] per-block weight sums and largest kept ids; counter: 0
-// before a draw (the draw resets it).
+// The processors the device draw applies, in the host Sampler's order (runtime/sampler.h; repetition penalty and the
+// greedy shortcut stay with the caller): temperature > 0, then top-k (0 or >= the candidates: off; 1 keeps the largest
+// candidates, ties included), top-p (1: off), min-p (0: off).
+struct SampleRule {
+  float temperature = 1.f;
+  int top_k = 0;
+  float top_p = 1.f;
+  float min_p = 0.f;
+};
+
+// Radix levels of the top-k / top-p selection's histograms a draw may use (4 for top-k, 4 for top-p; sample_select.cuh).
+constexpr int SAMPLE_SELECT_LEVELS = 8;
+constexpr int SAMPLE_SELECT_BINS = 256;
+constexpr int SAMPLE_SELECT_MAX_VOCAB = 1 << 20;  // the selection's fixed-point mass sums fit in 64 bits up to this
+
+// grid_sample's scratch (sample.cuh), all zero before the first draw (each draw leaves it so). part, kept: [blocks]
+// per-block weight sums and largest kept ids; counter: the draw's ticket; hist: [SAMPLE_SELECT_LEVELS][3][256] the
+// selection's merged histograms (count, mass high and low words); barrier: the selection's grid barrier; ties: [blocks]
+// per-block counts of the candidates tied at the top-p boundary.
 struct GridSampleScratch {
   double* part = nullptr;
   int* kept = nullptr;
   unsigned* counter = nullptr;
+  unsigned long long* hist = nullptr;
+  unsigned* barrier = nullptr;
+  int* ties = nullptr;
 };
 
-// *out = the id the host Sampler draws from logits[n_vocab] (device, f32) with temperature T > 0 and min_p, draw
-// `draw` of `seed` (-1 when no logit is finite). blocks = 1: block_sample, one block of 1024 threads; more (at most
-// 1024): grid_sample over that many blocks (its scratch allocated and freed on the stream).
-void sample_token(const Stream& s, const float* logits, int n_vocab, float T, float min_p, uint64_t seed, uint64_t draw,
-                  int32_t* out, int blocks = 1);
+// Bytes of each GridSampleScratch buffer for `blocks` blocks, in the struct's order.
+inline void grid_sample_scratch_sizes(int blocks, size_t out[6]) {
+  out[0] = size_t(blocks) * sizeof(double);
+  out[1] = size_t(blocks) * sizeof(int);
+  out[2] = sizeof(unsigned);
+  out[3] = size_t(SAMPLE_SELECT_LEVELS) * 3 * SAMPLE_SELECT_BINS * sizeof(unsigned long long);
+  out[4] = sizeof(unsigned);
+  out[5] = size_t(blocks) * sizeof(int);
+}
+
+// *out = the id the host Sampler draws from logits[n_vocab] (device, f32; with top-k / top-p n_vocab <=
+// SAMPLE_SELECT_MAX_VOCAB) with `rule`, draw `draw` of `seed` (-1 when
+// no logit is finite). blocks = 1: block_sample, one block of 1024 threads; more (at most 1024, and at most the number
+// of blocks the GPU holds at once when top-k or top-p is on: the selection waits for every block): grid_sample over
+// that many blocks (its scratch allocated and freed on the stream).
+void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
+                  uint64_t draw, int32_t* out, int blocks = 1);
 
 }  // namespace mk::cuda
