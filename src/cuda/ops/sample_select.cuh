@@ -63,9 +63,11 @@ struct Bin {
   u64 c, h, l;  // count, mass high and low words (no initialisers: SelectSmem lives in shared memory)
 };
 
-// The selection's shared memory.
+// The selection's shared memory. The block histogram's 64-bit sums are pairs of 32-bit words (low, high) added with
+// native 32-bit shared atomics (smem_add64): 64-bit shared atomics are compare-and-swap loops, which crowded bins
+// made cost tens of microseconds per draw (H200, this file's first version).
 struct SelectSmem {
-  u64 cnt[SAMPLE_SELECT_BINS], hi[SAMPLE_SELECT_BINS], lo[SAMPLE_SELECT_BINS];  // this block's histogram
+  unsigned cnt[SAMPLE_SELECT_BINS], hi[SAMPLE_SELECT_BINS][2], lo[SAMPLE_SELECT_BINS][2];  // this block's histogram
   u64 warp[32][3];                                                             // scan partials
   Bin sel_excl, sel_bin;                                                       // the chosen bin (broadcast)
   double tie_before;                                                           // ties before block bt (tie_id)
@@ -90,20 +92,37 @@ __device__ inline void grid_barrier(unsigned* bar, int G) {
     __threadfence();  // ... and visible at device scope before its arrival
     const unsigned ticket = atomicAdd(bar, 1u);
     const unsigned goal = (ticket / unsigned(G) + 1u) * unsigned(G);
-    while (*reinterpret_cast<volatile unsigned*>(bar) < goal) __nanosleep(32);
+    while (*reinterpret_cast<volatile unsigned*>(bar) < goal) {
+    }
     __threadfence();  // the others' writes are seen by the reads that follow
   }
   __syncthreads();
 }
 
-// Adds one digit per lane (< 0: none) to the block histogram, one shared atomic per distinct digit of the warp (the
-// digits of a level crowd into a few bins: lane-by-lane atomics would serialise). Every lane of the warp calls it.
+// w[0] + w[1] * 2^32 += v, exactly: the carry out of the low word goes to the high word (both sums are exact modulo
+// 2^32 whatever the order, and the true sum fits in 64 bits).
+__device__ __forceinline__ void smem_add64(unsigned* w, u64 v) {
+  const unsigned lo = unsigned(v), old = atomicAdd(w, lo);
+  atomicAdd(w + 1, unsigned(v >> 32) + (old + lo < old ? 1u : 0u));
+}
+
+__device__ __forceinline__ u64 smem_word64(const unsigned* w) { return u64(w[0]) | (u64(w[1]) << 32); }
+
+// Adds one digit per lane (< 0: none) to the block histogram. A lane alone with its digit in the warp adds it
+// itself; lanes sharing one add their group's sum once (the digits of a level's first level crowd into a few bins).
+// Every lane of the warp calls it.
 __device__ inline void warp_hist_add(int digit, double w, bool by_mass, SelectSmem& s) {
   const unsigned FULL = 0xffffffffu;
   const int lane = threadIdx.x & 31;
   u64 h = 0, l = 0;
   if (digit >= 0 && by_mass) fixed_mass(w, h, l);
-  unsigned todo = __ballot_sync(FULL, digit >= 0);
+  const unsigned peers = __match_any_sync(FULL, digit);
+  const bool alone = __popc(peers) == 1;
+  if (digit >= 0 && alone) {
+    atomicAdd(&s.cnt[digit], 1u);
+    if (by_mass) smem_add64(s.hi[digit], h), smem_add64(s.lo[digit], l);
+  }
+  unsigned todo = __ballot_sync(FULL, digit >= 0 && !alone);
   while (todo) {
     const int d = __shfl_sync(FULL, digit, __ffs(todo) - 1);
     const unsigned group = __ballot_sync(FULL, digit == d);
@@ -111,9 +130,9 @@ __device__ inline void warp_hist_add(int digit, double w, bool by_mass, SelectSm
     if (by_mass) {
       u64 gh = digit == d ? h : 0, gl = digit == d ? l : 0;
       for (int o = 16; o > 0; o >>= 1) gh += __shfl_xor_sync(FULL, gh, o), gl += __shfl_xor_sync(FULL, gl, o);
-      if (lane == 0) atomicAdd(&s.hi[d], gh), atomicAdd(&s.lo[d], gl);
+      if (lane == 0) smem_add64(s.hi[d], gh), smem_add64(s.lo[d], gl);
     }
-    if (lane == 0) atomicAdd(&s.cnt[d], u64(__popc(group)));
+    if (lane == 0) atomicAdd(&s.cnt[d], unsigned(__popc(group)));
   }
 }
 
@@ -121,7 +140,7 @@ __device__ inline void warp_hist_add(int digit, double w, bool by_mass, SelectSm
 // Thread t < 256 gets bin t; the others an empty bin.
 __device__ inline Bin level_hist(SelectCtx& c, int shift, uint32_t prefix, uint32_t lim, bool by_mass, SelectSmem& s) {
   const int tid = threadIdx.x, nt = blockDim.x;
-  if (tid < SAMPLE_SELECT_BINS) s.cnt[tid] = s.hi[tid] = s.lo[tid] = 0;
+  if (tid < SAMPLE_SELECT_BINS) s.cnt[tid] = s.hi[tid][0] = s.hi[tid][1] = s.lo[tid][0] = s.lo[tid][1] = 0;
   __syncthreads();
   const int rounds = (c.hi - c.lo + nt - 1) / nt;
   for (int r = 0; r < rounds; ++r) {  // the same count in every warp: the aggregation needs whole warps
@@ -143,14 +162,16 @@ __device__ inline Bin level_hist(SelectCtx& c, int shift, uint32_t prefix, uint3
   if (c.G > 1) {
     u64* g = c.sc.hist + size_t(c.n_levels++) * 3 * SAMPLE_SELECT_BINS;  // [3][256], zero until now
     if (tid < SAMPLE_SELECT_BINS && s.cnt[tid]) {
-      atomicAdd(g + tid, s.cnt[tid]);
-      if (by_mass) atomicAdd(g + SAMPLE_SELECT_BINS + tid, s.hi[tid]), atomicAdd(g + 2 * SAMPLE_SELECT_BINS + tid, s.lo[tid]);
+      atomicAdd(g + tid, u64(s.cnt[tid]));
+      if (by_mass)
+        atomicAdd(g + SAMPLE_SELECT_BINS + tid, smem_word64(s.hi[tid])),
+            atomicAdd(g + 2 * SAMPLE_SELECT_BINS + tid, smem_word64(s.lo[tid]));
     }
     grid_barrier(c.sc.barrier, c.G);
     if (tid < SAMPLE_SELECT_BINS)
       b = {__ldcg(g + tid), __ldcg(g + SAMPLE_SELECT_BINS + tid), __ldcg(g + 2 * SAMPLE_SELECT_BINS + tid)};
   } else if (tid < SAMPLE_SELECT_BINS) {
-    b = {s.cnt[tid], s.hi[tid], s.lo[tid]};
+    b = {s.cnt[tid], smem_word64(s.hi[tid]), smem_word64(s.lo[tid])};
   }
   return b;
 }
