@@ -25,8 +25,9 @@ Status cuda_ok(cudaError_t e, const char* what) {
 
 // Median ms/token over repeats of decoding n tokens from position ctx, steps_per_launch steps per launch; greedy, or
 // drawn on the device with `sample` (the Argmax instruction's draw, device/ops/sample.cuh).
+// With stop_ids: the device's stop check on every step (ids that never match: all n tokens).
 Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, int steps_per_launch, int repeats,
-                             const SamplingParams* sample = nullptr) {
+                             const SamplingParams* sample = nullptr, std::span<const int32_t> stop_ids = {}) {
   std::vector<int32_t> out(static_cast<size_t>(n));
   cudaEvent_t e0, e1;
   MK_TRY(cuda_ok(cudaEventCreate(&e0), "event"));
@@ -36,8 +37,15 @@ Expected<double> time_decode(megakernel::MegakernelBackend& b, int ctx, int n, i
   for (int r = -1; r < repeats && st.ok(); ++r) {  // one warm-up
     b.truncate(ctx);
     st = cuda_ok(cudaEventRecord(e0, b.stream()), "event");
-    if (st.ok())
+    if (st.ok() && !stop_ids.empty()) {
+      const megakernel::SampleParams sp =
+          sample ? megakernel::SampleParams{sample->temperature, sample->min_p, sample->seed, 0} : megakernel::SampleParams{};
+      auto k = b.generate_until(1, ctx, out, steps_per_launch, sp, stop_ids);
+      if (!k) st = k.error();
+      else if (*k != n) st = make_error("megakernel bench: the stop check ended a decode that has no stop id");
+    } else if (st.ok()) {
       st = sample ? b.generate_sample(1, ctx, *sample, 0, out, steps_per_launch) : b.generate_greedy(1, ctx, out, steps_per_launch);
+    }
     if (st.ok()) st = cuda_ok(cudaEventRecord(e1, b.stream()), "event");
     if (st.ok()) st = cuda_ok(cudaEventSynchronize(e1), "decode");
     float ms = 0;
@@ -96,14 +104,22 @@ Status bench_megakernel(const ModelConfig& c, const MegakernelBenchArgs& a, nloh
     const double bytes = a.weight_bytes + 2.0 * c.n_layer * mean_ctx * c.kv_dim() * 2.0;
     SamplingParams temp;  // the sampled row: temperature 1 (no min-p), every step drawn on the device
     temp.temperature = 1.f, temp.seed = 1;
-    for (int v : {1, a.n_tokens, -a.n_tokens}) {
-      const int spl = std::abs(v);
-      auto ms = time_decode(**b, ctx, a.n_tokens, spl, a.repeats, v < 0 ? &temp : nullptr);
+    // The EOS check on the device (issue 5) with 2 stop ids that never match (outside the vocabulary): its cost per step.
+    const int32_t never[2] = {c.n_vocab, c.n_vocab + 1};
+    struct Row {
+      int spl;
+      bool sampled, stops;
+    };
+    for (const Row& row : {Row{1, false, false}, Row{a.n_tokens, false, false}, Row{a.n_tokens, true, false},
+                           Row{a.n_tokens, false, true}, Row{a.n_tokens, true, true}}) {
+      const int spl = row.spl;
+      auto ms = time_decode(**b, ctx, a.n_tokens, spl, a.repeats, row.sampled ? &temp : nullptr,
+                            row.stops ? std::span<const int32_t>(never) : std::span<const int32_t>());
       if (!ms) return ms.error();
       const double gbps = bytes / (*ms * 1e-3) / 1e9;
       const double pct = 100.0 * gbps / (a.read_tbps * 1e3);
-      const std::string name =
-          "megakernel " + std::to_string(spl) + " step" + (spl > 1 ? "s" : "") + "/launch" + (v < 0 ? " temp 1" : "");
+      const std::string name = "megakernel " + std::to_string(spl) + " step" + (spl > 1 ? "s" : "") + "/launch" +
+                               (row.sampled ? " temp 1" : "") + (row.stops ? " +stop ids" : "");
       decode.push_back({{"backend", "megakernel"}, {"variant", name}, {"steps_per_launch", spl}, {"context", ctx},
                         {"random_context", random}, {"ms_per_token", *ms}, {"tokens_per_s", 1e3 / *ms},
                         {"bytes_per_token", bytes}, {"gbps", gbps}, {"pct_of_read_ceiling", pct}});

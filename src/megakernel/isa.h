@@ -190,6 +190,24 @@ struct SampleParams {
   uint64_t first_draw = 0; // draw index of step 0 of the launch
 };
 
+// Stop ids of one launch (issue 5; the device's MkParams::stop, the simulator's launch argument; n = 0: none, every
+// step runs). When the token a step chooses is one of them, the launch's later steps do not run: the K/V cache then
+// holds exactly the positions that were fed (the stop token itself is not fed), the counters, step barrier and claim
+// counter stand as after a launch of that many steps, and the launch reports the tokens it produced, the stop token
+// last. Every SM decides the same way at the start of each step s >= 1, before its first instruction of the step, from
+// the step's input token tokens[s] (device/interpreter.cu says where exactly and why it costs no extra round trip).
+// Ids outside the vocabulary are allowed and never match.
+constexpr int MAX_STOP_IDS = 16;
+struct StopIds {
+  int32_t n = 0;
+  int32_t ids[MAX_STOP_IDS] = {};
+  MK_ISA_HD bool has(int32_t t) const {
+    for (int i = 0; i < n; ++i)
+      if (ids[i] == t) return true;
+    return false;
+  }
+};
+
 // Per-step parameters of one launch step.
 struct StepParams {
   uint32_t epoch = 0;  // step index since the counters were created; never reset

@@ -161,7 +161,7 @@ void join(std::vector<uint32_t>& into, const std::vector<uint32_t>& from) {
 }  // namespace
 
 Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin,
-                                     const SampleParams& sample) {
+                                     const SampleParams& sample, const StopIds& stops) {
   State& s = *st_;
   const Layout& L = s.schedule.layout;
   if (!(sample.temperature >= 0.f) || !(sample.min_p >= 0.f && sample.min_p <= 1.f))
@@ -174,6 +174,8 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
                       L.max_context);
   if (token < 0 || token >= L.n_vocab)
     return make_error("megakernel sim: token ", token, " outside the vocabulary [0, ", L.n_vocab, ")");
+  if (stops.n < 0 || stops.n > MAX_STOP_IDS)
+    return make_error("megakernel sim: ", stops.n, " stop ids, expected 0..", MAX_STOP_IDS);
   // Kernel boundary: everything before the launch happened before everything in it.
   const int n_sm = s.schedule.n_sm();
   std::vector<uint32_t> all(size_t(n_sm), 0);
@@ -195,6 +197,26 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
   for (int sm = 0; sm < n_sm; ++sm)
     if (s.schedule.queues[size_t(sm)].empty()) step[size_t(sm)] = n_steps;
   std::vector<int> synced_step(size_t(n_sm), -1);  // the step in which the SM last passed a wait
+  std::vector<int> stopped(size_t(n_sm), -1);      // the step at which the SM found a stop id as its input
+  // The stop check (isa.h StopIds) before SM sm's first instruction of step >= 1: the step's input token as the
+  // device reads it, a flagged pair valid once it holds the step's epoch (in both protocols: no happens-before needed,
+  // hence not State::read). "" when it can go on (sets *stop), else what it polls.
+  auto stop_check = [&](int sm, bool* stop) -> std::string {
+    *stop = false;
+    const int st = step[size_t(sm)];
+    if (stops.n == 0 || st == 0 || pc[size_t(sm)] != 0) return "";
+    const int64_t at = s.tokens + st;
+    if (s.tag[size_t(at)] != s.epoch + uint32_t(st)) return cat("polls tokens[", st, "] (stop check)");
+    *stop = stops.has(int32_t(s.mem[size_t(at)]));
+    return "";
+  };
+  // Runs the stop check; true when the SM stopped (it is then done) or is blocked (*blocked).
+  auto stop_here = [&](int sm, bool* blocked) {
+    bool stop = false;
+    *blocked = !stop_check(sm, &stop).empty();
+    if (stop) stopped[size_t(sm)] = step[size_t(sm)], step[size_t(sm)] = n_steps;
+    return stop || *blocked;
+  };
   // Tries to run SM sm's next instruction; false when a wait is unsatisfied.
   const bool flags = s.protocol == Protocol::Flags;
   std::vector<std::pair<int64_t, int64_t>> polls;
@@ -217,6 +239,8 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
       if (s.step_counter < epoch * uint64_t(s.n_active)) return false;
       join(s.clock[size_t(sm)], s.step_clock);  // acquire: every SM's earlier steps happened before
     }
+    bool blocked = false;
+    if (stop_here(sm, &blocked)) return !blocked;
     s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
     // The attention preload runs after the step barrier (the device issues it before polling its inputs).
     const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
@@ -237,6 +261,8 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
     const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
     const uint64_t epoch = s.epoch + uint64_t(step[size_t(sm)]);
     if (flags) return try_run_flags(sm, in, epoch);
+    bool blocked = false;
+    if (stop_here(sm, &blocked)) return !blocked;
     // The device's attention preload: cached K/V read before the wait (at a launch's first step, or once
     // the SM passed a wait of this step). Checked with the clock before this instruction's waits.
     const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
@@ -284,6 +310,13 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
       for (int sm = 0; sm < n_sm; ++sm) {
         if (done(sm)) continue;
         const Instr& in = s.schedule.queues[size_t(sm)][pc[size_t(sm)]];
+        const bool at_barrier = flags && pc[size_t(sm)] == 0 && !s.no_step_barrier &&
+                                s.step_counter < (s.epoch + uint64_t(step[size_t(sm)])) * uint64_t(s.n_active);
+        bool stop = false;
+        if (std::string why = at_barrier ? "" : stop_check(sm, &stop); !why.empty()) {
+          msg += cat(" [SM ", sm, " step ", step[size_t(sm)], " ", why, "]");
+          continue;
+        }
         if (flags) {
           msg += cat(" [SM ", sm, " step ", step[size_t(sm)], " ", op_name(in.op), " layer ", in.layer, " ",
                      flag_block(sm, in, s.epoch + uint64_t(step[size_t(sm)])), "]");
@@ -299,10 +332,20 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
     }
   }
   if (!s.error.empty()) return make_error("megakernel sim: ", s.error);
-  s.epoch += uint32_t(n_steps);
+  // Steps run: n_steps, or the step at which the SMs found a stop id -- the same for every SM with a queue.
+  int ran = -1;
+  for (int sm = 0; sm < n_sm; ++sm) {
+    if (s.schedule.queues[size_t(sm)].empty()) continue;
+    const int r = stopped[size_t(sm)] >= 0 ? stopped[size_t(sm)] : n_steps;
+    if (ran >= 0 && r != ran)
+      return make_error("megakernel sim: the SMs disagree on the stop: SM ", sm, " ran ", r, " steps, another ", ran);
+    ran = r;
+  }
+  if (ran < 0) ran = n_steps;
+  s.epoch += uint32_t(ran);
   s.cur = nullptr;
-  res.tokens.resize(size_t(n_steps));
-  for (int i = 0; i < n_steps; ++i) res.tokens[size_t(i)] = int32_t(s.mem[size_t(s.tokens + i + 1)]);
+  res.tokens.resize(size_t(ran));
+  for (int i = 0; i < ran; ++i) res.tokens[size_t(i)] = int32_t(s.mem[size_t(s.tokens + i + 1)]);
   res.logits.assign(s.mem.begin() + L.logits, s.mem.begin() + L.logits + L.n_vocab);
   return res;
 }

@@ -24,7 +24,7 @@
 namespace mk::megakernel {
 
 struct SimResult {
-  std::vector<int32_t> tokens;   // [n_steps] greedy token chosen by each step's Argmax
+  std::vector<int32_t> tokens;   // [steps run] token chosen by each step's Argmax (n_steps unless a stop id ended it)
   std::vector<float> logits;     // [n_vocab] logits of the last step
   uint64_t n_executed = 0;       // instructions executed
   uint64_t n_blocked = 0;        // attempts that found a wait unsatisfied
@@ -46,8 +46,12 @@ class Simulator {
   // Positions below pos must have been run before. seed picks the interleaving; round_robin = true
   // runs the SMs in a fixed order instead. sample.temperature > 0: tokens[i + 1] is drawn by the host Sampler's
   // rule with draw index sample.first_draw + i instead (isa.h SampleParams; sample_draw below).
+  // stops (isa.h StopIds): the launch ends after the step whose token is one of them, as the device's: every SM checks
+  // tokens[s] before its first instruction of step s >= 1 (flags: after the step barrier; counters: before its first
+  // wait, polling the token's flagged copy); result.tokens then has that many entries, the stop id last, and the
+  // epoch, counters and cache stand as after a launch of that many steps. SMs that disagree are an error.
   Expected<SimResult> launch(int32_t token, int pos, int n_steps, uint64_t seed, bool round_robin = false,
-                             const SampleParams& sample = {});
+                             const SampleParams& sample = {}, const StopIds& stops = {});
 
   uint32_t epoch() const;           // steps run so far (the counters' epoch)
   const Schedule& schedule() const;

@@ -37,7 +37,11 @@ class SimBackend final : public Backend {
 
   // K tokens per simulated launch (up to the simulator's step limit), greedy or drawn "on the device".
   bool has_decode_greedy() const override { return true; }
-  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override { return decode(token, pos, {}, out); }
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {
+    auto n = decode(token, pos, {}, {}, out);
+    if (!n) return n.error();
+    return {};
+  }
   bool can_decode_sample(const SamplingParams& p) const override {  // the same conditions as the GPU backends
     return !p.greedy() && (p.top_k == 0 || p.top_k >= model_.config.n_vocab) && p.top_p >= 1.f &&
            p.repetition_penalty == 1.f && sampling_params_error(p)[0] == '\0';
@@ -46,22 +50,52 @@ class SimBackend final : public Backend {
                        std::span<int32_t> out) override {
     if (!can_decode_sample(p))
       return make_error("megakernel-sim backend: decode_sample draws with a temperature and min-p only");
-    return decode(token, pos, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, out);
+    auto n = decode(token, pos, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, {}, out);
+    if (!n) return n.error();
+    return {};
+  }
+  // Stop ids checked "on the device" (isa.h StopIds): the launch ends after the step that chose one.
+  int max_stop_ids() const override { return MAX_STOP_IDS; }
+  Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
+                                    std::span<int32_t> out) override {
+    auto stops = stop_set(stop_ids);
+    if (!stops) return stops.error();
+    return decode(token, pos, {}, *stops, out);
+  }
+  Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                    std::span<const int32_t> stop_ids, std::span<int32_t> out) override {
+    if (!can_decode_sample(p))
+      return make_error("megakernel-sim backend: decode_sample draws with a temperature and min-p only");
+    auto stops = stop_set(stop_ids);
+    if (!stops) return stops.error();
+    return decode(token, pos, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, *stops, out);
   }
 
  private:
-  Status decode(int32_t token, int pos, SampleParams sp, std::span<int32_t> out) {
+  static Expected<StopIds> stop_set(std::span<const int32_t> ids) {
+    if (ids.size() > size_t(MAX_STOP_IDS))
+      return make_error("megakernel-sim backend: ", ids.size(), " stop ids, at most ", MAX_STOP_IDS, " are checked on the device");
+    StopIds s;
+    s.n = int32_t(ids.size());
+    std::copy(ids.begin(), ids.end(), s.ids);
+    return s;
+  }
+  // Tokens produced (out.size() unless a stop id ended the decode).
+  Expected<int> decode(int32_t token, int pos, SampleParams sp, const StopIds& stops, std::span<int32_t> out) {
     if (pos != n_cached_)
       return make_error("megakernel-sim backend: decode at position ", pos, " but ", n_cached_, " are cached");
-    for (size_t done = 0; done < out.size();) {
+    size_t done = 0;
+    while (done < out.size()) {
       const int k = int(std::min<size_t>(out.size() - done, 64));
-      auto r = sim_.launch(token, pos + int(done), k, seed_++, false, sp);
+      auto r = sim_.launch(token, pos + int(done), k, seed_++, false, sp, stops);
       if (!r) return r.error();
       std::copy(r->tokens.begin(), r->tokens.end(), out.begin() + std::ptrdiff_t(done));
-      done += size_t(k), sp.first_draw += uint64_t(k), token = out[done - 1];
+      const size_t ran = r->tokens.size();
+      done += ran, sp.first_draw += uint64_t(ran), token = out[done - 1];
       n_cached_ = pos + int(done);
+      if (stops.has(out[done - 1])) break;  // a stop id (the launch ended there, or it was its last step)
     }
-    return {};
+    return int(done);
   }
 
   Model model_;

@@ -43,6 +43,26 @@ class Backend {
     (void)token, (void)pos, (void)p, (void)first_draw, (void)out;
     return make_error(name(), " backend: no on-device sampling");
   }
+
+  // Stop ids checked on the device (the engine's EOS ids): the _until variants decode as decode_greedy / decode_sample
+  // but a backend with max_stop_ids() >= stop_ids.size() > 0 ends after the first chosen token that is one of
+  // stop_ids: it returns the number n of tokens produced (out[0, n), out[n - 1] the stop id when n < out.size()) and
+  // pos + n positions are cached (the stop id is not fed). More stop ids than max_stop_ids() is an error there. A
+  // backend without device stops (max_stop_ids() == 0, the default) produces all out.size() tokens and returns that:
+  // callers check for stops themselves either way.
+  virtual int max_stop_ids() const { return 0; }
+  virtual Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
+                                            std::span<int32_t> out) {
+    (void)stop_ids;
+    MK_TRY(decode_greedy(token, pos, out));
+    return int(out.size());
+  }
+  virtual Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                            std::span<const int32_t> stop_ids, std::span<int32_t> out) {
+    (void)stop_ids;
+    MK_TRY(decode_sample(token, pos, p, first_draw, out));
+    return int(out.size());
+  }
 };
 
 }  // namespace mk

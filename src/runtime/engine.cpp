@@ -20,8 +20,14 @@ const char* to_string(StopReason r) {
   return "?";
 }
 
-// Tokens per on-device greedy call: the granularity of streaming and of the stop checks in that mode.
+// Tokens per on-device call: the granularity of streaming and of the host's stop checks in that mode.
 constexpr int DEVICE_CHUNK = 16;
+// With the EOS check on the device (Backend::max_stop_ids) a call ends at an EOS by itself. When in addition nobody
+// streams (no callback) and no stop string needs the text, the engine asks for up to this many tokens per call (one
+// megakernel launch, its MAX_STEPS): one host round trip per 256 tokens instead of per 16, and no step wasted after an
+// EOS. A callback keeps DEVICE_CHUNK: its text then arrives every ~16 tokens (~15 ms at the 1B model's speed on the
+// H200), and a stop string or a callback's stop wastes at most 15 steps, as before.
+constexpr int DEVICE_CHUNK_UNSTREAMED = 256;
 
 static double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -111,11 +117,16 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
   };
   // Greedy without a repetition penalty: the backend's on-device loop, DEVICE_CHUNK tokens per call, when it has
   // one (the same argmax as Sampler's greedy); sampling the same way where the backend draws those parameters
-  // itself (Backend::decode_sample: the Sampler's rule and draw indices). Tokens past a stop are dropped and uncached.
+  // itself (Backend::decode_sample: the Sampler's rule and draw indices). Tokens past a stop are dropped and uncached;
+  // a backend that checks the EOS ids on the device (max_stop_ids) ends a call at an EOS itself (nothing to drop).
   const bool device_greedy =
       opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
   const bool device_sample = !opts.sampling.greedy() && backend_.can_decode_sample(opts.sampling);
   const bool on_device = device_greedy || device_sample;
+  // The EOS ids go to the device when the backend checks that many there (else the host's check below is all).
+  const bool device_stop = on_device && backend_.max_stop_ids() > 0 && int(eos.size()) <= backend_.max_stop_ids();
+  const std::span<const int32_t> device_stops = device_stop ? std::span<const int32_t>(eos) : std::span<const int32_t>();
+  const int chunk_max = device_stop && opts.stop_strings.empty() && !on_chunk ? DEVICE_CHUNK_UNSTREAMED : DEVICE_CHUNK;
 
   auto t0 = std::chrono::steady_clock::now();
   MK_TRY(prefill(prompt, res.stats));
@@ -129,11 +140,14 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
     const int32_t last = res.ids.back();
     const int pos = int(cached_.size());
     if (on_device) {
-      chunk.resize(size_t(std::min(DEVICE_CHUNK, opts.max_new_tokens - int(res.ids.size()))));
-      if (Status st = device_greedy ? backend_.decode_greedy(last, pos, chunk)
-                                    : backend_.decode_sample(last, pos, opts.sampling, sampler.n_draws(), chunk);
-          !st)
-        return failed(pos, st);
+      chunk.resize(size_t(std::min(chunk_max, opts.max_new_tokens - int(res.ids.size()))));
+      auto n = device_greedy
+                   ? backend_.decode_greedy_until(last, pos, device_stops, chunk)
+                   : backend_.decode_sample_until(last, pos, opts.sampling, sampler.n_draws(), device_stops, chunk);
+      if (!n) return failed(pos, n.error());
+      if (*n < 1 || *n > int(chunk.size()))
+        return failed(pos, make_error(backend_.name(), " backend produced ", *n, " tokens for a call of ", chunk.size()));
+      chunk.resize(size_t(*n));  // fewer when the device stopped at an EOS (it is chunk's last, and it was not fed)
       if (device_sample) sampler.advance(chunk.size());  // the draws the device took
       cached_.push_back(last);
       size_t used = 0;

@@ -75,6 +75,44 @@ class FakeBackend final : public Backend {
     return {};
   }
 
+  // Stop ids on the device (off unless device_stop): the _until variants end after the first stop id chosen, which is
+  // not fed. decode_sizes: out.size() of every _until call; produced: what each returned.
+  int max_stop_ids() const override { return device_stop ? 16 : 0; }
+  Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
+                                    std::span<int32_t> out) override {
+    decode_sizes.push_back(int(out.size()));
+    if (!device_stop) return Backend::decode_greedy_until(token, pos, stop_ids, out);
+    if (!device_greedy) return make_error("fake: no device greedy");
+    ++n_decode_greedy;
+    return until(token, pos, stop_ids, out, [&](std::vector<float>& logits, size_t) {
+      return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    });
+  }
+  Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                    std::span<const int32_t> stop_ids, std::span<int32_t> out) override {
+    decode_sizes.push_back(int(out.size()));
+    if (!device_stop) return Backend::decode_sample_until(token, pos, p, first_draw, stop_ids, out);
+    if (!can_decode_sample(p)) return make_error("fake: no device sampling for these parameters");
+    ++n_decode_sample;
+    Sampler sampler(p);
+    sampler.advance(first_draw);
+    return until(token, pos, stop_ids, out, [&](std::vector<float>& logits, size_t) { return sampler.sample(logits, {}); });
+  }
+  template <class Choose>
+  Expected<int> until(int32_t token, int pos, std::span<const int32_t> stop_ids, std::span<int32_t> out, Choose&& choose) {
+    if (int(stop_ids.size()) > max_stop_ids()) return make_error("fake: too many stop ids");
+    std::vector<float> logits(size_t(config_.n_vocab));
+    int n = 0;
+    while (n < int(out.size())) {
+      MK_TRY(forward({&token, 1}, pos + n, logits));
+      out[size_t(n)] = token = choose(logits, size_t(n));
+      ++n;
+      if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) break;
+    }
+    produced.push_back(n);
+    return n;
+  }
+
   ModelConfig config_;
   std::vector<int32_t> seq;  // what the "KV cache" holds
   int n_forward = 0;
@@ -85,6 +123,8 @@ class FakeBackend final : public Backend {
   int n_decode_greedy = 0;
   bool device_sample = false;
   int n_decode_sample = 0;
+  bool device_stop = false;
+  std::vector<int> decode_sizes, produced;
 
  private:
   int max_context_;

@@ -80,7 +80,7 @@ __device__ __forceinline__ void signal(const MkParams& p, uint32_t counter) {
 // barrier orders every consumer thread's accesses before thread 0's release increment; before the
 // block's first instruction of the next step, thread 0 polls with ld.acquire and the barrier orders the
 // other threads' later accesses after it (the PUBLISH_RELEASE_NOFENCE_WAIT argument). Returns false when
-// the watchdog fired.
+// the watchdog fired. (The instances with stop ids poll with step_check<true> below instead.)
 __device__ __forceinline__ void step_release(const MkParams& p) {
   csync();
   if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p.step_counter) : "memory");
@@ -101,6 +101,49 @@ __device__ bool step_acquire(const MkParams& p, uint32_t target, uint32_t instr_
   }
   csync();
   return s_ok != 0;
+}
+
+
+// The stop check (isa.h StopIds) before the block's first instruction of step >= 1: thread 0 reads the step's input
+// token as the flagged pair ftokens[step] (tag = the step's epoch tag), valid on its own once the tag is the step's, so
+// it needs no ordering; in the flag instance (BARRIER) in the same poll as the step barrier: each poll issues the token
+// load, then the step counter's ld.acquire, so both round trips overlap and the check adds none where the Argmax's
+// block is the last to release (else one more poll). In the counter instance the poll comes before the first
+// instruction's dependency wait, which for layer 0's QkvProj then finds the Argmax's counter already incremented (its
+// red.release follows the token store), and QkvProj takes the token from here instead of loading it: again no extra
+// round trip on the critical path. Every block reads the same pair, so all decide alike. Returns 0 (watchdog), 1
+// (run the step; s_step_token = its input, read by layer 0's embedding: residual_in) or 2 (stop: a stop id).
+// step < 0 (flag instance only): the step barrier alone, no token (step 0). One call site for both and the token
+// passed through shared memory rather than the Ctx: with a second call site, or the token held in a register across
+// the step, ptxas spilled 40-48 B more per thread in the flag instance.
+__shared__ int32_t s_step_token;
+template <bool BARRIER>
+__device__ __forceinline__ int step_check(const MkParams& p, uint32_t target, int step, uint32_t tag, uint32_t instr_index) {
+  __shared__ int s_ok;
+  if (threadIdx.x == 0) {
+    int ok = 1;
+    int32_t tok = -1;
+    const long long t0 = clock64();
+    for (uint32_t polls = 0;; ++polls) {
+      const u64 t = step >= 0 ? ld_flag(p.ftokens + step) : 0;  // before the acquire: that orders only later loads
+      const bool passed = !BARRIER || int32_t(ld_acquire(p.step_counter) - target) >= 0;
+      if (passed && (step < 0 || fresh(t, tag))) {
+        tok = int32_t(uint32_t(t));
+        break;
+      }
+      if ((polls & 255u) == 255u &&
+          (clock64() - t0 > p.watchdog_cycles || *reinterpret_cast<volatile uint32_t*>(p.error) != 0)) {
+        if (atomicCAS(p.error, 0u, 1u) == 0u)
+          p.error[1] = blockIdx.x, p.error[2] = instr_index, p.error[3] = BARRIER ? uint32_t(p.L.n_counters) : FLAG_WATCHDOG_COUNTER;
+        ok = 0;
+        break;
+      }
+    }
+    s_step_token = tok;
+    s_ok = !ok ? 0 : step >= 0 && p.stop.has(tok) ? 2 : 1;
+  }
+  csync();
+  return s_ok;
 }
 
 // 16-byte cp.async (LDGSTS) global -> shared and the wait for all of this thread's cp.async: used to
@@ -237,11 +280,16 @@ __device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, in
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
 // embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1] (with L.mid_resid:
 // resid_mid[l-1] + down[l-1], the same bits).
-template <bool FLAG>
+// STOP: the interpreter instance with stop ids (its step check read the step's input token).
+template <bool FLAG, bool STOP = false>
 __device__ void residual_in(const Ctx& c, int l) {
   const Layout& L = c.p.L;
   if (l == 0) {
-    const int32_t token = FLAG ? int32_t(__float_as_uint(poll1(c, c.p.ftokens + c.step))) : __ldcg(c.p.tokens + c.step);
+    // With stop ids the step's stop check (step_check) has read the token already (steps >= 1; its barrier orders
+    // the shared word before this read, and the next write of it comes only at the next step's check).
+    const int32_t token = STOP && c.step > 0 ? s_step_token
+                          : FLAG            ? int32_t(__float_as_uint(poll1(c, c.p.ftokens + c.step)))
+                                            : __ldcg(c.p.tokens + c.step);
     const bf16* row = c.p.tok_embd + size_t(token) * size_t(L.n_embd);
     for (int i = threadIdx.x; i < L.n_embd; i += NCT) c.s_x[i] = __bfloat162float(row[i]);
     return;

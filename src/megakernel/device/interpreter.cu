@@ -57,7 +57,16 @@
 // Sampled launches (MkParams::sample, isa.h SampleParams): instances of their own (SAMPLE = true, with the ring) whose
 // Argmax draws the token on its SM (ops/sample.cuh) and, with flags, whose LmHead stores the logits flagged; the greedy
 // instances are compiled exactly as before.
+// Stop ids (issue 5, isa.h StopIds, MkParams::stop): instances of their own (STOP = true, with the ring) in which
+// every block checks a step's input token before its first instruction of the step (common.cuh step_check) and leaves
+// when it is a stop id; the loader then drains (ring.cuh). The instances without STOP compile as before: the stop code
+// inside them cost the sampled flag instance +8 B of spills and its step 1.034 -> 1.049 ms (H200, 1B, ctx 32).
+// ptxas spill stores of the STOP instances (counters / flags, greedy; sampled): 28 / 224; 132 / 252 B. Measured
+// (bench/RESULTS.md "EOS/stop check"): with stop ids 1B +0.15% at ctx 32 (flags), +0.8% at 4096 (counters).
 #include "megakernel/device/interpreter.h"
+
+#include <type_traits>
+
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
 #include "megakernel/device/ops/mlp.cuh"
@@ -73,17 +82,30 @@ __host__ __device__ size_t ring_offset(const MkParams& p) {
   return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
 }
 
+// The consumers leave at a step_check that did not return 1: r = 2 (a stop id) tells the loader (ring.cuh s_stop);
+// each thread's early cp.async loads of the step's first instruction land first (r = 0: the watchdog, as before).
+__device__ __forceinline__ void stop_block(int r) {
+  if (r != 2) return;
+  cp_async_wait_all();
+  if (threadIdx.x == 0) *reinterpret_cast<volatile int*>(&s_stop) = 1;
+}
+
 }  // namespace
 
-template <bool RING, bool FLAG, bool SAMPLE>
+template <bool RING, bool FLAG, bool SAMPLE, bool STOP>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  // An earlier launch of this generate call chose a stop id (isa.h StopIds): nothing to run. Every thread reads the
+  // same word (only earlier launches wrote a value in [call_seq, launch_seq)), so the whole block leaves together.
+  if constexpr (STOP)
+    if (*reinterpret_cast<volatile const uint32_t*>(p.stop_state + 1) - p.call_seq < p.launch_seq - p.call_seq) return;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
   uint64_t* empty = full + MAX_PAGES;
   float* smem = reinterpret_cast<float*>(smem_raw + BAR_BYTES);
   unsigned char* ring = smem_raw + ring_offset(p);
   if (threadIdx.x == 0) {
     s_lm_gate = 0;  // the dynamic LM head's gate (ring.cuh): no LmHead entered in this launch yet
+    if constexpr (STOP) s_stop = 0;  // the consumers have not stopped (ring.cuh)
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
@@ -93,7 +115,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   __syncthreads();  // the only block-wide barrier: from here on the loader and consumers run apart
   unsigned long long* blk = p.timing ? p.timing + size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS : nullptr;
   if (threadIdx.x >= NCT) {
-    if (RING) run_loader(p, ring, full, empty);
+    if (RING) run_loader<STOP>(p, ring, full, empty);
     return;
   }
   if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
@@ -101,6 +123,13 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
     c.step = step, c.pos = p.pos0 + step, c.synced = false;
+    // Stop ids (isa.h StopIds): the check of the step's input token sits before the block's first instruction of the
+    // step, after its early loads -- with the flag protocol's step barrier, which every block passes there anyway,
+    // and with counters before the first dependency wait (common.cuh step_check says why neither adds a round trip).
+    // Every instruction of step s transitively needs tokens[s] (layer 0 embeds it), so no block could do any of the
+    // step's work before the Argmax of step s - 1 anyway; a block that stopped has written nothing of the step, and
+    // the loader (which ran ahead into it) drains its copies and leaves (ring.cuh s_stop).
+    const bool check_stop = STOP && step > 0;
     const uint32_t epoch = p.epoch0 + uint32_t(step);
     c.epoch = epoch;
     for (uint32_t i = begin; i < end; ++i) {
@@ -127,21 +156,36 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       if constexpr (FLAG) {
         // No counter wait: the op polls its inputs (the timestamps' "prep" then includes that wait). The
         // step barrier before the block's first instruction of a step (params.cuh).
-        if (i == begin && !step_acquire(p, (p.step_base + uint32_t(step)) * uint32_t(p.n_active), i)) return;
+        const uint32_t target = (p.step_base + uint32_t(step)) * uint32_t(p.n_active);
+        if constexpr (STOP) {
+          if (i == begin) {  // the step barrier and the stop check
+            const int r = step_check<true>(p, target, check_stop ? step : -1, epoch, i);
+            if (r != 1) return stop_block(r);
+          }
+        } else if (i == begin && !step_acquire(p, target, i)) {
+          return;
+        }
         c.synced = true;
       } else {
+        if (check_stop && i == begin) {
+          const int r = step_check<false>(p, 0, step, p.tag0 + uint32_t(step), i);
+          if (r != 1) return stop_block(r);
+        }
         if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
         c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
       }
       if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
-        case Op::QkvProj: op_qkv_proj<RING, FLAG>(c, in); break;
+        case Op::QkvProj: op_qkv_proj<RING, FLAG, STOP>(c, in); break;
         case Op::AttnPartial: op_attn_partial<FLAG>(c, in); break;
         case Op::AttnOProj: op_attn_o_proj<RING, FLAG>(c, in); break;
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
         case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;
-        case Op::Argmax: op_argmax<FLAG, SAMPLE>(c, in); break;
+        case Op::Argmax:
+          op_argmax<FLAG, SAMPLE>(c, in);
+          if (STOP && threadIdx.x == 0) put_stop_state<FLAG>(p, step);
+          break;
         default: break;
       }
       if (t) t[T_COMPUTE_END] = global_ns(), t[T_PAGE_WAIT] = c.page_wait, t[T_MATVEC_START] = c.matvec_start;
@@ -170,15 +214,21 @@ size_t smem_bytes_without_ring(int smem_x_floats, int smem_aux_floats) {
 
 cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) {
   const size_t smem = smem_bytes(p);
-  // The flag protocol and sampled launches run with the weight ring only (the backend refuses them otherwise).
-  const bool sample = p.sample.temperature > 0.f;
-  if ((p.flags || sample) && p.n_pages == 0) return cudaErrorInvalidValue;
-  // Sampled launches have instances of their own, so the greedy ones keep their code (and registers) unchanged.
-  const void* kernel = sample ? (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true>)
-                                         : reinterpret_cast<const void*>(megakernel_kernel<true, false, true>))
-                       : p.flags       ? reinterpret_cast<const void*>(megakernel_kernel<true, true, false>)
-                       : p.n_pages > 0 ? reinterpret_cast<const void*>(megakernel_kernel<true, false, false>)
-                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, false>);
+  // The flag protocol, sampled launches and stop ids run with the weight ring only (the backend refuses them otherwise).
+  const bool sample = p.sample.temperature > 0.f, stop = p.stop.n > 0;
+  if ((p.flags || sample || stop) && p.n_pages == 0) return cudaErrorInvalidValue;
+  // Sampled launches and launches with stop ids have instances of their own, so the others keep their code (and
+  // registers) unchanged.
+  auto pick = [&](auto stop_tag) -> const void* {
+    constexpr bool S = decltype(stop_tag)::value;
+    return sample ? (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true, S>)
+                             : reinterpret_cast<const void*>(megakernel_kernel<true, false, true, S>))
+                  : (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, false, S>)
+                             : reinterpret_cast<const void*>(megakernel_kernel<true, false, false, S>));
+  };
+  const void* kernel = stop            ? pick(std::true_type{})
+                       : p.n_pages > 0 ? pick(std::false_type{})
+                                       : reinterpret_cast<const void*>(megakernel_kernel<false, false, false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   void* args[] = {const_cast<MkParams*>(&p)};

@@ -176,6 +176,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   MK_TRY(alloc(error_, 4, "megakernel: error word"));
   CUDA_CHECK(cudaMemset(error_, 0, 16));
   MK_TRY(alloc(out_tokens_, size_t(max_context_), "megakernel: output tokens"));
+  MK_TRY(alloc(stop_state_, 2, "megakernel: stop state"));
+  CUDA_CHECK(cudaMemset(stop_state_, 0, 8));
   int clock_khz = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev->index));
   watchdog_cycles_ = (long long)(opt.watchdog_s * double(clock_khz) * 1e3);
@@ -192,12 +194,14 @@ MegakernelBackend::~MegakernelBackend() {
   for (void* p : {instrs_, static_cast<void*>(queue_begin_), layers_, static_cast<void*>(inv_freq_),
                   static_cast<void*>(ws_), static_cast<void*>(tokens_), static_cast<void*>(counters_),
                   static_cast<void*>(error_), static_cast<void*>(out_tokens_), static_cast<void*>(timing_),
-                  static_cast<void*>(fws_), static_cast<void*>(ftokens_), static_cast<void*>(lm_claim_)})
+                  static_cast<void*>(fws_), static_cast<void*>(ftokens_), static_cast<void*>(lm_claim_),
+                  static_cast<void*>(stop_state_)})
     if (p) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const SampleParams& sample) {
+Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const SampleParams& sample,
+                                  const LaunchStops& stops) {
   if (broken_) return make_error("megakernel: a previous step timed out; create a new backend");
   if (n_steps < 1 || n_steps > MAX_STEPS) return make_error("megakernel: ", n_steps, " steps per launch, expected 1..", MAX_STEPS);
   if (pos < 0 || pos + n_steps > max_context_)
@@ -255,11 +259,21 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.step_base = flag_steps_;
   p.n_active = n_active_;
   p.sample = sample;
+  p.stop = stops.ids;
+  p.stop_state = stop_state_;
+  p.launch_seq = ++launch_seq_;
+  p.call_seq = stops.call_seq;
+  p.produced_base = stops.produced_base;
+  p.tag0 = epoch_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
-  epoch_ += uint32_t(n_steps);
-  (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n_steps);
-  if (lm_dyn) lm_claims_ += (unsigned long long)n_steps * (unsigned long long)schedule_.layout.lm_claims_per_step();
+  count_steps(n_steps, lm_dyn);
   return {};
+}
+
+void MegakernelBackend::count_steps(int64_t n, bool lm_dyn) {
+  epoch_ += uint32_t(n);  // modulo 2^32, as the device's epochs
+  (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n);
+  if (lm_dyn) lm_claims_ += (unsigned long long)n * (unsigned long long)schedule_.layout.lm_claims_per_step();
 }
 
 Status MegakernelBackend::check_error() {
@@ -299,7 +313,9 @@ Status MegakernelBackend::forward(std::span<const int32_t> tokens, int pos, std:
 void MegakernelBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
 
 Status MegakernelBackend::generate_greedy(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch) {
-  return generate(token, pos, out, steps_per_launch, {});
+  auto n = generate_until(token, pos, out, steps_per_launch, {}, {});
+  if (!n) return n.error();
+  return {};
 }
 
 bool MegakernelBackend::can_decode_sample(const SamplingParams& p) const {
@@ -315,18 +331,44 @@ Status MegakernelBackend::generate_sample(int32_t token, int pos, const Sampling
     return make_error("megakernel: decode_sample draws with a temperature and min-p only (top_k 0, top_p 1, "
                       "repetition_penalty 1), got temperature ", p.temperature, ", top_k ", p.top_k, ", top_p ", p.top_p,
                       ", repetition_penalty ", p.repetition_penalty);
-  return generate(token, pos, out, steps_per_launch, SampleParams{p.temperature, p.min_p, p.seed, first_draw});
+  auto n = generate_until(token, pos, out, steps_per_launch, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, {});
+  if (!n) return n.error();
+  return {};
 }
 
-Status MegakernelBackend::generate(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch,
-                                   SampleParams sample) {
+Expected<int> MegakernelBackend::decode_sample_until(int32_t token, int pos, const SamplingParams& p,
+                                                     uint64_t first_draw, std::span<const int32_t> stop_ids,
+                                                     std::span<int32_t> out) {
+  if (!can_decode_sample(p))
+    return make_error("megakernel: decode_sample draws with a temperature and min-p only (top_k 0, top_p 1, "
+                      "repetition_penalty 1), got temperature ", p.temperature, ", top_k ", p.top_k, ", top_p ", p.top_p,
+                      ", repetition_penalty ", p.repetition_penalty);
+  return generate_until(token, pos, out, MAX_STEPS, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, stop_ids);
+}
+
+Expected<int> MegakernelBackend::generate_until(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch,
+                                                const SampleParams& sample_in, std::span<const int32_t> stop_ids) {
   if (pos != n_cached_) return make_error("megakernel: generate at position ", pos, " but ", n_cached_, " are cached");
   if (pos + int(out.size()) > max_context_)
     return make_error("megakernel: ", pos + out.size(), " positions exceed the context of ", max_context_);
+  if (stop_ids.size() > size_t(MAX_STOP_IDS))
+    return make_error("megakernel: ", stop_ids.size(), " stop ids, at most ", MAX_STOP_IDS,
+                      " are checked on the device (isa.h MAX_STOP_IDS)");
+  if (steps_per_launch < 1) return make_error("megakernel: ", steps_per_launch, " steps per launch, expected >= 1");
+  if (!stop_ids.empty() && n_pages_ == 0)
+    return make_error("megakernel: stop ids are checked on the device with the weight ring only (set_weight_ring(true))");
+  if (out.empty()) return 0;
+  SampleParams sample = sample_in;
+  LaunchStops stops;
+  stops.ids.n = int32_t(stop_ids.size());
+  std::copy(stop_ids.begin(), stop_ids.end(), stops.ids.ids);
+  stops.call_seq = launch_seq_ + 1;  // the first launch's number (enqueue increments)
+  const bool lm_dyn = lm_dynamic_on();
   int done = 0;
   while (done < int(out.size())) {
     const int k = std::min(steps_per_launch, int(out.size()) - done);
-    MK_TRY(enqueue(done == 0 ? token : -1, pos + done, k, sample));
+    stops.produced_base = done;
+    MK_TRY(enqueue(done == 0 ? token : -1, pos + done, k, sample, stops));
     sample.first_draw += uint64_t(k);
     // Outputs tokens[1..k]; the last becomes the next launch's input, all on the stream (no host sync).
     CUDA_CHECK(cudaMemcpyAsync(out_tokens_ + done, tokens_ + 1, size_t(k) * 4, cudaMemcpyDeviceToDevice, stream_));
@@ -336,9 +378,27 @@ Status MegakernelBackend::generate(int32_t token, int pos, std::span<int32_t> ou
     done += k;
   }
   CUDA_CHECK(cudaMemcpyAsync(out.data(), out_tokens_, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  uint32_t produced_dev = 0;  // stop_state[0]: the Argmax wrote it at every step that ran
+  if (stops.ids.n > 0)
+    CUDA_CHECK(cudaMemcpyAsync(&produced_dev, stop_state_, 4, cudaMemcpyDeviceToHost, stream_));
   MK_TRY(check_error());
-  n_cached_ = pos + int(out.size());
-  return {};
+  int produced = int(out.size());
+  if (stops.ids.n > 0) {
+    // The tokens say the same: the first stop id is the last token produced.
+    const auto first = std::find_if(out.begin(), out.end(), [&](int32_t t) { return stops.ids.has(t); });
+    const int want = first == out.end() ? int(out.size()) : int(first - out.begin()) + 1;
+    if (int64_t(produced_dev) != want) {
+      broken_ = true;
+      return make_error("megakernel: the device reports ", produced_dev, " tokens produced but its first stop id is token ",
+                        want, " of ", out.size(), " (the stop check disagrees with the Argmax)");
+    }
+    produced = want;
+    // The steps after the stop did not run: the counters stand as after `produced` steps.
+    count_steps(-int64_t(int(out.size()) - produced), lm_dyn);
+    std::fill(out.begin() + produced, out.end(), -1);
+  }
+  n_cached_ = pos + produced;
+  return produced;
 }
 
 Status MegakernelBackend::set_random_context(int n) {

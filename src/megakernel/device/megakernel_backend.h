@@ -2,7 +2,8 @@
 // Backend interface. Weights in the layered path's device layout (cuda/backend/device_weights.h), KV
 // cache in its paged layout (cuda/backend/kv_cache.h, block size 64, identity block table).
 // Prefill runs token by token through the megakernel itself (one launch per token).
-// Sampled decoding (decode_sample) draws each token on the device (isa.h SampleParams, ops/sample.cuh). In-kernel
+// Sampled decoding (decode_sample) draws each token on the device (isa.h SampleParams, ops/sample.cuh). Stop ids
+// (decode_*_until, generate_until; isa.h StopIds) end a decode on the device at the first chosen stop id. In-kernel
 // timing: megakernel_timing.cu.
 // Tests: tests/gpu/test_megakernel*.cu. Benchmark: bench/megakernel_decode.cpp, `megakernel bench --backend megakernel`
 // (figures in bench/RESULTS.md).
@@ -72,6 +73,14 @@ struct MegakernelOptions {
   double lm_static_share = 0.75;
 };
 
+// Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
+// number, the tokens produced by its earlier launches. ids.n = 0: none.
+struct LaunchStops {
+  StopIds ids;
+  uint32_t call_seq = 0;
+  int produced_base = 0;
+};
+
 class MegakernelBackend final : public Backend {
  public:
   // Refuses (with the reason) what the interpreter cannot run: head_dim other than 64/128, sizes
@@ -103,12 +112,27 @@ class MegakernelBackend final : public Backend {
                        std::span<int32_t> out) override {
     return generate_sample(token, pos, p, first_draw, out, MAX_STEPS);
   }
+  // Stop ids checked on the device (Backend::decode_greedy_until; isa.h StopIds, at most MAX_STOP_IDS): the launch's
+  // steps after the one that chose a stop id do not run, and the count comes back with the tokens. With the weight ring
+  // (its kernel instances have the check); without it none (the engine then checks on the host).
+  int max_stop_ids() const override { return n_pages_ > 0 ? MAX_STOP_IDS : 0; }
+  Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
+                                    std::span<int32_t> out) override {
+    return generate_until(token, pos, out, MAX_STEPS, {}, stop_ids);
+  }
+  Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                    std::span<const int32_t> stop_ids, std::span<int32_t> out) override;
+  // generate_greedy (sample.temperature = 0) or a sampled generate with stop ids, steps_per_launch steps per launch:
+  // returns the tokens produced n (out[0, n) chosen, out[n - 1] the stop id when n < out.size(); out[n, ...) = -1);
+  // pos + n positions are cached. Launches after the one that stopped run nothing (no host sync between launches).
+  Expected<int> generate_until(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch,
+                               const SampleParams& sample, std::span<const int32_t> stop_ids);
 
   // --- for benchmarks ---
   // Enqueues one launch of n_steps greedy (or, with sample.temperature > 0, sampled) steps starting at pos (token
   // from tokens[0] on the device, or `token` when >= 0). Asynchronous; check_error() synchronises and reports a
-  // watchdog.
-  Status enqueue(int32_t token, int pos, int n_steps, const SampleParams& sample = {});
+  // watchdog. With stops.ids.n > 0 the launch may end early (generate_until accounts for it afterwards).
+  Status enqueue(int32_t token, int pos, int n_steps, const SampleParams& sample = {}, const LaunchStops& stops = {});
   Status check_error();
   Status set_random_context(int n);  // pretend positions [0, n) are cached with random K/V
   const Schedule& schedule() const { return schedule_; }
@@ -149,7 +173,9 @@ class MegakernelBackend final : public Backend {
  private:
   MegakernelBackend() = default;
   Status init(const MegakernelOptions& opt);
-  Status generate(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch, SampleParams sample);
+  // Steps a launch added to the protocol's counters (epoch, step barrier, claim counter): + n per launch in enqueue, and
+  // - (steps that did not run) after a stop.
+  void count_steps(int64_t n, bool lm_dyn);
 
   ModelConfig config_;
   cuda::DeviceWeights weights_;
@@ -173,6 +199,8 @@ class MegakernelBackend final : public Backend {
   uint32_t* counters_ = nullptr;   // [layout.n_counters]
   uint32_t* error_ = nullptr;      // [4]
   int32_t* out_tokens_ = nullptr;  // [max_context] generate_greedy output
+  uint32_t* stop_state_ = nullptr; // [2] device::MkParams::stop_state (tokens produced by the call, stopping launch)
+  uint32_t launch_seq_ = 0;        // launches so far (device::MkParams::launch_seq of the last)
   unsigned long long* fws_ = nullptr;      // [layout.workspace_floats] flagged pairs (flag protocol)
   unsigned long long* ftokens_ = nullptr;  // [MAX_STEPS + 1] flagged tokens
   bool flags_ = false, mid_resid_ = false;

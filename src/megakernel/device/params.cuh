@@ -130,6 +130,18 @@ struct MkParams {
   // Sampling of this launch (isa.h SampleParams; temperature 0 = greedy): the Argmax instruction draws instead
   // (ops/sample.cuh), and with flags LmHead stores the logits flagged.
   SampleParams sample;
+  // Stop ids of this launch (isa.h StopIds; stop.n = 0: none, and nothing below is read or written). The Argmax also
+  // stores its token flagged in the counter instance (ftokens, tag tag0 + step + 1), every block checks the step's
+  // input token before its first instruction of a step >= 1 (interpreter.cu), and a launch of a generate call after
+  // the one that chose a stop id runs nothing.
+  StopIds stop;
+  uint32_t* stop_state;  // [2]: [0] tokens the generate call produced so far (the Argmax writes produced_base + step + 1);
+                         // [1] launch_seq of the last launch that chose a stop id
+  uint32_t launch_seq;   // this launch's number (> 0, one per launch)
+  uint32_t call_seq;     // launch_seq of its generate call's first launch: stop_state[1] in [call_seq, launch_seq) means
+                         // an earlier launch of the call stopped, and this one returns at once
+  int produced_base;     // tokens produced by the call's launches before this one (when none stopped)
+  uint32_t tag0;         // epoch tag of ftokens[0] (the backend's total step count; the flag instance: = epoch0)
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

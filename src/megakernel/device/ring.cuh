@@ -87,6 +87,11 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
 // entered the LmHead instruction of launch step s - 1 by setting s_lm_gate = s (the loader claims units only then).
 __shared__ int s_lm_unit[MAX_PAGES];
 __shared__ int s_lm_gate;
+// Set (1) by consumer thread 0 when the block's consumers found a stop id as a step's input (isa.h StopIds) and leave:
+// the loader stops waiting for pages they will never release, waits for the copies it issued, and returns.
+// The loader functions take STOP = true in the kernel instances with stop ids only (the others compile as before).
+__shared__ int s_stop;
+__device__ __forceinline__ bool loader_stopped() { return *reinterpret_cast<volatile const int*>(&s_stop) != 0; }
 // The gate's accesses: a release store by consumer thread 0 (after its dependency wait's acquire), an acquire load by
 // the loader (before its claims), so the other blocks' claims of the step before precede this block's in causality
 // order (their claim, their page's arrive, their consumers' release, thread 0's acquire, this release, this acquire).
@@ -100,16 +105,29 @@ __device__ __forceinline__ int lm_gate_get() {
 }
 
 // Loader: waits until ring slot `page % np` is free (every consumer warp released page - np). False after
-// another block raised the watchdog error (the caller returns).
+// another block raised the watchdog error (the caller returns), or (STOP) once the consumers stopped.
+template <bool STOP>
 __device__ __forceinline__ bool loader_slot(const MkParams& p, uint64_t* empty, uint32_t page, uint32_t np,
                                             unsigned long long& stall) {
   if (page < np) return true;
   const uint32_t slot = page % np, parity = ((page / np) - 1u) & 1u;
   if (mbar_test_wait(&empty[slot], parity)) return true;
   const unsigned long long t0 = p.timing ? global_ns() : 0;
-  mbar_wait_or_error(p, &empty[slot], parity);
+  if constexpr (!STOP) {
+    mbar_wait_or_error(p, &empty[slot], parity);
+    if (p.timing) stall += global_ns() - t0;
+    return !error_raised(p);
+  }
+  // As mbar_wait_or_error, and gives up when the consumers stopped (they release no more pages).
+  bool ok = true;
+  for (uint32_t polls = 0; !mbar_try_wait(&empty[slot], parity); ++polls)
+    if (((polls & 1023u) == 1023u && error_raised(p)) || ((polls & 63u) == 63u && loader_stopped())) {
+      ok = false;
+      break;
+    }
   if (p.timing) stall += global_ns() - t0;
-  return !error_raised(p);
+  // One decision for the warp (loader_issue's __syncwarp needs every lane): a lane that gave up wins.
+  return __all_sync(0xffffffffu, ok && !error_raised(p));
 }
 
 // Loader: the bulk copies of one page of nr rows (row k at src + k * stride) into `slot`.
@@ -132,14 +150,16 @@ __device__ __forceinline__ void loader_issue(unsigned char* ring, uint64_t* full
 
 // Loader, dynamic LM head of launch step `step` (isa.h Layout::lm_unit_rows): the instruction's static units, then
 // (once this block's consumers entered the instruction) units claimed from the step's range of the counter until
-// a claim overshoots, which ends the instruction with an empty page. One unit = one page. False: watchdog.
+// a claim overshoots, which ends the instruction with an empty page. One unit = one page. False: watchdog (or STOP:
+// the consumers stopped).
+template <bool STOP>
 __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, unsigned char* ring, uint64_t* full,
                                   uint64_t* empty, uint32_t& page, unsigned long long& stall, uint64_t policy) {
   const Layout& L = p.L;
   const int lane = threadIdx.x & 31, ur = L.lm_unit_rows;
   const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(L.n_embd) * 2u;
   auto unit_page = [&](int unit) {
-    if (!loader_slot(p, empty, page, np, stall)) return false;
+    if (!loader_slot<STOP>(p, empty, page, np, stall)) return false;
     const uint32_t slot = page % np;
     if (lane == 0) s_lm_unit[slot] = unit;
     if (unit < 0) {
@@ -162,9 +182,13 @@ __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, 
   // counter is at this step's base.
   if (lane == 0)
     for (uint32_t polls = 0; lm_gate_get() != step + 1; ++polls)
-      if ((polls & 1023u) == 1023u && error_raised(p)) break;
+      if (((polls & 1023u) == 1023u && error_raised(p)) || (STOP && loader_stopped())) break;
   __syncwarp();
-  if (error_raised(p)) return false;
+  if constexpr (STOP) {
+    if (__shfl_sync(0xffffffffu, int(error_raised(p) || loader_stopped()), 0)) return false;  // lane 0's view for all
+  } else {
+    if (error_raised(p)) return false;
+  }
   const unsigned long long base = p.lm_base + (unsigned long long)step * (unsigned long long)L.lm_claims_per_step();
   // One claim ahead: the next unit's atomic is in flight while this unit waits for its slot (a claim is an L2 round
   // trip). Still exactly one overshooting claim: nothing is claimed after a claim that overshot.
@@ -181,7 +205,9 @@ __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, 
   }
 }
 
-// The loader warp: every page of every instruction of this block's queue, n_steps times.
+// The loader warp: every page of every instruction of this block's queue, n_steps times (STOP: until the consumers
+// stop).
+template <bool STOP>
 __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* full, uint64_t* empty) {
   const int lane = threadIdx.x & 31;
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
@@ -189,10 +215,14 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   const uint32_t np = uint32_t(p.n_pages);
   uint32_t page = 0;
   unsigned long long stall = 0;
-  for (int step = 0; step < p.n_steps; ++step)
-    for (uint32_t i = begin; i < end; ++i) {
+  bool ok = true;  // STOP: false after the watchdog or once the consumers stopped (without STOP: always true)
+  for (int step = 0; step < p.n_steps && ok; ++step)
+    for (uint32_t i = begin; i < end && ok; ++i) {
       if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
-        if (!loader_lm_dynamic(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) return;
+        if (!loader_lm_dynamic<STOP>(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) {
+          if constexpr (!STOP) return;
+          ok = false;
+        }
         continue;
       }
       const WeightRows w = weight_rows(p, p.instrs[i]);
@@ -200,11 +230,21 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       const int rpp = page_rows(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
       for (int r = 0; r < w.n; r += rpp, ++page) {
-        if (!loader_slot(p, empty, page, np, stall)) return;
+        if (!loader_slot<STOP>(p, empty, page, np, stall)) {
+          if constexpr (!STOP) return;
+          ok = false;
+          break;
+        }
         loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
                      w.stride == w.cols, policy, lane);
       }
     }
+  // With stop ids the consumers may leave without reading the last pages (a stopped step's, run ahead): every bulk
+  // copy must land before the block exits, so wait for the last np pages issued (the earlier ones were consumed; no
+  // copy refills their slots any more, so each full barrier's phase stays where the wait finds it).
+  if constexpr (STOP)
+    for (uint32_t n = page > np ? page - np : 0; n < page; ++n) mbar_wait_or_error(p, &full[n % np], (n / np) & 1u);
+  if (!ok) return;
   if (p.timing && lane == 0) p.timing[size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS + B_LOADER_STALL] = stall;
 }
 

@@ -98,11 +98,25 @@ __device__ __forceinline__ bool reduce_amax(const Ctx& c, float& best, int& best
 }
 
 // Thread 0: tokens[step + 1] = t. Flag protocol: the token goes out as a pair tagged with the next step's epoch (its
-// reader's).
+// reader's). (With stop ids the interpreter adds put_stop_state after the instruction.)
 template <bool FLAG>
 __device__ __forceinline__ void put_token(const Ctx& c, int32_t t) {
   c.p.tokens[c.step + 1] = t;
   if constexpr (FLAG) st_flag(c.p.ftokens + c.step + 1, __uint_as_float(uint32_t(t)), c.epoch + 1u);
+}
+
+// With stop ids (MkParams::stop), thread 0 after the Argmax instruction (whose thread 0 wrote tokens[step + 1]: its
+// own store, read back): the counter instance stores the token as a flagged pair too (tag tag0 + step + 1: the next
+// step's stop check reads it, common.cuh step_check), and the call's produced count and a stop go to stop_state (read
+// by the host after the launch, and by the call's later launches at their start: the kernel boundary orders them).
+// Here rather than in put_token: inside the sampled draw's op it cost that instance registers (H200, 1B: the sampled
+// step 1.034 -> 1.049 ms/token with no stop ids).
+template <bool FLAG>
+__device__ __noinline__ void put_stop_state(const MkParams& p, int step) {
+  const int32_t t = *reinterpret_cast<volatile const int32_t*>(p.tokens + step + 1);
+  if constexpr (!FLAG) st_flag(p.ftokens + step + 1, __uint_as_float(uint32_t(t)), p.tag0 + uint32_t(step) + 1u);
+  p.stop_state[0] = uint32_t(p.produced_base + step + 1);
+  if (p.stop.has(t)) p.stop_state[1] = p.launch_seq;
 }
 
 // A sampled launch (MkParams::sample): tokens[step + 1] drawn by the host Sampler's rule with draw index

@@ -5,11 +5,11 @@
 
 namespace mk::megakernel::device {
 
-template <bool RING, bool FLAG>
+template <bool RING, bool FLAG, bool STOP = false>
 __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
-  residual_in<FLAG>(c, in.layer);
+  residual_in<FLAG, STOP>(c, in.layer);
   csync();
   // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
   const int64_t resid = L.resid + int64_t(in.layer) * L.n_embd;
