@@ -13,16 +13,7 @@ export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 timeout 240 "$B/test_gpu" > "$OUT/test_gpu.log" 2>&1; echo "test_gpu exit $?" >> "$OUT/summary.txt"
 grep -E "^\[  FAILED  \]|^\[  PASSED  \]" "$OUT/test_gpu.log" | head -20 >> "$OUT/summary.txt"
-for m in tests/golden/*/; do
-  ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/expected.json'))['cases'][0]['prompt'])))" 2>/dev/null)
-  [ -n "$ids" ] || continue
-  cpu=$("$B/megakernel" generate --model "$m" --prompt-ids "$ids" -n 12 --ids --ignore-eos --device cpu 2>&1 | tail -1)
-  for be in layered megakernel; do
-    got=$(timeout 30 "$B/megakernel" generate --model "$m" --prompt-ids "$ids" -n 12 --ids --ignore-eos --device cuda --backend $be 2>&1 | tail -1)
-    [ "$got" == "$cpu" ] && r=same || r="DIFFERENT cpu=$cpu got=$got"
-    echo "e2e $(basename $m) $be: $r" >> "$OUT/summary.txt"
-  done
-done
+bash scripts/golden_e2e.sh "$B" layered megakernel >> "$OUT/summary.txt"
 timeout 150 "$B/megakernel" bench --shape llama-3.2-1b --backend all --context 32 --context 4096 --context 16384 \
   --json > "$OUT/bench.json" 2> "$OUT/bench.txt"
 echo "bench 1b exit $?" >> "$OUT/summary.txt"

@@ -11,16 +11,9 @@ export LD_LIBRARY_PATH="$N/lib:${LD_LIBRARY_PATH:-}"
 S="$OUT/summary.txt"
 timeout 240 "$N/test_gpu" > "$OUT/test_gpu.log" 2>&1; echo "test_gpu exit $?" >> "$S"
 grep -E "^\[  FAILED  \]|^\[  PASSED  \]" "$OUT/test_gpu.log" | head -20 >> "$S"
-for m in tests/golden/*/; do
-  ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$m/expected.json'))['cases'][0]['prompt'])))" 2>/dev/null)
-  [ -n "$ids" ] || continue
-  cpu=$("$N/megakernel" generate --model "$m" --prompt-ids "$ids" -n 12 --ids --ignore-eos --device cpu 2>&1 | tail -1)
-  got=$(timeout 30 "$N/megakernel" generate --model "$m" --prompt-ids "$ids" -n 12 --ids --ignore-eos --device cuda --backend layered 2>&1 | tail -1)
-  [ "$got" == "$cpu" ] && r=same || r="DIFFERENT cpu=$cpu got=$got"
-  echo "e2e $(basename $m) layered: $r" >> "$S"
-done
+bash scripts/golden_e2e.sh "$N" layered >> "$S"
 for tool in memcheck racecheck; do
-  timeout 150 compute-sanitizer --tool $tool "$N/test_gpu" --gtest_filter='Matvec.*:MatvecQkNorm.*' \
+  MK_TEST_SKIP_BULK=1 timeout 150 compute-sanitizer --tool $tool "$N/test_gpu" --gtest_filter='Matvec.*:MatvecQkNorm.*' \
     > "$OUT/$tool.log" 2>&1
   echo "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)" >> "$S"
 done

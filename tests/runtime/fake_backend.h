@@ -14,6 +14,14 @@
 
 namespace mk::testing {
 
+// A deterministic "model" for the fake: next token = (sum of the sequence * 7 + length) mod n, so it depends on
+// every cached id.
+inline int32_t hash_next(const std::vector<int32_t>& s, int n) {
+  int64_t h = 0;
+  for (int32_t x : s) h = h * 7 + x;
+  return int32_t(((h + int64_t(s.size())) % n + n) % n);
+}
+
 class FakeBackend final : public Backend {
  public:
   // next(seq): the token the model "predicts" after seq; its logit is 10, every other one is 0.

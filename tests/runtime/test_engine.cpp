@@ -13,14 +13,9 @@ namespace mk {
 namespace {
 
 using testing::FakeBackend;
+using testing::hash_next;
 using testing::MapTextStream;
 
-// next token = (sum of the sequence * 7 + length) mod n: depends on every cached id.
-int32_t hash_next(const std::vector<int32_t>& s, int n) {
-  int64_t h = 0;
-  for (int32_t x : s) h = h * 7 + x;
-  return int32_t(((h + int64_t(s.size())) % n + n) % n);
-}
 
 std::vector<int32_t> reference_greedy(std::vector<int32_t> seq, int n_new, int n_vocab) {
   std::vector<int32_t> out;

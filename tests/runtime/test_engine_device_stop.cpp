@@ -13,13 +13,9 @@ namespace mk {
 namespace {
 
 using testing::FakeBackend;
+using testing::hash_next;
 using testing::MapTextStream;
 
-int32_t hash_next(const std::vector<int32_t>& s, int n) {
-  int64_t h = 0;
-  for (int32_t x : s) h = h * 7 + x;
-  return int32_t(((h + int64_t(s.size())) % n + n) % n);
-}
 
 struct Outcome {
   GenerateResult r;
