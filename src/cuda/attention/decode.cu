@@ -124,7 +124,6 @@ cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
   if (e != cudaSuccess) return e;
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = make_cfg<D, W, CPS, TWO, EARLY, CL>(p, s, pdl, attr);
-  apply_carveout(reinterpret_cast<const void*>(decode_kernel<D, W, CPS, TWO, EARLY, CL>));
   return cudaLaunchKernelEx(&cfg, decode_kernel<D, W, CPS, TWO, EARLY, CL>, p);
 }
 
@@ -163,7 +162,6 @@ cudaError_t launch_tma_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
   cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg = make_cfg<64, 4, 1, TWO, EARLY, false>(p, s, pdl, attr);
   cfg.dynamicSmemBytes = smem;
-  apply_carveout(reinterpret_cast<const void*>(k));
   return cudaLaunchKernelEx(&cfg, k, p, tm_k, tm_v);
 }
 

@@ -6,9 +6,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <mutex>
-#include <unordered_set>
 #include <utility>
 
 #include "cuda/common/cuda_check.h"
@@ -23,24 +20,6 @@ struct Stream {
   Stream(cudaStream_t s, bool p = true) : stream(s), pdl(p) {}
 };
 
-// Measurement knob MK_SMEM_CARVEOUT=<percent>: each kernel launched through launch() (and the matvec and decode
-// attention launchers) gets that cudaFuncAttributePreferredSharedMemoryCarveout before its first launch, to put the
-// decode chain's kernels under one shared-memory carveout: an SM runs kernels of different carveouts only one after
-// the other, with no PDL overlap (a decode attention that needed the 228 KB carveout cost the step 10%,
-// bench/RESULTS.md session 8). Unset: the driver's choice, as always so far.
-inline void apply_carveout(const void* kernel) {
-  static const int pct = [] {
-    const char* e = std::getenv("MK_SMEM_CARVEOUT");
-    return e && *e ? std::atoi(e) : -1;
-  }();
-  if (pct < 0) return;
-  static std::mutex mu;
-  static std::unordered_set<const void*> done;
-  std::lock_guard lock(mu);
-  if (done.insert(kernel).second)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct));
-}
-
 template <class... KArgs, class... Args>
 void launch(const Stream& s, dim3 grid, dim3 block, size_t smem, void (*kernel)(KArgs...), Args&&... args) {
   cudaLaunchConfig_t cfg{};
@@ -53,7 +32,6 @@ void launch(const Stream& s, dim3 grid, dim3 block, size_t smem, void (*kernel)(
   attr[0].val.programmaticStreamSerializationAllowed = s.pdl ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  apply_carveout(reinterpret_cast<const void*>(kernel));
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 

@@ -89,7 +89,6 @@ void launch_heads(const Stream& s, K kernel, Params& p) {
   attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  apply_carveout(reinterpret_cast<const void*>(kernel));
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
