@@ -99,6 +99,19 @@ void expect_qkv_path(const ModelConfig& c, bool fused, F&& f) {
   }
 }
 
+// The host loop a device-sampled decode must equal: `tok` fed at pos, pos + 1, ... on `b`, each next token drawn by a
+// Sampler with p's rule from draw first_draw on; dev[i] must be the loop's i-th token.
+void expect_host_sampling_loop(Backend& b, const SamplingParams& p, uint64_t first_draw, int32_t tok, int pos,
+                               const std::vector<int32_t>& dev, std::vector<float>& l) {
+  Sampler host(p);
+  host.advance(first_draw);
+  for (size_t i = 0; i < dev.size(); ++i) {
+    ASSERT_TRUE(b.forward(std::vector<int32_t>{tok}, pos + int(i), l).ok());
+    tok = host.sample(l, {});
+    EXPECT_EQ(dev[i], tok) << "token " << i;
+  }
+}
+
 std::vector<int32_t> random_prompt(int n, int V, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -216,6 +229,7 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
   Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, V), DType::BF16, 12);
   auto prompt = random_prompt(10, V, 4);
   for (float min_p : {0.f, 0.02f}) {
+    SCOPED_TRACE(cat("min_p ", min_p));
     SamplingParams p;
     p.temperature = 1.5f;  // random weights give flat logits: the draws spread over many ids
     p.min_p = min_p;
@@ -234,14 +248,7 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
     ASSERT_TRUE(gs->decode_sample(prompt[9], 9, p, 5, devg).ok());
     EXPECT_EQ(dev1, dev) << "1 step per launch vs the default";
     EXPECT_EQ(devg, dev) << "the draw in one block vs over 64";
-    Sampler host(p);
-    host.advance(5);
-    int32_t tok = prompt[9];
-    for (int i = 0; i < 20; ++i) {
-      ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 9 + i, l).ok());
-      tok = host.sample(l, {});
-      EXPECT_EQ(dev[size_t(i)], tok) << "token " << i << " min_p " << min_p;
-    }
+    expect_host_sampling_loop(*b, p, 5, prompt[9], 9, dev, l);
     std::set<int32_t> distinct(dev.begin(), dev.end());
     EXPECT_GT(distinct.size(), 5u) << "the draws should spread (else this test shows little)";
     // Greedy after a sampled call on the same backend: the state's temperature is reset.
@@ -287,14 +294,7 @@ TEST(Backend, DeviceTopKTopPLoopEqualsHostLoop) {
     ASSERT_TRUE(a->decode_sample(prompt[9], 9, p, 5, dev).ok());  // draws 5, 6, ...
     ASSERT_TRUE(gs->decode_sample(prompt[9], 9, p, 5, devg).ok());
     EXPECT_EQ(devg, dev) << "the draw in one block vs over 64";
-    Sampler host(p);
-    host.advance(5);
-    int32_t tok = prompt[9];
-    for (int i = 0; i < 24; ++i) {
-      ASSERT_TRUE(b->forward(std::vector<int32_t>{tok}, 9 + i, l).ok());
-      tok = host.sample(l, {});
-      EXPECT_EQ(dev[size_t(i)], tok) << "token " << i;
-    }
+    expect_host_sampling_loop(*b, p, 5, prompt[9], 9, dev, l);
     std::set<int32_t> distinct(dev.begin(), dev.end());
     EXPECT_GT(distinct.size(), 2u) << "the draws should spread (else this test shows little)";
   }
