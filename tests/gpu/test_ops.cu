@@ -239,5 +239,34 @@ TEST(Ops, GemmMatchesCpuMatvecPerRow) {
   }
 }
 
+// prepare() chooses one algorithm per power-of-two bucket of M: every M of a bucket reuses it (or asks the heuristic
+// when it does not fit), so M between the buckets must be right too, with and without accumulation.
+TEST(Ops, GemmBucketsMatchCpu) {
+  auto g = cuda::Gemm::create();
+  ASSERT_TRUE(g) << g.message();
+  const int max_m = 100, N = 520, K = 2048;
+  std::mt19937 rng(7);
+  Bf16Data x = to_bf16(randn(size_t(max_m) * K, rng)), w = to_bf16(randn(size_t(N) * K, rng, 0.05f));
+  DeviceArray<uint16_t> dx(x.bits), dw(w.bits);
+  DeviceArray<float> y(size_t(max_m) * N);
+  auto* xp = reinterpret_cast<bf16*>(dx.p);
+  auto* wp = reinterpret_cast<bf16*>(dw.p);
+  (*g)->prepare(nullptr, y.p, DType::F32, xp, wp, max_m, N, K);
+  (*g)->prepare(nullptr, y.p, DType::F32, xp, wp, max_m, N, K, 1.f);
+  TensorView wv = view(w.f, {N, K});
+  for (int M : {1, 3, 16, 32, 37, 64, 100}) {
+    SCOPED_TRACE(cat("M ", M));
+    std::vector<float> y0 = randn(size_t(M) * N, rng), want(size_t(M) * N), want_acc(size_t(M) * N);
+    DeviceArray<float> yst(size_t(M) * N), yacc(y0);
+    yst.poison();
+    (*g)->run(nullptr, yst.p, DType::F32, xp, wp, M, N, K);
+    (*g)->run(nullptr, yacc.p, DType::F32, xp, wp, M, N, K, 1.f);
+    for (int m = 0; m < M; ++m) cpu::matvec(want.data() + size_t(m) * N, wv, x.f.data() + size_t(m) * K);
+    cpu::add(want_acc.data(), want.data(), y0.data(), M * N);
+    EXPECT_LT(rel_err(yst.download(), want), 2e-5);
+    EXPECT_LT(rel_err(yacc.download(), want_acc), 2e-5);
+  }
+}
+
 }  // namespace
 }  // namespace mk::gpu_test
