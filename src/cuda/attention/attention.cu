@@ -10,6 +10,7 @@
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
 #include "cuda/common/rope_head.cuh"
+#include "cuda/common/sm_count.h"
 
 namespace mk::cuda {
 namespace {
@@ -55,15 +56,6 @@ bool device_is_sm90() {
     return major == 9 && minor == 0;
   }();
   return v;
-}
-
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    cudaGetDevice(&dev);
-    return cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0 ? v : 132;
-  }();
-  return n;
 }
 
 // The parameters prefill and decode share (PrefillParams / DecodeParams): queries, outputs, the paged K/V with

@@ -17,6 +17,7 @@
 
 #include "cuda/attention/decode_kernel.cuh"
 #include "cuda/common/launch.h"
+#include "cuda/common/sm_count.h"
 
 namespace mk::cuda::attn {
 namespace {
@@ -99,16 +100,6 @@ int cluster_cap(int n_split) {
   return cap[n_split] - 1;
 }
 
-int sm_count_here() {
-  static int n = 0;
-  if (n == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      n = 1;
-  }
-  return n;
-}
-
 template <int D, int W, int CPS, bool TWO, bool EARLY, bool CL>
 cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
   if constexpr (CL) {
@@ -116,7 +107,7 @@ cudaError_t launch_t(const DecodeParams& p, cudaStream_t s, bool pdl) {
     // whole GPC's worth of free SMs would add a wave) or the grid is several waves anyway.
     const int cap = cluster_cap<D, CPS, TWO, EARLY>(p.n_split);
     const int64_t clusters = int64_t(p.n_kv_head) * ((p.group + HROWS - 1) / HROWS) * p.batch;
-    const int64_t slots = int64_t(sm_count_here()) * CPS;
+    const int64_t slots = int64_t(sm_count()) * CPS;
     if (cap <= 0 || (cap < clusters && int64_t(cap) * p.n_split * 8 < slots * 7))
       return launch_t<D, W, CPS, TWO, EARLY, false>(p, s, pdl);
   }

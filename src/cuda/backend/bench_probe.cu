@@ -10,6 +10,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 #include "cuda/common/launch.h"
+#include "cuda/common/sm_count.h"
 #include "cuda/ops/gemm.h"
 #include "cuda/ops/matvec_internal.h"
 
@@ -161,8 +162,7 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
     a.out = static_cast<float*>(y.p) + size_t(i % copies) * n_rows;
     return a;
   };
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int sms = sm_count();
   auto mv = [&](const MatvecArgs& a) {
     if (kname == "read")
       launch(Stream(s, true), dim3(2 * sms), dim3(1024), 0, read_probe_kernel, reinterpret_cast<const uint4*>(a.w),

@@ -27,6 +27,7 @@
 #include <string>
 #include <tuple>
 
+#include "cuda/common/sm_count.h"
 #include "cuda/ops/matvec_splitk.cuh"
 
 namespace mk::cuda {
@@ -43,16 +44,6 @@ int env_int(const char* name, int dflt) {
   const int v = e && *e ? std::atoi(e) : dflt;
   cache.emplace(name, v);
   return v;
-}
-
-int device_sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
 }
 
 // ROPE_QKV_NORM: one cluster of C blocks per head (see matvec_splitk_kernel); p.S and the widest p.P are set.
@@ -102,7 +93,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
     return true;
   }();
   (void)attr;
-  const int sms = device_sm_count();
+  const int sms = sm_count();
   const int n_chunks = a.n_cols / 8;
   constexpr int slice = mv_ks(MINB) * 32;
   Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "cuda/common/mbarrier.cuh"
+#include "cuda/common/sm_count.h"
 #include "cuda/ops/matvec_internal.h"
 
 namespace mk::cuda {
@@ -58,16 +59,6 @@ struct BulkParams {
 
 __device__ __forceinline__ void consumer_sync(int n_threads) {
   asm volatile("bar.sync %0, %1;" ::"n"(CONSUMER_BAR), "r"(n_threads) : "memory");
-}
-
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
 }
 
 // Claim counters {next unit, blocks done}, zero between launches. Launches of the bulk kernel on one stream are

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cuda/common/device.cuh"
+#include "cuda/common/sm_count.h"
 #include "cuda/device_info.h"
 
 namespace mk::cuda {
@@ -109,14 +110,8 @@ void launch_matvec(const Stream& s, const MatvecArgs& a) {
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, THREADS, 32 * 1024));
     return std::max(1, n);
   }();
-  static int sm_count = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
   int n_pairs = (a.n_rows + 1) / 2;
-  int blocks = std::min((n_pairs + WARPS - 1) / WARPS, sm_count * std::min(blocks_per_sm, 2));
+  int blocks = std::min((n_pairs + WARPS - 1) / WARPS, sm_count() * std::min(blocks_per_sm, 2));
   size_t smem = size_t(a.n_cols) * sizeof(float);
   launch(s, dim3(blocks), dim3(THREADS), smem, kernel, Params{a});
 }
