@@ -102,6 +102,7 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   sample<N>      CudaBackendOptions::sample_blocks = N (the draw over N blocks; with temp)
 //   topk<K>, topp<P>   decode steps draw at temperature 1 (seed 1) with top_k = K / top_p = P on the device (e.g.
 //                  topk40, topp0.9, topk40+topp0.95)
+//   stopsteps<S>   CudaBackendOptions::stop_graph_steps = S, and the stop-id rows (the default variant always has them)
 //   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
@@ -110,6 +111,7 @@ struct Variant {
   bool fuse_rope = true;  // as make_cuda_backend
   cuda::BulkSched bulk_sched = cuda::BulkSched::CLAIM;
   std::string matvec = "splitk";
+  bool stop_rows = false;  // time calls with and without stop ids (time_stop_calls)
 };
 
 unsigned leave_out_bit(const std::string& k) {
@@ -155,6 +157,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "graph") v.opt.pdl = false;
     else if (f == "prefetch-o") v.opt.prefetch_o = true;
     else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
+    else if (num("stopsteps") >= 1) v.opt.stop_graph_steps = int(num("stopsteps")), v.stop_rows = true;
     else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
@@ -172,7 +175,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, stopsteps<S>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -193,6 +196,21 @@ void print_decode(const BenchOptions& o, json& j, const std::string& variant, co
                "  %7.1f tok/s\n",
                d.context, d.random_context ? "*" : " ", variant.c_str(), d.ms_median, pct, d.ms_mean, pct_b2b,
                1e3 / d.ms_mean);
+}
+
+// The stop-id rows of a variant: whole calls without and with stop ids (per token), and the cost of a call that
+// stops at its first token against a one-token call (per call).
+void print_stop(const BenchOptions& o, json& j, const std::string& variant, const cuda::StopTiming& t, bool body_pdl) {
+  const double pct = 100.0 * (t.ms_stops / t.ms_plain - 1.0);
+  j["decode_stop"].push_back({{"variant", variant}, {"context", t.context}, {"n_tokens", t.n_tokens},
+                              {"ms_per_token_calls", t.ms_plain}, {"ms_per_token_calls_stop_ids", t.ms_stops},
+                              {"stop_ids_cost_pct", pct}, {"ms_call_stop_at_first", t.ms_stop_first},
+                              {"ms_call_one_token", t.ms_one}, {"while_body_pdl", body_pdl}});
+  std::fprintf(human(o),
+               "  decode ctx %5d  %-22s calls of %d: %7.4f ms/token, +stop ids %7.4f ms/token (%+.2f%%); stop at token 1:"
+               " %6.3f ms/call (1-token call %6.3f ms)%s\n",
+               t.context, variant.c_str(), t.n_tokens, t.ms_plain, t.ms_stops, pct, t.ms_stop_first, t.ms_one,
+               body_pdl ? "" : " [WHILE bodies without PDL]");
 }
 
 Expected<json> bench_one(const BenchOptions& o, const std::string& what, const ModelConfig& c, const Model* m,
@@ -233,6 +251,20 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
                    p.n_tokens / (p.ms * 1e-3));
     }
     for (auto& d : t->decode) print_decode(o, j, name, d, read_tbps);
+    if (main_variant || v->stop_rows) {  // the device stop check (decode_*_until): greedy, and the variant's draw
+      std::vector<std::pair<std::string, SamplingParams>> modes = {{name, v->sampling}};
+      if (main_variant) {
+        SamplingParams temp;
+        temp.temperature = 1.f, temp.seed = 1;
+        modes.push_back({name + " temp", temp});
+      }
+      for (const auto& [label, sp] : modes)
+        for (int ctx : main_variant && sp.greedy() ? o.contexts : std::vector<int>{o.contexts.front()}) {
+          auto st = cuda::time_stop_calls(**b, ctx, o.n_tokens, o.repeats, sp);
+          if (!st) return make_error(what, ": ", st.message());
+          print_stop(o, j, label, *st, (*b)->stop_body_pdl());
+        }
+    }
   }
   cuda::set_matvec_kernel("splitk");
   cuda::set_matvec_bulk_sched(cuda::BulkSched::CLAIM);

@@ -107,7 +107,71 @@ Expected<DecodeTiming> time_decode(CudaBackend& b, int context, int n_tokens, in
   return t;
 }
 
+// Positions [0, context) cached: a real prefill up to max_real_prefill, else random K/V.
+Status prepare_context(CudaBackend& b, int context, int max_real_prefill, bool* random) {
+  b.truncate(0);
+  *random = false;
+  if (context > max_real_prefill) {
+    MK_TRY(b.set_random_context(context));
+    *random = true;
+  } else if (context > 0) {
+    MK_TRY(b.enqueue_prefill_only(random_tokens(context, b.config().n_vocab, 7u), 0));
+  }
+  return cuda_status(cudaStreamSynchronize(b.stream()), "preparing decode");
+}
+
 }  // namespace
+
+Expected<StopTiming> time_stop_calls(CudaBackend& b, int context, int n_tokens, int repeats,
+                                     const SamplingParams& sampling, int max_real_prefill) {
+  const ModelConfig& c = b.config();
+  if (context + n_tokens + 1 > b.max_context())
+    return make_error("decode at context ", context, " + ", n_tokens, " tokens exceeds the backend's context ",
+                      b.max_context());
+  bool random = false;
+  MK_TRY(prepare_context(b, context, max_real_prefill, &random));
+  const int32_t first = 1000 % c.n_vocab;
+  const int32_t never[2] = {c.n_vocab, c.n_vocab + 1};  // outside the vocabulary: never chosen
+  std::vector<int32_t> out(static_cast<size_t>(n_tokens));
+  Backend& be = b;
+  auto call = [&](std::span<const int32_t> stops, std::span<int32_t> o) -> Expected<int> {
+    b.truncate(context);
+    return sampling.greedy() ? be.decode_greedy_until(first, context, stops, o)
+                             : be.decode_sample_until(first, context, sampling, 0, stops, o);
+  };
+  auto first_tok = call(never, std::span(out).first(1));  // also builds the until graphs
+  if (!first_tok) return first_tok.error();
+  const int32_t stop_first[1] = {out[0]};
+  Events ev(2);
+  cudaStream_t s = b.stream();
+  // kind 0: plain, 1: never-matching stop ids, 2: stop at the first token, 3: one token.
+  std::vector<double> ms[4];
+  for (int r = -1; r < repeats; ++r)  // one warm-up
+    for (int kind = 0; kind < 4; ++kind) {
+      std::span<int32_t> o = kind == 3 ? std::span(out).first(1) : std::span(out);
+      std::span<const int32_t> stops = kind == 1 ? std::span<const int32_t>(never)
+                                       : kind == 2 ? std::span<const int32_t>(stop_first)
+                                                   : std::span<const int32_t>();
+      CUDA_CHECK(cudaEventRecord(ev.ev[0], s));
+      auto n = call(stops, o);
+      if (!n) return n.error();
+      const int want = kind == 2 || kind == 3 ? 1 : n_tokens;
+      if (*n != want)
+        return make_error("stop bench: a call of ", o.size(), " tokens produced ", *n, ", expected ", want);
+      CUDA_CHECK(cudaEventRecord(ev.ev[1], s));
+      MK_TRY(cuda_status(cudaEventSynchronize(ev.ev[1]), "timing decode calls"));
+      if (r >= 0) ms[kind].push_back(ev.ms(0, 1));
+    }
+  b.truncate(0);
+  StopTiming t;
+  t.context = context;
+  t.n_tokens = n_tokens;
+  t.ms_plain = median(ms[0]) / n_tokens;
+  t.ms_stops = median(ms[1]) / n_tokens;
+  t.ms_stop_first = median(ms[2]);
+  t.ms_one = median(ms[3]);
+  return t;
+}
 
 Expected<BackendTiming> time_backend(CudaBackend& b, const std::vector<int>& prefill_lengths,
                                      const std::vector<int>& contexts, int n_tokens, int repeats,

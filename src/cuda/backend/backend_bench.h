@@ -27,6 +27,19 @@ struct BackendTiming {
   std::vector<DecodeTiming> decode;
 };
 
+// The device stop check (decode_*_until, decode_stop.h) against the same calls without stop ids, whole calls of
+// n_tokens from `context` (one event pair around each call, host sync included; median over repeats, interleaved).
+struct StopTiming {
+  int context = 0;
+  int n_tokens = 0;
+  double ms_plain = 0;       // per token: decode_greedy / decode_sample (no stop ids, the graphs of replay_decode_k)
+  double ms_stops = 0;       // per token: the until graphs with 2 stop ids that never occur (all n_tokens steps)
+  double ms_stop_first = 0;  // per call: n_tokens asked for, the first token is a stop id (1 produced)
+  double ms_one = 0;         // per call: one token asked for, no stop ids
+};
+Expected<StopTiming> time_stop_calls(CudaBackend& b, int context, int n_tokens, int repeats,
+                                     const SamplingParams& sampling = {}, int max_real_prefill = 1024);
+
 // Contexts above max_real_prefill positions use set_random_context instead of a real prefill. sampling: the decode
 // steps draw their tokens on the device (CudaBackend::decode_sample's draw) instead of taking the argmax.
 Expected<BackendTiming> time_backend(CudaBackend& b, const std::vector<int>& prefill_lengths,

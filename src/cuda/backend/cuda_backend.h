@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "cuda/backend/decode_stop.h"
 #include "cuda/backend/device_weights.h"
 #include "cuda/backend/kv_cache.h"
 #include "cuda/common/launch.h"
@@ -45,6 +46,9 @@ struct CudaBackendOptions {
   // H200 1B, 8 steps (bench/RESULTS.md): 0.836 / 0.828 ms/token vs 0.840 / 0.831 (round 6); with the early matvec
   // triggers 0.7414 / 0.7410 vs 0.7546 / 0.7470 (session 7 final round), hence 8.
   int graph_steps = 8;
+  // Decode steps per body of the WHILE loop that runs a call with stop ids (decode_*_until, decode_stop.h): a body's
+  // steps chain with PDL, the loop checks the stop after each body. 1: nothing runs after a stop id.
+  int stop_graph_steps = 1;
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
   // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.
@@ -127,6 +131,13 @@ class CudaBackend final : public Backend {
   bool can_decode_sample(const SamplingParams& p) const override;
   Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
                        std::span<int32_t> out) override;
+  // Stop ids checked on the device (Backend::max_stop_ids; decode_stop.h): with CUDA graphs, up to
+  // MAX_DECODE_STOP_IDS; a call without stop ids runs as decode_greedy / decode_sample.
+  int max_stop_ids() const override { return opt_.graph ? MAX_DECODE_STOP_IDS : 0; }
+  Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
+                                    std::span<int32_t> out) override;
+  Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                    std::span<const int32_t> stop_ids, std::span<int32_t> out) override;
 
   // --- for benchmarks ---
   // Pretends positions [0, n) are cached, with random K/V (attention cost depends only on the length).
@@ -148,6 +159,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   size_t weight_bytes() const { return weights_.bytes; }
   int n_cached() const { return n_cached_; }
+  // Whether the until graphs' bodies chain their kernels with PDL (built by the first call with stop ids).
+  bool stop_body_pdl() const { return !stop_ || stop_->body_pdl; }
 
  private:
   // Decode variants by sequence length, each with the attention split count fitted to its longest sequence: a
@@ -169,7 +182,8 @@ class CudaBackend final : public Backend {
   // Decode graph: the layers, the LM head with its argmax, and a finish kernel that feeds the argmax back (token,
   // position, the next step's embedding row in x_). begin_step (after set_state for one token) embeds the first.
   // n_split: cuda/attention's decode splits (0: ops/attention_simple).
-  void enqueue_decode(const Stream& s, int n_split);
+  // stop: the finish kernel's stop check (decode_stop.h; default none).
+  void enqueue_decode(const Stream& s, int n_split, const StopCheck& stop = {});
   void begin_step();
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
   // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
@@ -181,6 +195,11 @@ class CudaBackend final : public Backend {
   Status capture_steps(int n_steps, int n_split, cudaGraphExec_t* out);
   // The decode variant that serves a step whose sequence holds seq_len positions.
   const DecodeGraph& variant_for(int seq_len) const;
+  // Stop ids on the device (decode_stop.cu).
+  Expected<int> decode_until(int32_t token, int pos, const SamplingParams& sampling, uint64_t first_draw,
+                             std::span<const int32_t> stop_ids, std::span<int32_t> out);
+  Status ensure_stop_graphs();
+  Status capture_until(size_t variant, bool pdl, cudaGraphExec_t* out);
 
   ModelConfig config_;
   DeviceWeights weights_;
@@ -193,6 +212,7 @@ class CudaBackend final : public Backend {
   std::vector<DecodeGraph> graphs_;  // ascending max_seq_len, the last one the whole cache
   int decode_pos_ = 0;               // position of the next decode step, as the host enqueued them
   std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<StopGraphs> stop_;  // decode_*_until's graphs, built by the first call with stop ids
 
   // Device buffers (one arena). Decode: fixed addresses captured by the graph.
   void* arena_ = nullptr;

@@ -6,6 +6,7 @@
 #define MK_ATTENTION_LIB 1
 
 #include "cuda/backend/cuda_backend.h"
+#include "cuda/backend/decode_stop.cuh"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 #include "cuda/ops/attention_simple.h"
@@ -24,8 +25,11 @@ namespace {
 // reads it, so a step needs no embedding kernel: one kernel boundary less) and the argmax word is reset for the next
 // step's LM head. x: [n_embd] f32; tok_embd: [n_vocab, n_embd] bf16; logits: [n_vocab] f32. The whole block calls it
 // with the same `drawn` (the draw, when temperature > 0).
+// With a stop check (graphs of decode_*_until, decode_stop.h): the token is compared with the call's stop ids and
+// the step's WHILE conditions are set (stop_after_token).
 __device__ __forceinline__ void finish_step(StepState* st, int32_t* tokens_out, int capacity, float* x,
-                                            const bf16* tok_embd, int n_embd, float temperature, int32_t drawn) {
+                                            const bf16* tok_embd, int n_embd, float temperature, int32_t drawn,
+                                            const StopCheck& stop, const StopShared& s_stop) {
   __shared__ int32_t s_tok;
   if (threadIdx.x == 0) {
     const int32_t tok = temperature > 0.f ? drawn : argmax_unpack(st->argmax);
@@ -33,10 +37,12 @@ __device__ __forceinline__ void finish_step(StepState* st, int32_t* tokens_out, 
     s_tok = tok;
     st->token = tok;
     st->argmax = 0ull;
-    if (st->n_generated < capacity) tokens_out[st->n_generated] = tok;
-    st->n_generated += 1;
+    const int32_t n = st->n_generated;
+    if (n < capacity) tokens_out[n] = tok;
+    st->n_generated = n + 1;
     st->pos += 1;
     st->seq_len += 1;
+    stop_after_token(stop, s_stop, tok, n + 1);
   }
   __syncthreads();
   const bf16* row = tok_embd + size_t(s_tok) * size_t(n_embd);  // argmax of n_vocab logits: always in range
@@ -51,7 +57,9 @@ __device__ __forceinline__ void finish_step(StepState* st, int32_t* tokens_out, 
 // One block (CudaBackendOptions::sample_blocks = 1): block_sample draws.
 __global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_t* tokens_out, int capacity, float* x,
                                                            const bf16* tok_embd, int n_embd, const float* logits,
-                                                           int n_vocab) {
+                                                           int n_vocab, StopCheck stop) {
+  __shared__ StopShared s_stop;
+  stop_preload(stop, s_stop);
   pdl_wait();
   pdl_launch_dependents();
   const float temperature = st->temperature;
@@ -60,14 +68,17 @@ __global__ void __launch_bounds__(1024) finish_step_kernel(StepState* st, int32_
     drawn = block_sample(logits, n_vocab, SampleRule{temperature, st->top_k, st->top_p, st->min_p}, st->seed, st->draw);
     if (drawn < 0) drawn = 0;  // no finite logit: as the argmax of such logits, a valid row (the result is garbage)
   }
-  finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn);
+  finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn, stop, s_stop);
 }
 
 // Several blocks (sample_blocks > 1, the default): they draw together (grid_sample) and the block that
 // finishes the draw ends the step; with temperature 0 block 0 alone does.
 __global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, int32_t* tokens_out, int capacity,
                                                                 float* x, const bf16* tok_embd, int n_embd,
-                                                                const float* logits, int n_vocab, GridSampleScratch sc) {
+                                                                const float* logits, int n_vocab, GridSampleScratch sc,
+                                                                StopCheck stop) {
+  __shared__ StopShared s_stop;
+  stop_preload(stop, s_stop);  // every block: the one that ends the step is known only after the draw
   pdl_wait();
   pdl_launch_dependents();
   const float temperature = st->temperature;
@@ -80,7 +91,7 @@ __global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, i
   } else if (blockIdx.x != 0) {
     return;
   }
-  finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn);
+  finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn, stop, s_stop);
 }
 
 }  // namespace
@@ -151,7 +162,7 @@ MatvecArgs CudaBackend::lm_head_args(const float* x) const {  // logits[V] = Wlm
           .norm_w = weights_.final_norm, .eps = config_.rms_norm_eps, .out = logits_, .argmax = &state_->argmax};
 }
 
-void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
+void CudaBackend::enqueue_decode(const Stream& s, int n_split, const StopCheck& stop) {
   const ModelConfig& c = config_;
   const int E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim();
   auto keep = [&](LeaveOut k) { return !(opt_.leave_out & k); };
@@ -212,10 +223,10 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split) {
   const float* logits = logits_;
   if (opt_.sample_blocks > 1)
     launch(s, dim3(unsigned(opt_.sample_blocks)), dim3(1024), 0, finish_step_grid_kernel, state_, tokens_out_,
-           max_context_, x_, weights_.tok_embd, E, logits, c.n_vocab, sample_scratch_);
+           max_context_, x_, weights_.tok_embd, E, logits, c.n_vocab, sample_scratch_, stop);
   else
     launch(s, dim3(1), dim3(1024), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E,
-           logits, c.n_vocab);
+           logits, c.n_vocab, stop);
 }
 
 void CudaBackend::begin_step() {
