@@ -43,6 +43,15 @@ class Backend {
     (void)token, (void)pos, (void)p, (void)first_draw, (void)out;
     return make_error(name(), " backend: no on-device sampling");
   }
+  // The next token drawn on the device from the logits of the last forward() (the prefill's: they stay on the device,
+  // no host Sampler over n_vocab logits): the host Sampler's rule with draw index `draw`, as decode_sample draws its
+  // tokens. Only for the parameters can_decode_sample accepts, and right after forward() (another call that runs the
+  // model replaces those logits). The engine draws a request's first token with it, then decode_sample continues
+  // from draw + 1.
+  virtual Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) {
+    (void)p, (void)draw;
+    return make_error(name(), " backend: no on-device draw from the last logits");
+  }
 
   // Stop ids checked on the device (the engine's EOS ids): the _until variants decode as decode_greedy / decode_sample
   // but a backend with max_stop_ids() >= stop_ids.size() > 0 ends after the first chosen token that is one of

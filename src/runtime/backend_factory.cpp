@@ -79,17 +79,42 @@ std::string kinds_of(const std::vector<Entry>& entries, const std::string& devic
 
 // A GPU backend's first-use costs (lazy module loading, GEMM plans, decode graph capture: tens of ms) are paid here,
 // at start-up, instead of by the first request's time to first token and decode speed: a 2-token prefill, one
-// decode step, and (where the backend has it) two steps of on-device greedy decoding; then the cache is emptied.
+// decode step, two steps of on-device greedy decoding, and for sampled requests the first token's draw
+// (sample_last) and two steps of sampled decoding with a temperature and with top-p (the megakernel backend decodes
+// top-p on its embedded layered backend: those decode graphs are captured here), each with and without a stop id
+// where the backend checks them on the device; then the cache is emptied.
 Status warm_up(Backend& b) {
   if (b.max_context() < 5) return {};
   std::vector<float> logits(size_t(b.config().n_vocab));
   const int32_t t[2] = {0, 0};
+  SamplingParams temp, top_p;
+  temp.temperature = top_p.temperature = 1.f;
+  top_p.top_p = 0.9f;
   MK_TRY(b.forward(t, 0, logits));
+  if (b.can_decode_sample(top_p)) MK_TRY(b.sample_last(top_p, 0));  // the prefill's logits
   MK_TRY(b.forward({t, 1}, 2, logits));
+  if (b.can_decode_sample(temp)) MK_TRY(b.sample_last(temp, 0));  // a decode step's (the megakernel's own buffer)
+  int pos = 3;
+  int32_t out[2];
   if (b.has_decode_greedy()) {
-    int32_t out[2];
-    MK_TRY(b.decode_greedy(0, 3, out));
+    MK_TRY(b.decode_greedy(0, pos, out));
+    pos += 2;
   }
+  // The stop-checking instances: a stop id no warm-up token is likely to be (a shorter call is fine too).
+  const int32_t stop[1] = {b.config().n_vocab - 1};
+  const bool stops = b.max_stop_ids() > 0;
+  if (b.has_decode_greedy() && stops && pos + 2 <= b.max_context()) {
+    auto n = b.decode_greedy_until(0, pos, stop, out);
+    if (!n) return n.error();
+    pos += *n;
+  }
+  for (const SamplingParams& p : {temp, top_p})
+    for (bool with_stop : {false, true}) {
+      if (!b.can_decode_sample(p) || (with_stop && !stops) || pos + 2 > b.max_context()) continue;
+      auto n = b.decode_sample_until(0, pos, p, 1, with_stop ? std::span<const int32_t>(stop) : std::span<const int32_t>(), out);
+      if (!n) return n.error();
+      pos += *n;
+    }
   b.truncate(0);
   return {};
 }

@@ -117,7 +117,9 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
   };
   // Greedy without a repetition penalty: the backend's on-device loop, DEVICE_CHUNK tokens per call, when it has
   // one (the same argmax as Sampler's greedy); sampling the same way where the backend draws those parameters
-  // itself (Backend::decode_sample: the Sampler's rule and draw indices). Tokens past a stop are dropped and uncached;
+  // itself (Backend::decode_sample: the Sampler's rule and draw indices; the first token too, from the prefill's
+  // logits on the device: Backend::sample_last, ~0.1 ms instead of the host Sampler's 4-11 ms over the Llama 3
+  // vocabulary with top-k / top-p on the H200, bench/RESULTS.md session 9). Tokens past a stop are dropped and uncached;
   // a backend that checks the EOS ids on the device (max_stop_ids) ends a call at an EOS itself (nothing to drop).
   const bool device_greedy =
       opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
@@ -130,8 +132,22 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
 
   auto t0 = std::chrono::steady_clock::now();
   MK_TRY(prefill(prompt, res.stats));
-  const int32_t first = sampler.sample(logits_, history);
-  if (first < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());
+  int32_t first = -1;
+  if (device_sample) {  // the prefill's logits are on the device: draw there (draw 0), as decode_sample continues
+    auto drawn = backend_.sample_last(opts.sampling, sampler.n_draws());
+    if (!drawn || *drawn < 0 || *drawn >= backend_.config().n_vocab) {
+      reset();  // as after any backend failure: the engine keeps no state it cannot vouch for
+      return make_error("drawing the first token on the device at position ", prompt.size(), ": ",
+                        drawn ? cat(backend_.name(), " backend drew id ", *drawn, ", expected one in [0, ",
+                                    backend_.config().n_vocab, ")")
+                              : drawn.message());
+    }
+    first = *drawn;
+    sampler.advance(1);
+  } else {
+    first = sampler.sample(logits_, history);
+    if (first < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());
+  }
   res.stats.prefill_ms += ms_since(t0);
   bool stop = accept(first);
   std::vector<int32_t> chunk;

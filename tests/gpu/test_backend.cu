@@ -14,6 +14,7 @@
 #include "gpu_test_util.h"
 #include "megakernel/model.h"
 #include "runtime/sampler.h"
+#include "sampling_loop.h"
 
 namespace mk::gpu_test {
 namespace {
@@ -96,19 +97,6 @@ void expect_qkv_path(const ModelConfig& c, bool fused, F&& f) {
     EXPECT_EQ(c.qk_norm ? rope : norm, 0u) << "the other fused mode was used";
   } else {
     EXPECT_EQ(rope + norm, 0u) << "a fused QKV epilogue was used";
-  }
-}
-
-// The host loop a device-sampled decode must equal: `tok` fed at pos, pos + 1, ... on `b`, each next token drawn by a
-// Sampler with p's rule from draw first_draw on; dev[i] must be the loop's i-th token.
-void expect_host_sampling_loop(Backend& b, const SamplingParams& p, uint64_t first_draw, int32_t tok, int pos,
-                               const std::vector<int32_t>& dev, std::vector<float>& l) {
-  Sampler host(p);
-  host.advance(first_draw);
-  for (size_t i = 0; i < dev.size(); ++i) {
-    ASSERT_TRUE(b.forward(std::vector<int32_t>{tok}, pos + int(i), l).ok());
-    tok = host.sample(l, {});
-    EXPECT_EQ(dev[i], tok) << "token " << i;
   }
 }
 

@@ -43,6 +43,7 @@ class FakeBackend final : public Backend {
     std::fill(logits.begin(), logits.end(), 0.f);
     if (nan_logits) std::fill(logits.begin(), logits.end(), NAN);
     else logits[size_t(next_(seq))] = 10.f;
+    last_logits.assign(logits.begin(), logits.end());
     return {};
   }
   void truncate(int pos) override {
@@ -81,6 +82,20 @@ class FakeBackend final : public Backend {
       out[i] = token = sampler.sample(logits, {});
     }
     return {};
+  }
+  // The draw from the last forward's logits (with device_sample): a Sampler at draw `draw`, as decode_sample draws.
+  // fail_sample_last: an injected failure.
+  Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override {
+    if (!can_decode_sample(p)) return Backend::sample_last(p, draw);
+    ++n_sample_last;
+    if (fail_sample_last) return make_error("fake: injected sample_last failure");
+    if (last_logits.empty()) return make_error("fake: sample_last before any forward");
+    Sampler sampler(p);
+    sampler.advance(draw);
+    std::vector<float> logits = last_logits;
+    const int32_t id = sampler.sample(logits, {});
+    if (id < 0) return make_error("fake: no finite logit to draw from");
+    return id;
   }
 
   // Stop ids on the device (off unless device_stop): the _until variants end after the first stop id chosen, which is
@@ -131,6 +146,9 @@ class FakeBackend final : public Backend {
   int n_decode_greedy = 0;
   bool device_sample = false;
   int n_decode_sample = 0;
+  int n_sample_last = 0;
+  bool fail_sample_last = false;
+  std::vector<float> last_logits;  // [n_vocab] of the last forward
   bool device_stop = false;
   std::vector<int> decode_sizes, produced;
 

@@ -356,7 +356,7 @@ TEST(Engine, OnDeviceSamplingEqualsHostSampling) {
       be.device_sample = dev == 1;
       Engine eng(be);
       GenerateOptions o;
-      o.max_new_tokens = 40;  // the first token on the host, then chunks of 16, 16 and 7 on the device
+      o.max_new_tokens = 40;  // the first token from the prefill's logits, then chunks of 16, 16 and 7 on the device
       o.sampling.temperature = 4.f;  // logits 10 / 0: the predicted token has probability ~0.13, so draws matter
       o.sampling.seed = seed;
       auto r = eng.generate(std::vector<int32_t>{3, 1, 4}, o);
@@ -365,6 +365,7 @@ TEST(Engine, OnDeviceSamplingEqualsHostSampling) {
       EXPECT_EQ(be.seq, eng.cached_ids());
       if (dev == 1) {
         EXPECT_EQ(be.n_decode_sample, 3) << "the on-device path was not taken";
+        EXPECT_EQ(be.n_sample_last, 1) << "the first token is drawn on the device (Backend::sample_last)";
       }
       auto again = eng.generate(std::vector<int32_t>{3, 1, 4}, o);  // a fresh request: draws from 0 again
       ASSERT_TRUE(again);

@@ -79,6 +79,7 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
       {reinterpret_cast<void**>(&h_), F * 4},
       {reinterpret_cast<void**>(&hb_), F * 2},
       {reinterpret_cast<void**>(&logits_), V * 4},
+      {reinterpret_cast<void**>(&drawn_), 4},
       {reinterpret_cast<void**>(&sample_scratch_.part), ss[0]},
       {reinterpret_cast<void**>(&sample_scratch_.kept), ss[1]},
       {reinterpret_cast<void**>(&sample_scratch_.counter), ss[2]},  // zeroed with the arena, as the rest
@@ -279,6 +280,28 @@ Status CudaBackend::begin_decode(int32_t token, int pos, const SamplingParams& s
   set_state(token, pos, 1, sampling);
   begin_step();
   return {};
+}
+
+Expected<int32_t> CudaBackend::sample_last(const SamplingParams& p, uint64_t draw) {
+  return sample_logits(logits_, p, draw);
+}
+
+Expected<int32_t> CudaBackend::sample_logits(const float* logits, const SamplingParams& p, uint64_t draw) {
+  if (!can_decode_sample(p))
+    return make_error("sample_last: the device draws with a temperature, top-k, top-p and min-p only (no "
+                      "repetition penalty, valid parameters), got temperature ", p.temperature, ", top_k ", p.top_k,
+                      ", top_p ", p.top_p, ", min_p ", p.min_p, ", repetition_penalty ", p.repetition_penalty);
+  // The finish kernel's rule (set_state): top_k >= the vocabulary keeps all.
+  const SampleRule rule{p.temperature, p.top_k >= config_.n_vocab ? 0 : p.top_k, p.top_p, p.min_p};
+  // The scratch is the finish kernel's: both run on stream_, one after the other, and each leaves it zero.
+  sample_token(Stream(stream_, false), logits, config_.n_vocab, rule, p.seed, draw, drawn_, opt_.sample_blocks,
+               sample_scratch_);
+  int32_t id = -1;
+  CUDA_CHECK(cudaMemcpyAsync(&id, drawn_, 4, cudaMemcpyDeviceToHost, stream_));
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "drawing a token from the logits"));
+  if (id < 0 || id >= config_.n_vocab)
+    return make_error("sample_last: no finite logit to draw from (the device draw returned ", id, ")");
+  return id;
 }
 
 }  // namespace cuda

@@ -122,6 +122,12 @@ class CudaBackend final : public Backend {
   void truncate(int pos) override;
   int max_context() const override { return max_context_; }
   const ModelConfig& config() const override { return config_; }
+  // The next token drawn on the device from the last forward's logits (Backend::sample_last): the finish kernel's draw
+  // (ops/sample.h sample_token over sample_blocks blocks, this backend's scratch), for what can_decode_sample accepts.
+  Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override;
+  // The same draw from other logits ([n_vocab] f32 on the device, written before the call: the draw runs on this
+  // backend's stream), e.g. the megakernel backend's own after its 1-token forward.
+  Expected<int32_t> sample_logits(const float* logits, const SamplingParams& p, uint64_t draw);
 
   // Greedy decode on the device (Backend::decode_greedy): feeds `token` at `pos`, then each argmax back in; out[i]
   // is the i-th argmax.
@@ -225,6 +231,7 @@ class CudaBackend final : public Backend {
   float* h_ = nullptr;             // [n_ff]
   __nv_bfloat16* hb_ = nullptr;    // [n_ff] h in bf16 (h_bf16)
   float* logits_ = nullptr;        // [n_vocab]
+  int32_t* drawn_ = nullptr;       // [1] sample_logits' token
   GridSampleScratch sample_scratch_{};  // grid_sample's (ops/sample.h), zeroed with the arena
   float* inv_freq_ = nullptr;      // [head_dim / 2]
   void* attn_ws_ = nullptr;        // attention decode workspace

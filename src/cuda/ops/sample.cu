@@ -27,13 +27,22 @@ __global__ void __launch_bounds__(1024) grid_sample_kernel(const float* logits, 
 }  // namespace
 
 void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
-                  uint64_t draw, int32_t* out, int blocks) {
+                  uint64_t draw, int32_t* out, int blocks, const GridSampleScratch& scratch) {
   MK_CHECK(n_vocab <= SAMPLE_SELECT_MAX_VOCAB || (rule.top_k == 0 && rule.top_p >= 1.f));
   if (blocks <= 1) {
     launch(s, dim3(1), dim3(1024), 0, sample_token_kernel, logits, n_vocab, rule, seed, draw, out);
     CUDA_CHECK_LAUNCH();
     return;
   }
+  MK_CHECK(blocks <= 1024 && scratch.part && scratch.kept && scratch.counter && scratch.hist && scratch.barrier &&
+           scratch.ties);
+  launch(s, dim3(blocks), dim3(1024), 0, grid_sample_kernel, logits, n_vocab, rule, seed, draw, scratch, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
+                  uint64_t draw, int32_t* out, int blocks) {
+  if (blocks <= 1) return sample_token(s, logits, n_vocab, rule, seed, draw, out, 1, GridSampleScratch{});
   MK_CHECK(blocks <= 1024);
   size_t sizes[6], total = 0;
   grid_sample_scratch_sizes(blocks, sizes);
@@ -47,8 +56,7 @@ void sample_token(const Stream& s, const float* logits, int n_vocab, const Sampl
   const GridSampleScratch sc{reinterpret_cast<double*>(p[0]), reinterpret_cast<int*>(p[1]),
                              reinterpret_cast<unsigned*>(p[2]), reinterpret_cast<unsigned long long*>(p[3]),
                              reinterpret_cast<unsigned*>(p[4]), reinterpret_cast<int*>(p[5])};
-  launch(s, dim3(blocks), dim3(1024), 0, grid_sample_kernel, logits, n_vocab, rule, seed, draw, sc, out);
-  CUDA_CHECK_LAUNCH();
+  sample_token(s, logits, n_vocab, rule, seed, draw, out, blocks, sc);
   CUDA_CHECK(cudaFreeAsync(scratch, s.stream));
 }
 

@@ -53,5 +53,9 @@ inline void grid_sample_scratch_sizes(int blocks, size_t out[6]) {
 // that many blocks (its scratch allocated and freed on the stream).
 void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
                   uint64_t draw, int32_t* out, int blocks = 1);
+// The same draw with the caller's grid_sample scratch for `blocks` blocks (all zero, and left so; unused with one
+// block): no allocation, for callers that draw often (CudaBackend::sample_last shares its finish kernel's scratch).
+void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
+                  uint64_t draw, int32_t* out, int blocks, const GridSampleScratch& scratch);
 
 }  // namespace mk::cuda

@@ -1,7 +1,8 @@
 // MegakernelBackend: the batch-1 decode step as one persistent kernel (interpreter.cu) behind the
 // Backend interface. Weights in the layered path's device layout (cuda/backend/device_weights.h), KV
 // cache in its paged layout (cuda/backend/kv_cache.h, block size 64, identity block table).
-// Prefill runs token by token through the megakernel itself (one launch per token).
+// Prompts of several tokens prefill on the layered backend (MegakernelOptions::layered_prefill), which also decodes
+// the sampling parameters the megakernel's Argmax does not draw (top-k, top-p) over the same KV cache.
 // Sampled decoding (decode_sample) draws each token on the device (isa.h SampleParams, ops/sample.cuh). Stop ids
 // (decode_*_until, generate_until; isa.h StopIds) end a decode on the device at the first chosen stop id. In-kernel
 // timing: megakernel_timing.cu.
@@ -104,14 +105,21 @@ class MegakernelBackend final : public Backend {
   }
   // Sampled decode on the device: as generate_greedy, each next token drawn by the host Sampler's rule (a
   // temperature and min-p; isa.h SampleParams, device/ops/sample.cuh) with draw indices first_draw, first_draw + 1,
-  // ..., steps_per_launch steps per launch. Only for what can_decode_sample accepts.
+  // ..., steps_per_launch steps per launch. Only for what draws_in_argmax accepts.
   Status generate_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw, std::span<int32_t> out,
                          int steps_per_launch);
+  // What the Argmax instruction draws itself: a temperature and min-p, in the instances with the weight ring.
+  bool draws_in_argmax(const SamplingParams& p) const;
+  // decode_sample / decode_sample_until: draws_in_argmax's parameters in the megakernel (generate_sample); what only
+  // the layered path draws (top-k, top-p: its finish kernel's selection) on the layered backend that prefills, over
+  // the same weights and KV cache (ms per token as that backend's, instead of the host Sampler's ~6 ms per top-p
+  // token over the Llama 3 vocabulary on the H200).
   bool can_decode_sample(const SamplingParams& p) const override;
   Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                       std::span<int32_t> out) override {
-    return generate_sample(token, pos, p, first_draw, out, MAX_STEPS);
-  }
+                       std::span<int32_t> out) override;
+  // The draw from the last forward's logits (Backend::sample_last): the layered prefill's after a prompt of several
+  // tokens, the megakernel's workspace after a 1-token forward; drawn by the layered backend's sampler either way.
+  Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override;
   // Stop ids checked on the device (Backend::decode_greedy_until; isa.h StopIds, at most MAX_STOP_IDS): the launch's
   // steps after the one that chose a stop id do not run, and the count comes back with the tokens. With the weight ring
   // (its kernel instances have the check); without it none (the engine then checks on the host).
@@ -173,6 +181,10 @@ class MegakernelBackend final : public Backend {
  private:
   MegakernelBackend() = default;
   Status init(const MegakernelOptions& opt);
+  // decode_sample_until's parameters that only the layered backend draws (can_decode_sample): its decode over the
+  // shared cache from pos; stop ids checked there when it can, else here after pieces of LAYERED_STOP_PIECE tokens.
+  Expected<int> decode_layered(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                               std::span<const int32_t> stop_ids, std::span<int32_t> out);
   // Steps a launch added to the protocol's counters (epoch, step barrier, claim counter): + n per launch in enqueue, and
   // - (steps that did not run) after a stop.
   void count_steps(int64_t n, bool lm_dyn);
@@ -181,6 +193,10 @@ class MegakernelBackend final : public Backend {
   cuda::DeviceWeights weights_;
   cuda::DeviceKvCache kv_;
   std::unique_ptr<cuda::CudaBackend> prefill_;  // layered_prefill: over aliases of weights_ and kv_
+  // Where the last forward's logits are (sample_last): none (no forward since the last decode), prefill_'s, or
+  // ws_'s (the megakernel's 1-token step).
+  enum class Logits { None, Prefill, Own } last_logits_ = Logits::None;
+  static constexpr int LAYERED_STOP_PIECE = 16;  // the engine's DEVICE_CHUNK: a stop wastes at most 15 steps
   Schedule schedule_;
   int max_context_ = 0;
   int n_cached_ = 0;
