@@ -47,8 +47,11 @@ struct CudaBackendOptions {
   // triggers 0.7414 / 0.7410 vs 0.7546 / 0.7470 (session 7 final round), hence 8.
   int graph_steps = 8;
   // Decode steps per body of the WHILE loop that runs a call with stop ids (decode_*_until, decode_stop.h): a body's
-  // steps chain with PDL, the loop checks the stop after each body. 1: nothing runs after a stop id.
-  int stop_graph_steps = 1;
+  // steps chain with PDL, the loop checks the stop after each body, so a stop id leaves at most S - 1 steps running
+  // and each body boundary costs ~9 us (no PDL overlap across it). H200 1B, 128-token calls (bench/RESULTS.md, session
+  // 10): +1.38% / +0.60% / +0.25% / 0.00% per token for S = 1 / 2 / 4 / 8 against the same calls without stop ids.
+  // 2: at most one step after a stop, the least expected cost for replies up to ~400 tokens.
+  int stop_graph_steps = 2;
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
   // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.

@@ -56,7 +56,8 @@ Expected<int> CudaBackend::decode_until(int32_t token, int pos, const SamplingPa
   begin_step();
   // The call's steps by decode variant: step i (sequence pos + i + 1) runs in variant_for's graph, as replay_decode
   // would choose; each variant's graph runs its steps up to end[v] (StepState::n_generated counts them).
-  DecodeStop d{};
+  DecodeStop& d = stop_->host->up;  // pinned; the previous call's copies are complete (it synchronised)
+  d = DecodeStop{};
   d.n_ids = int32_t(stop_ids.size());
   std::copy(stop_ids.begin(), stop_ids.end(), d.ids);
   d.stopped_at = NOT_STOPPED;
@@ -70,13 +71,13 @@ Expected<int> CudaBackend::decode_until(int32_t token, int pos, const SamplingPa
     launches[n_launches++] = v;
     i = end;
   }
-  // Pageable source: staged before the call returns (as set_state's); stream order puts it before the graphs.
+  // Stream order puts the copy before the graphs (the host does not touch `d` again before the sync below).
   CUDA_CHECK(cudaMemcpyAsync(stop_->state, &d, sizeof(d), cudaMemcpyHostToDevice, stream_));
   for (size_t k = 0; k < n_launches; ++k) CUDA_CHECK(cudaGraphLaunch(stop_->exec[launches[k]], stream_));
-  int32_t stopped_at = NOT_STOPPED;
+  CUDA_CHECK(cudaMemcpyAsync(&stop_->host->stopped_at, &stop_->state->stopped_at, 4, cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaMemcpyAsync(out.data(), tokens_out_, out.size() * 4, cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaMemcpyAsync(&stopped_at, &stop_->state->stopped_at, 4, cudaMemcpyDeviceToHost, stream_));
   MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "running decode until a stop id"));
+  const int32_t stopped_at = stop_->host->stopped_at;
   // The tokens say the same: the first stop id among them is the last token produced.
   const auto first = std::find_if(out.begin(), out.end(), [&](int32_t x) {
     return std::find(stop_ids.begin(), stop_ids.end(), x) != stop_ids.end();
@@ -99,6 +100,7 @@ Status CudaBackend::ensure_stop_graphs() {
   auto sg = std::make_unique<StopGraphs>();
   MK_TRY(cuda_status(cudaMalloc(&sg->state, sizeof(DecodeStop)), "allocating the stop state"));
   MK_TRY(cuda_status(cudaMemset(sg->state, 0, sizeof(DecodeStop)), "clearing the stop state"));
+  MK_TRY(cuda_status(cudaMallocHost(&sg->host, sizeof(StopGraphs::Host)), "allocating pinned stop state"));
   sg->exec.assign(graphs_.size(), nullptr);
   stop_ = std::move(sg);
   for (size_t v = 0; v < graphs_.size(); ++v) {

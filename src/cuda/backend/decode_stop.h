@@ -44,6 +44,13 @@ struct StopCheck {
 // The until graphs of a backend (one per decode variant) and the device state they read; freed with the backend.
 struct StopGraphs {
   DecodeStop* state = nullptr;           // device
+  // Pinned host copies: the call's DecodeStop goes up and stopped_at comes back as asynchronous copies (pageable ones
+  // cost ~10-20 us each in a call's host path).
+  struct Host {
+    DecodeStop up;
+    int32_t stopped_at;
+  };
+  Host* host = nullptr;
   std::vector<cudaGraphExec_t> exec;     // [variant]
   bool body_pdl = true;                  // the bodies' kernels chain with PDL (false: instantiation refused it)
   StopGraphs() = default;
@@ -53,6 +60,7 @@ struct StopGraphs {
     for (cudaGraphExec_t e : exec)
       if (e) cudaGraphExecDestroy(e);
     if (state) cudaFree(state);
+    if (host) cudaFreeHost(host);
   }
 };
 
