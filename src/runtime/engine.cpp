@@ -118,9 +118,10 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
   // Greedy without a repetition penalty: the backend's on-device loop, DEVICE_CHUNK tokens per call, when it has
   // one (the same argmax as Sampler's greedy); sampling the same way where the backend draws those parameters
   // itself (Backend::decode_sample: the Sampler's rule and draw indices; the first token too, from the prefill's
-  // logits on the device: Backend::sample_last, ~0.1 ms instead of the host Sampler's 4-11 ms over the Llama 3
-  // vocabulary with top-k / top-p on the H200, bench/RESULTS.md session 9). Tokens past a stop are dropped and uncached;
-  // a backend that checks the EOS ids on the device (max_stop_ids) ends a call at an EOS itself (nothing to drop).
+  // logits on the device: Backend::sample_last; on the H200 a top-k / top-p request's first token then costs a greedy
+  // one's 1.5-1.6 ms instead of 4-14 ms with the host Sampler, bench/RESULTS.md session 10). Tokens past a stop are
+  // dropped and uncached; a backend that checks the EOS ids on the device (max_stop_ids) ends a call at an EOS itself
+  // (nothing to drop).
   const bool device_greedy =
       opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
   const bool device_sample = !opts.sampling.greedy() && backend_.can_decode_sample(opts.sampling);

@@ -5,9 +5,9 @@
 // the sampling parameters the megakernel's Argmax does not draw (top-k, top-p) over the same KV cache.
 // Sampled decoding (decode_sample) draws each token on the device (isa.h SampleParams, ops/sample.cuh). Stop ids
 // (decode_*_until, generate_until; isa.h StopIds) end a decode on the device at the first chosen stop id. In-kernel
-// timing: megakernel_timing.cu.
-// Tests: tests/gpu/test_megakernel*.cu. Benchmark: bench/megakernel_decode.cpp, `megakernel bench --backend megakernel`
-// (figures in bench/RESULTS.md).
+// timing: megakernel_timing.cu; the sampled entry points: megakernel_sampling.cu.
+// Tests: tests/gpu/test_megakernel*.cu, test_sample_last.cu. Benchmark: bench/megakernel_decode.cpp, `megakernel bench
+// --backend megakernel` (figures in bench/RESULTS.md).
 #pragma once
 #include <cuda_runtime.h>
 
