@@ -103,6 +103,7 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   topk<K>, topp<P>   decode steps draw at temperature 1 (seed 1) with top_k = K / top_p = P on the device (e.g.
 //                  topk40, topp0.9, topk40+topp0.95)
 //   stopsteps<S>   CudaBackendOptions::stop_graph_steps = S, and the stop-id rows (the default variant always has them)
+//   stop-prefetch, stop-noprefetch   CudaBackendOptions::stop_prefetch on / off (and the stop-id rows)
 //   skip-<k>       measurement only: kernel k (qkv, attn, o, gu, down) left out of the step (garbage results;
 //                  the time saved is that kernel's marginal cost in the chain)
 struct Variant {
@@ -158,6 +159,8 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "prefetch-o") v.opt.prefetch_o = true;
     else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
     else if (num("stopsteps") >= 1) v.opt.stop_graph_steps = int(num("stopsteps")), v.stop_rows = true;
+    else if (f == "stop-prefetch") v.opt.stop_prefetch = true, v.stop_rows = true;
+    else if (f == "stop-noprefetch") v.opt.stop_prefetch = false, v.stop_rows = true;
     else if (f == "early-add") v.opt.add_early = true;  // the default since round 6
     else if (f == "late-add") v.opt.add_early = false;
     else if (f == "late-kv") v.opt.attn_early_kv = false;
@@ -175,7 +178,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, stopsteps<S>, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "eager+pdl, prefetch-o, steps<K>, stopsteps<S>, stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }

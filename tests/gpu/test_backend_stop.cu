@@ -2,10 +2,10 @@
 // step j chooses a stop id (the first step that chooses it) returns j + 1 and exactly the first j + 1 tokens of the
 // call without stop ids (decode_greedy / decode_sample, the unchanged path), the rest -1, and caches exactly the fed
 // positions: a following call that feeds the stop token continues as the reference does. Greedy, temperature and
-// top-k / top-p draws; 1, 2 (the default), 3 and 8 steps per WHILE body (a stop at step 0, inside a body, at a body's last step, in
-// the tail, at the call's last step); across a decode-variant boundary (two until graphs in one call) against the
-// host loop; never-matching ids; too many ids; no graphs. Run: test_gpu --gtest_filter='BackendStop*'
-// (BackendStop.Small under compute-sanitizer).
+// top-k / top-p draws; 1, 2 (the default), 3 and 8 steps per WHILE body (a stop at step 0, inside a body, at a
+// body's last step, in the tail, at the call's last step), with and without the L2 prefetch at a body's end; across
+// a decode-variant boundary (two until graphs in one call) against the host loop; never-matching ids; too many ids;
+// no graphs. Run: test_gpu --gtest_filter='BackendStop*' (BackendStop.Small under compute-sanitizer).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,6 +129,7 @@ TEST(BackendStop, StopAtStepJEqualsPrefixAndContinues) {
     for (int S : {1, 2, 3, 8}) {
       cuda::CudaBackendOptions opt;
       opt.stop_graph_steps = S;
+      opt.stop_prefetch = S != 3;  // the L2 prefetch of the next body's weights changes no result
       auto b = make(m, 128, opt);
       ASSERT_TRUE(b);
       for (const SamplingParams& sp : {SamplingParams{}, temperature(1.5f, seed * 7), temperature(1.f, 9, 40, 0.9f)}) {
@@ -158,9 +159,10 @@ TEST(BackendStop, Small) {
   for (int S : {1, 3}) {
     cuda::CudaBackendOptions opt;
     opt.stop_graph_steps = S;
+    opt.stop_prefetch = S == 1;
     auto b = make(m, 48, opt);
     ASSERT_TRUE(b);
-    SCOPED_TRACE(cat(S, " steps per WHILE body"));
+    SCOPED_TRACE(cat(S, " steps per WHILE body, L2 prefetch ", opt.stop_prefetch));
     check_stops(*b, SamplingParams{}, false);
     check_stops(*b, temperature(1.5f, 3), false);
   }

@@ -52,6 +52,9 @@ struct CudaBackendOptions {
   // 10): +1.38% / +0.60% / +0.25% / 0.00% per token for S = 1 / 2 / 4 / 8 against the same calls without stop ids.
   // 2: at most one step after a stop, the least expected cost for replies up to ~400 tokens.
   int stop_graph_steps = 2;
+  // With stop ids: the finish kernel of a WHILE body's last step asks the L2 for layer 0's QKV weights, which the next
+  // body's first kernel reads after the boundary (decode_stop.cuh stop_prefetch_share; the grid finish kernel only).
+  bool stop_prefetch = true;
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
   // Bitwise the same results; H200 1B: 0.836 / 0.825 ms/token (median / back-to-back) vs 0.840 / 0.831 without.

@@ -85,8 +85,8 @@ Expected<int> CudaBackend::decode_until(int32_t token, int pos, const SamplingPa
   const int want = first == out.end() ? n : int(first - out.begin()) + 1;
   const int produced = stopped_at == NOT_STOPPED ? n : stopped_at;
   if (produced != want)
-    return make_error("decode until a stop id: the device reports ", produced, " tokens produced but the first stop id is"
-                      " token ", want, " of ", n, " (the stop check disagrees with the tokens)");
+    return make_error("decode until a stop id: the device reports ", produced,
+                      " tokens produced but the first stop id is token ", want, " of ", n, " (the stop check disagrees with the tokens)");
   std::fill(out.begin() + produced, out.end(), -1);
   n_cached_ = pos + produced;  // the stop id was not fed; positions past it (steps of an S-step body) are not cached
   decode_pos_ = n_cached_;
@@ -161,6 +161,12 @@ Status CudaBackend::capture_until(size_t v, bool pdl, cudaGraphExec_t* out) {
     for (int i = 0; i < n_steps; ++i) {
       StopCheck ci = check;
       ci.set_conditions = i + 1 == n_steps;
+      if (opt_.stop_prefetch && ci.set_conditions && !(opt_.leave_out & LEAVE_QKV)) {
+        ci.prefetch = weights_.layers[0].wqkv;
+        // At most 16 MiB, a third of the H200's L2 (8B: the first 16 of 50 MiB).
+        ci.prefetch_bytes = uint32_t(std::min<size_t>(
+            size_t(config_.q_dim() + 2 * config_.kv_dim()) * size_t(config_.n_embd) * 2, size_t(16) << 20));
+      }
       enqueue_decode(Stream(stream_, pdl), n_split, ci);
     }
     cudaGraph_t captured = nullptr;

@@ -7,7 +7,8 @@
 
 namespace mk::cuda {
 
-constexpr int32_t NOT_STOPPED = INT32_MAX;  // DecodeStop::stopped_at before a stop id is chosen (atomicMin keeps the first)
+// DecodeStop::stopped_at before a stop id is chosen (atomicMin keeps the first stop's count).
+constexpr int32_t NOT_STOPPED = INT32_MAX;
 
 // The host's part of DecodeStop, copied to shared memory by thread 0 before the finish kernel's PDL wait: the host
 // wrote it before the call's first graph and no kernel writes it, so it needs no wait (its loads overlap the wait).
@@ -45,8 +46,21 @@ __device__ __forceinline__ void stop_after_token(const StopCheck& c, const StopS
   if (!c.set_conditions) return;
   // One-step bodies: an earlier stop ended the loop, so only this step's can matter. Longer bodies: a stop at an
   // earlier step of this body (its kernels completed: the PDL waits chain) is in stopped_at.
-  const bool go = !hit && (c.loop_steps == 1 || *reinterpret_cast<volatile int32_t*>(&c.state->stopped_at) == NOT_STOPPED);
+  const bool go =
+      !hit && (c.loop_steps == 1 || *reinterpret_cast<volatile int32_t*>(&c.state->stopped_at) == NOT_STOPPED);
   set_stop_conditions(c, s.end, n_generated, go);
+}
+
+// This block's share of StopCheck::prefetch, in 16 KB bulk requests (fire and forget: nothing waits for them). The
+// next body's first kernel cannot overlap this one (no PDL across a WHILE boundary), so its weights come from L2.
+__device__ __forceinline__ void stop_prefetch_share(const StopCheck& c) {
+  if (c.prefetch == nullptr || threadIdx.x != 0) return;
+  const uint32_t share = (c.prefetch_bytes / gridDim.x + 15) / 16 * 16;
+  const uint32_t b0 = share * blockIdx.x, b1 = b0 + share < c.prefetch_bytes ? b0 + share : c.prefetch_bytes;
+  const unsigned char* src = static_cast<const unsigned char*>(c.prefetch);
+  for (uint32_t b = b0; b < b1; b += 16384)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src + b), "r"(b1 - b < 16384 ? b1 - b : 16384u)
+                 : "memory");
 }
 
 }  // namespace mk::cuda

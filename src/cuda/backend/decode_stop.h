@@ -39,6 +39,10 @@ struct StopCheck {
   cudaGraphConditionalHandle tail = 0;   // WHILE condition of the 1-step tail (S > 1)
   int loop_steps = 1;                    // S
   int set_conditions = 0;                // 1: this step is its body's last (it sets loop and tail)
+  // Body's last step, CudaBackendOptions::stop_prefetch: the L2 fetches these bytes (layer 0's QKV weights, the next
+  // body's first kernel) while the WHILE node starts the next body, each finish block a share (grid finish kernel).
+  const void* prefetch = nullptr;
+  uint32_t prefetch_bytes = 0;           // a multiple of 16
 };
 
 // The until graphs of a backend (one per decode variant) and the device state they read; freed with the backend.

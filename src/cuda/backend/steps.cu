@@ -86,12 +86,13 @@ __global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, i
   if (temperature > 0.f) {  // uniform over the grid
     drawn = grid_sample(logits, n_vocab, SampleRule{temperature, st->top_k, st->top_p, st->min_p}, st->seed, st->draw,
                         &st->argmax, sc);
-    if (drawn == GRID_SAMPLE_OTHER) return;
+    if (drawn == GRID_SAMPLE_OTHER) return stop_prefetch_share(stop);
     if (drawn < 0) drawn = 0;
   } else if (blockIdx.x != 0) {
-    return;
+    return stop_prefetch_share(stop);
   }
   finish_step(st, tokens_out, capacity, x, tok_embd, n_embd, temperature, drawn, stop, s_stop);
+  stop_prefetch_share(stop);  // after the step's work: the next step waits for this block, not for the L2
 }
 
 }  // namespace
