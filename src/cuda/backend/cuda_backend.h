@@ -54,6 +54,7 @@ struct CudaBackendOptions {
   int stop_graph_steps = 2;
   // With stop ids: the finish kernel of a WHILE body's last step asks the L2 for layer 0's QKV weights, which the next
   // body's first kernel reads after the boundary (decode_stop.cuh stop_prefetch_share; the grid finish kernel only).
+  // H200 1B (bench/RESULTS.md, session 10 call 2): S = 2 +0.50% vs +0.75% per token without, S = 1 +1.00% vs +1.10%.
   bool stop_prefetch = true;
   // Decode: the O and down projections read their residual rows before the PDL wait (MatvecArgs::add_early; safe
   // because the kernel before each (attention, gate/up) does not write x and triggers its dependents after its wait).
