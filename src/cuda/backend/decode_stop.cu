@@ -86,7 +86,8 @@ Expected<int> CudaBackend::decode_until(int32_t token, int pos, const SamplingPa
   const int produced = stopped_at == NOT_STOPPED ? n : stopped_at;
   if (produced != want)
     return make_error("decode until a stop id: the device reports ", produced,
-                      " tokens produced but the first stop id is token ", want, " of ", n, " (the stop check disagrees with the tokens)");
+                      " tokens produced but the first stop id is token ", want, " of ", n,
+                      " (the stop check disagrees with the tokens)");
   std::fill(out.begin() + produced, out.end(), -1);
   n_cached_ = pos + produced;  // the stop id was not fed; positions past it (steps of an S-step body) are not cached
   decode_pos_ = n_cached_;

@@ -8,7 +8,9 @@
 // S = CudaBackendOptions::stop_graph_steps. The gate sets both conditions from the state; the finish kernel of each
 // body's last step sets them again: loop = not stopped and at least S steps left before this variant's end, tail =
 // not stopped and at least one step left. A stop at step j of an S-step body lets the body's other steps run (their
-// tokens, K/V rows and positions lie past the n produced and are ignored); S = 1 runs none.
+// tokens, K/V rows and positions lie past the n produced and are ignored); S = 1 runs none. A body boundary has no
+// PDL overlap (~9 us on the H200): with stop_prefetch the body's last finish kernel asks the L2 for the next body's
+// first weights. Calls without stop ids never come here (the k-step graphs, unchanged).
 // Tests: tests/gpu/test_backend_stop.cu.
 #pragma once
 #include <cuda_runtime.h>
