@@ -62,15 +62,18 @@ Expected<std::string> reply(ModelSession& s, Engine& engine, const std::vector<C
 }
 
 int run_chat(const ChatFlags& f) {
+  const auto t0 = Clock::now();
   SessionOptions so = session_options(f.run);
   so.require_tokenizer = true;
   so.require_chat_template = true;
   auto session = open_session(so);
   if (!session) return fail(session.message());
   ModelSession& s = *session;
+  const auto opened = Clock::now();
   int max_context = f.run.max_context;
   if (max_context <= 0) max_context = s.model->config.max_position > 0 ? std::min(s.model->config.max_position, 4096) : 4096;
   if (Status st = s.start_backend(backend_options(f.run, max_context)); !st) return fail(st.message());
+  if (f.run.verbose) print_startup(t0, opened, Clock::now(), s.backend->name());
 
   Engine engine(*s.backend);
   std::vector<ChatMessage> history;

@@ -35,12 +35,14 @@ int fail(const std::string& message) {
 }
 
 int run_generate(const GenerateFlags& f) {
+  const auto t0 = Clock::now();
   SessionOptions so = session_options(f.run);
   so.require_tokenizer = f.prompt.has_value();
   so.tokenizer_hint = "or give the prompt as token ids with --prompt-ids";
   auto session = open_session(so);
   if (!session) return fail(session.message());
   ModelSession& s = *session;
+  const auto opened = Clock::now();
 
   std::vector<int32_t> prompt;
   if (f.prompt) {
@@ -58,6 +60,7 @@ int run_generate(const GenerateFlags& f) {
     max_context = int(std::max<int64_t>(1, max_pos > 0 ? std::min<int64_t>(need, max_pos) : need));
   }
   if (Status st = s.start_backend(backend_options(f.run, max_context)); !st) return fail(st.message());
+  if (f.run.verbose) print_startup(t0, opened, Clock::now(), s.backend->name());
 
   const bool print_ids = f.ids || !s.tokenizer;
   std::unique_ptr<TextStream> text;

@@ -2,6 +2,7 @@
 // structs the runtime takes (SessionOptions, GenerateOptions); sampling ranges are checked by the engine.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -58,6 +59,20 @@ inline BackendOptions backend_options(const RunFlags& f, int max_context) {
 }
 
 // Prints the engine's timing summary on stderr.
+using Clock = std::chrono::steady_clock;
+
+inline double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// --verbose: where the start-up went, from the command's start: the model folder (tokenizer, template, mapping and
+// checking the weights) and the backend (for a GPU: upload, warm-up, graph capture).
+inline void print_startup(Clock::time_point t0, Clock::time_point opened, Clock::time_point started,
+                          const char* backend_name) {
+  std::fprintf(stderr, "[%s] start-up %.0f ms: model folder %.0f ms, backend %.0f ms\n", backend_name,
+               ms_between(t0, started), ms_between(t0, opened), ms_between(opened, started));
+}
+
 inline void print_stats(const GenerateStats& s, const char* backend_name) {
   std::fprintf(stderr,
                "[%s] prompt %d tokens (%d reused): %.1f ms to first token (%.1f tok/s prefill); "

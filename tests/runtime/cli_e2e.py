@@ -5,6 +5,7 @@
   cut after the first EOS id of generation_config.json (the golden runs do not stop at EOS).
 - An EOS id set in generation_config.json stops generation right after that token.
 - Same --seed gives the same sampled ids; another seed other ids.
+- -v prints the start-up and request timings on stderr and leaves stdout alone.
 - Bad input (missing folder, bad --prompt-ids, prompt too long, bad flags) exits 1 with a message.
 - With the real Llama 3 tokenizer (../shared/data/tokenizers/llama3, skipped with a note when absent):
   --prompt text gives the golden ids (BOS added), the streamed text equals tokenizers' decode, a stop
@@ -114,6 +115,18 @@ def test_seeded_sampling():
     print("seeded sampling: ok")
 
 
+def test_verbose_timings():
+    # -v: timings on stderr only (start-up split into the model folder and the backend, then the request's);
+    # stdout stays the ids alone.
+    plain = run("generate", "--model", GOLDEN / "llama_f32", "--prompt-ids", "1,2,3", "-n", 4, "--ids")
+    p = run("generate", "--model", GOLDEN / "llama_f32", "--prompt-ids", "1,2,3", "-n", 4, "--ids", "-v")
+    lines = p.stderr.splitlines()
+    check(p.returncode == 0 and p.stdout == plain.stdout, f"-v changed stdout: {p.stdout!r} vs {plain.stdout!r}")
+    check(len(lines) >= 2 and lines[0].startswith("[cpu] start-up ") and "model folder" in lines[0]
+          and "backend" in lines[0] and "ms to first token" in lines[1], f"-v stderr: {p.stderr!r}")
+    print("verbose timings: ok")
+
+
 def test_errors():
     model = GOLDEN / "llama_f32"
     cases = [
@@ -179,7 +192,7 @@ def test_text_with_llama3_tokenizer():
 if __name__ == "__main__":
     if not BIN.exists():
         sys.exit(f"no megakernel binary at {BIN}")
-    for t in (test_greedy_matches_transformers, test_other_backends, test_eos_from_generation_config, test_seeded_sampling, test_errors,
+    for t in (test_greedy_matches_transformers, test_other_backends, test_eos_from_generation_config, test_seeded_sampling, test_verbose_timings, test_errors,
               test_text_with_llama3_tokenizer):
         t()
     for f in failures:
