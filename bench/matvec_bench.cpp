@@ -1,5 +1,5 @@
 // Decode matvec probe: `matvec_bench [--kernels K,...] [--shapes RxC,...] [--repeats N] [--trace] [--no-ceiling]`
-// times each kernel (bench_probe.h: splitk, splitk-early, read, rowpair, bulk, bulk-contig; "+bf16x" for a bf16 x) on
+// times each kernel (bench_probe.h: splitk, splitk-early, read, rowpair; "+bf16x" for a bf16 x) on
 // each shape, one launch and per launch in a PDL graph of back-to-back launches over rotating copies, as a share of
 // the read ceiling measured first in the same process; --trace adds the graph's timeline from in-kernel timestamps
 // (where a launch's time goes). The matvec tuning knobs are environment variables (src/cuda/ops/matvec.cu).

@@ -36,10 +36,6 @@ if [ -z "${SKIP_SANITIZER:-}" ] && [ -n "$SAN" ]; then
       --gtest_filter="${MEMCHECK_FILTER:-Ops*:Matvec*:Backend.RandomModels*:Backend.Prefill*:Backend.DeviceGreedy*}" > "$OUT/memcheck.log" 2>&1
   rc=$?
   note "memcheck (exit $rc): $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-  # The opt-in bulk matvec is left out of racecheck unless RACE_BULK=1: its ring is ordered only by mbarrier
-  # arrive/try_wait + bulk-copy complete_tx, and racecheck reported 69 hazards there on 2026-11-30 (bench/RESULTS.md,
-  # layered round 4), not resolved. MK_TEST_SKIP_BULK=1 makes the matvec tests skip that kernel.
-  MK_TEST_SKIP_BULK=$([ "${RACE_BULK:-0}" = 1 ] && echo 0 || echo 1) \
   timeout ${T_RACE:-60} "$SAN" --tool racecheck --error-exitcode 9 "$BIN/test_gpu" \
       --gtest_filter="${RACE_FILTER:-Ops.*:Matvec.*:Backend.DeviceGreedy*:-Ops.Gemm*}" > "$OUT/racecheck.log" 2>&1
   rc=$?

@@ -61,10 +61,9 @@ Expected<json> bench_ceilings(const BenchOptions& o, double& read_tbps) {
   if (!mm) return mm.error();
   j["matmul_tflops"] = mm->tflops;
   std::fprintf(human(o), "bf16 matmul       %.1f TFLOP/s (8192^3, cuBLASLt, %.3f ms)\n", mm->tflops, mm->ms);
-  // Both matvec kernels: split-K (the decode default; -early: triggering the next launch at its start, as the decode
-  // step's QKV, O and down projections do) and the bulk-copy ring with contiguous ranges and an early launch of the
-  // next kernel (BulkSched::CONTIGUOUS); then a read-only kernel over the same bytes, the reference.
-  for (const char* k : {"splitk", "splitk-early", "bulk-contig", "read"})
+  // The decode matvec: split-K (-early: triggering the next launch at its start, as the decode step's QKV, O and
+  // down projections do); then a read-only kernel over the same bytes, the reference.
+  for (const char* k : {"splitk", "splitk-early", "read"})
     for (auto [r, c] : {std::pair{8192, 2048}, std::pair{2048, 8192}, std::pair{16384, 2048}, std::pair{3072, 2048},
                         std::pair{2048, 2048}}) {
       auto mv = cuda::measure_matvec(r, c, 20, k);
@@ -88,9 +87,7 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 
 // A decode variant: '+'-joined features on top of the defaults, e.g. "rope-kernel+late-add".
 //   rope-kernel    the separate RoPE kernel (HF row order) instead of the default fused epilogue (rope-fused)
-//   bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig   the bulk-copy matvec where one launch holds W /
-//                  everywhere (+ O prefetch); -contig: its contiguous-early schedule (no O prefetch)
-//   graph          no PDL;  eager+pdl  no CUDA graph;  prefetch-o  the QKV matvec warms the O weights in L2
+//   graph          no PDL;  eager+pdl  no CUDA graph
 //   steps<K>       K decode steps per graph launch (per-token figures = per-launch time / K)
 //   late-add       the O and down projections read their residual rows after the PDL wait (default: before)
 //   late-kv        decode attention streams K/V only after its PDL wait (default: before, attn_early_kv)
@@ -110,8 +107,6 @@ struct Variant {
   cuda::CudaBackendOptions opt;
   SamplingParams sampling;  // temperature 0: greedy decode
   bool fuse_rope = true;  // as make_cuda_backend
-  cuda::BulkSched bulk_sched = cuda::BulkSched::CLAIM;
-  std::string matvec = "splitk";
   bool stop_rows = false;  // time calls with and without stop ids (time_stop_calls)
 };
 
@@ -151,12 +146,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     };
     if (f == "rope-fused") v.fuse_rope = true;
     else if (f == "rope-kernel") v.fuse_rope = false;
-    else if (f == "bulk-auto") v.matvec = "bulk-auto", v.opt.prefetch_o = true;
-    else if (f == "bulk-all") v.matvec = "bulk", v.opt.prefetch_o = true;
-    else if (f == "bulk-all-contig") v.matvec = "bulk", v.bulk_sched = cuda::BulkSched::CONTIGUOUS;
-    else if (f == "bulk-auto-contig") v.matvec = "bulk-auto", v.bulk_sched = cuda::BulkSched::CONTIGUOUS;
     else if (f == "graph") v.opt.pdl = false;
-    else if (f == "prefetch-o") v.opt.prefetch_o = true;
     else if (num("steps") >= 1) v.opt.graph_steps = int(num("steps"));
     else if (num("stopsteps") >= 1) v.opt.stop_graph_steps = int(num("stopsteps")), v.stop_rows = true;
     else if (f == "stop-prefetch") v.opt.stop_prefetch = true, v.stop_rows = true;
@@ -177,8 +167,8 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f.starts_with("skip-") && leave_out_bit(f.substr(5))) v.opt.leave_out |= leave_out_bit(f.substr(5));
     else
       return make_error("--variants: '", f, "' in '", name,
-                        "' is not a variant feature (expected rope-kernel, rope-fused, bulk-auto, bulk-all, bulk-auto-contig, bulk-all-contig, graph, "
-                        "eager+pdl, prefetch-o, steps<K>, stopsteps<S>, stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "' is not a variant feature (expected rope-kernel, rope-fused, graph, eager+pdl, steps<K>, stopsteps<S>, "
+                        "stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -231,16 +221,13 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
                " the repeats); %% of the read ceiling, weights + K/V bytes\n", o.n_tokens, o.repeats, o.n_tokens);
   // Default first: split-K matvec, RoPE fused into the QKV matvec, cuda/attention's decode (make_cuda_backend).
   std::vector<std::string> names = {"graph+pdl"};
-  const std::vector<std::string> ablation = {"rope-kernel", "bulk-auto", "bulk-all", "bulk-auto-contig", "graph",
-                                             "eager+pdl", "late-add", "late-kv", "steps8"};
+  const std::vector<std::string> ablation = {"rope-kernel", "graph", "eager+pdl", "late-add", "late-kv", "steps8"};
   for (const std::string& n : o.ablation ? ablation : o.variants)
     if (n != "graph+pdl") names.push_back(n);
   if (o.backend == "megakernel") names.clear();
   for (const std::string& name : names) {
     auto v = parse_variant(name);
     if (!v) return v.error();
-    cuda::set_matvec_kernel(v->matvec.c_str());  // read when the graph is captured
-    cuda::set_matvec_bulk_sched(v->bulk_sched);
     auto b = build(what, c, m, max_ctx, v->opt, v->fuse_rope);
     if (!b) return b.error();
     const bool main_variant = &name == &names.front();
@@ -269,8 +256,6 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
         }
     }
   }
-  cuda::set_matvec_kernel("splitk");
-  cuda::set_matvec_bulk_sched(cuda::BulkSched::CLAIM);
   if (o.backend != "layered") {
     MegakernelBenchArgs a{o.contexts, o.n_tokens, o.repeats, wbytes, read_tbps, human(o), m};
     MK_TRY(bench_megakernel(c, a, j["decode"]));
@@ -365,10 +350,10 @@ Command add_bench_command(CLI::App& parent) {
   sub->add_option("--context", opts->contexts, "Context lengths for decode")->check(CLI::Range(0, 131072));
   sub->add_flag("--no-ceilings", opts->no_ceilings, "Skip the bandwidth/matmul ceilings (uses 4.5 TB/s)");
   sub->add_flag("--ablation", opts->ablation,
-                "Also time decode in every ablation variant (matvec kernels, attention, RoPE fusion, no PDL, no graph)");
+                "Also time decode in every ablation variant (RoPE kernel, no PDL, no graph, late residual and K/V reads, 8 steps per graph launch)");
   sub->add_option("--variants", opts->variants,
-                  "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, bulk-auto, "
-                  "bulk-all, bulk-auto-contig, bulk-all-contig, graph, eager+pdl, prefetch-o, steps<K>, stopsteps<S>, stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-<kernel>)")
+                  "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, graph, "
+                  "eager+pdl, steps<K>, stopsteps<S>, stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

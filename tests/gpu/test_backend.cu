@@ -140,14 +140,6 @@ TEST(Backend, RandomModelsMatchCpu) {
       expect_qkv_path(cfg, cfg.qk_norm || !lib,
                       [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true); });
     }
-    {  // the opt-in paths: bulk matvec everywhere, O weights prefetched into L2
-      SCOPED_TRACE("bulk matvec + O prefetch");
-      cuda::CudaBackendOptions opt;
-      opt.prefetch_o = true;
-      cuda::set_matvec_kernel("bulk");
-      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true);
-      cuda::set_matvec_kernel("splitk");
-    }
     {  // the early reads before the PDL waits off (residual rows in O / down, K/V in decode attention)
       SCOPED_TRACE("late residual reads + late K/V");
       cuda::CudaBackendOptions opt;

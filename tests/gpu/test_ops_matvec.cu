@@ -4,7 +4,6 @@
 // The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical;
 // SWIGLU mode also writes bf16 (out_bf16): the f32 results rounded, bit for bit.
 // Run: test_gpu --gtest_filter='Matvec*'
-#include <cstdlib>
 #include <memory>
 #include <tuple>
 
@@ -32,10 +31,10 @@ std::string name(const Case& c) {
              c.x_bf16 ? " x_bf16" : "", c.argmax ? " argmax" : "");
 }
 
-// All kernels (bulk default, split-K, rowpair) must compute the same function.
-enum class Kernel { BULK, SPLITK, ROWPAIR };
+// Both kernels (split-K, the default, and rowpair) must compute the same function.
+enum class Kernel { SPLITK, ROWPAIR };
 void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
-  const char* kname[] = {" [bulk]", " [splitk]", " [rowpair]"};
+  const char* kname[] = {" [splitk]", " [rowpair]"};
   SCOPED_TRACE(name(c) + kname[int(kernel)]);
   std::mt19937 rng(seed);
   Bf16Data w = to_bf16(randn(size_t(c.rows) * c.cols, rng, 0.05f));
@@ -85,8 +84,7 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
   a.mode = c.mode;
   a.argmax = c.argmax ? dam.p : nullptr;
   if (kernel == Kernel::ROWPAIR) cuda::matvec_rowpair(cuda::Stream(nullptr, true), a);
-  else if (kernel == Kernel::SPLITK) cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
-  else cuda::matvec_bulk(cuda::Stream(nullptr, true), a);
+  else cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
   CUDA_CHECK_LAUNCH();
   std::vector<float> got = dout.download();
   double err = rel_err(got, want);
@@ -104,8 +102,7 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
     b.out = nullptr;
     b.out_bf16 = reinterpret_cast<__nv_bfloat16*>(hb.p);
     if (kernel == Kernel::ROWPAIR) cuda::matvec_rowpair(cuda::Stream(nullptr, true), b);
-    else if (kernel == Kernel::SPLITK) cuda::matvec_splitk(cuda::Stream(nullptr, true), b);
-    else cuda::matvec_bulk(cuda::Stream(nullptr, true), b);
+    else cuda::matvec_splitk(cuda::Stream(nullptr, true), b);
     CUDA_CHECK_LAUNCH();
     const std::vector<uint16_t> bits = hb.download();
     for (int i = 0; i < n_out; ++i)
@@ -122,22 +119,7 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
   }
 }
 
-// MK_TEST_SKIP_BULK=1 (scripts/gpu_round.sh under racecheck): leave the opt-in bulk kernel out.
-bool skip_bulk() {
-  const char* e = std::getenv("MK_TEST_SKIP_BULK");
-  return e && *e == '1';
-}
-
 void run_case(const Case& c, uint32_t seed) {
-  MatvecArgs shape;
-  shape.n_rows = c.rows;
-  shape.n_cols = c.cols;
-  shape.mode = c.mode;
-  if (cuda::matvec_bulk_supported(shape)) {
-    if (!skip_bulk()) run_case_with(c, seed, Kernel::BULK);
-  } else {
-    EXPECT_GT(c.cols, 8192) << "the bulk kernel should support " << name(c);
-  }
   run_case_with(c, seed, Kernel::SPLITK);
   run_case_with(c, seed, Kernel::ROWPAIR);
 }
@@ -205,30 +187,24 @@ TEST(Matvec, RopeQkvModeMatchesCpuRopeAndWritesCache) {
     cpu::rope(y.data(), n_head, D, pos, inv_freq.data());
     cpu::rope(y.data() + Q, n_kv, D, pos, inv_freq.data());
     RopeQkvDevice dev(w.bits, b, x, g, inv_freq, n_head, n_kv, D, E, pos);
-    for (const char* kernel : {"bulk", "splitk"}) {
-      if (skip_bulk() && kernel[0] == 'b') continue;
-      SCOPED_TRACE(kernel);
-      cuda::set_matvec_kernel(kernel);
-      dev.poison();
-      cuda::matvec(cuda::Stream(nullptr, true), dev.args(MatvecOut::ROPE_QKV, bias, 1e-6f));
-      CUDA_CHECK_LAUNCH();
-      auto gq = bf16_bits_to_f32(dev.q.download()), gk = bf16_bits_to_f32(dev.k_cache.download()),
-           gv = bf16_bits_to_f32(dev.v_cache.download());
-      const size_t row = dev.cache_row(pos);
-      std::vector<float> got_k(gk.begin() + row, gk.begin() + row + KV), got_v(gv.begin() + row, gv.begin() + row + KV);
-      EXPECT_LT(rel_err(gq, std::vector<float>(y.begin(), y.begin() + Q)), 1e-2);
-      EXPECT_LT(rel_err(got_k, std::vector<float>(y.begin() + Q, y.begin() + Q + KV)), 1e-2);
-      EXPECT_LT(rel_err(got_v, std::vector<float>(y.begin() + Q + KV, y.end())), 1e-2);
-    }
-    cuda::set_matvec_kernel("splitk");
+    dev.poison();
+    cuda::matvec(cuda::Stream(nullptr, true), dev.args(MatvecOut::ROPE_QKV, bias, 1e-6f));
+    CUDA_CHECK_LAUNCH();
+    auto gq = bf16_bits_to_f32(dev.q.download()), gk = bf16_bits_to_f32(dev.k_cache.download()),
+         gv = bf16_bits_to_f32(dev.v_cache.download());
+    const size_t row = dev.cache_row(pos);
+    std::vector<float> got_k(gk.begin() + row, gk.begin() + row + KV), got_v(gv.begin() + row, gv.begin() + row + KV);
+    EXPECT_LT(rel_err(gq, std::vector<float>(y.begin(), y.begin() + Q)), 1e-2);
+    EXPECT_LT(rel_err(got_k, std::vector<float>(y.begin() + Q, y.begin() + Q + KV)), 1e-2);
+    EXPECT_LT(rel_err(got_v, std::vector<float>(y.begin() + Q + KV, y.end())), 1e-2);
   }
 }
 
 
-// A chain of dependent matvecs launched back to back with PDL (eager and as a CUDA graph): the bulk kernel lets
-// the next kernel launch before it finishes, so a missing wait would show up here as a wrong or NaN result.
-TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
-  if (skip_bulk()) GTEST_SKIP() << "MK_TEST_SKIP_BULK=1";
+// A chain of dependent split-K matvecs launched back to back with PDL (eager and as a CUDA graph), with and without
+// trigger_at_start (the next kernel launches before this one's wait): a missing wait would show up here as a wrong or
+// NaN result.
+TEST(Matvec, ChainUnderPdlMatchesCpu) {
   const int E = 1032, F = 2 * 1400;  // h = swiglu(Wgu rmsnorm(x)); x += Wd h; y = Wq x, three times
   std::mt19937 rng(77);
   struct Layer {
@@ -268,6 +244,7 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
   DeviceArray<float> dx0(static_cast<size_t>(E)), dh(static_cast<size_t>(F / 2)), dout(333);
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  bool early = false;  // MatvecArgs::trigger_at_start on every launch
   auto enqueue = [&] {
     for (size_t i = 0; i < layers.size(); ++i) {
       MatvecArgs gu;
@@ -279,9 +256,8 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
       gu.eps = 1e-5f;
       gu.out = dh.p;
       gu.mode = MatvecOut::SWIGLU;
-      gu.l2_prefetch = dq.p;  // any buffer: must not change results
-      gu.l2_prefetch_bytes = size_t(333) * E * 2;
-      cuda::matvec_bulk(cuda::Stream(s, true), gu);
+      gu.trigger_at_start = early;
+      cuda::matvec_splitk(cuda::Stream(s, true), gu);
       MatvecArgs d;
       d.w = reinterpret_cast<const __nv_bfloat16*>(dw[2 * i + 1]->p);
       d.n_rows = E;
@@ -289,7 +265,8 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
       d.x = dh.p;
       d.out = dx0.p;
       d.mode = MatvecOut::ADD;
-      cuda::matvec_bulk(cuda::Stream(s, true), d);
+      d.trigger_at_start = early;
+      cuda::matvec_splitk(cuda::Stream(s, true), d);
     }
     MatvecArgs q;
     q.w = reinterpret_cast<const __nv_bfloat16*>(dq.p);
@@ -297,17 +274,17 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
     q.n_cols = E;
     q.x = dx0.p;
     q.out = dout.p;
-    cuda::matvec_bulk(cuda::Stream(s, true), q);
+    q.trigger_at_start = early;
+    cuda::matvec_splitk(cuda::Stream(s, true), q);
   };
-  using cuda::BulkSched;
-  for (auto [graph, sched] : {std::pair{false, BulkSched::CLAIM}, {true, BulkSched::CLAIM},
-                              {false, BulkSched::CONTIGUOUS}, {true, BulkSched::CONTIGUOUS}}) {
-    SCOPED_TRACE(cat(graph ? "graph" : "eager", sched == BulkSched::CLAIM ? ", claimed units" : ", contiguous units"));
-    cuda::set_matvec_bulk_sched(sched);
+  for (auto [graph, trigger] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+    SCOPED_TRACE(cat(graph ? "graph" : "eager", trigger ? ", trigger_at_start" : ""));
+    early = trigger;
     for (int rep = 0; rep < 3; ++rep) {
       CUDA_CHECK(cudaMemcpy(dx0.p, x0.data(), x0.size() * 4, cudaMemcpyHostToDevice));
       dh.poison();
       dout.poison();
+      CUDA_CHECK(cudaDeviceSynchronize());  // the copy and memsets ran on the legacy stream, which s does not wait for
       if (graph) {
         cudaGraph_t g;
         cudaGraphExec_t ge;
@@ -328,7 +305,6 @@ TEST(Matvec, BulkChainUnderPdlMatchesCpu) {
       EXPECT_LT(err, 1e-4) << "rep " << rep;
     }
   }
-  cuda::set_matvec_bulk_sched(BulkSched::CLAIM);
   cudaStreamDestroy(s);
 }
 

@@ -54,7 +54,7 @@ void run_case(const Case& c, uint32_t seed) {
   RopeQkvDevice dev(w.bits, b, x, g, inv_freq, c.n_head, c.n_kv, D, c.E, c.pos);
   DeviceArray<float> dqn(qn), dkn(kn);
   std::vector<uint16_t> first_q;
-  for (const char* kernel : {"splitk", "bulk"}) {  // bulk selected: ROPE_QKV_NORM must still take split-K
+  for (const char* kernel : {"splitk", "rowpair"}) {  // rowpair selected: ROPE_QKV_NORM must still take split-K
     SCOPED_TRACE(kernel);
     cuda::set_matvec_kernel(kernel);
     dev.poison();
@@ -99,16 +99,6 @@ TEST(MatvecQkNorm, RopeQkvNormModeMatchesCpuReference) {
                         Case{2, 1, 128, 256, true, 128}}) { // position past the cache: q only
     run_case(c, seed++);
   }
-}
-
-TEST(MatvecQkNorm, OtherKernelsRefuseTheMode) {
-  cuda::MatvecArgs a;
-  a.n_rows = 3 * 128;
-  a.n_cols = 256;
-  a.mode = MatvecOut::ROPE_QKV_NORM;
-  EXPECT_FALSE(cuda::matvec_bulk_supported(a));
-  a.mode = MatvecOut::ROPE_QKV;
-  EXPECT_TRUE(cuda::matvec_bulk_supported(a));
 }
 
 }  // namespace

@@ -140,6 +140,9 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
   std::string kname = kernel;
   const bool x_bf16 = kname.ends_with("+bf16x");  // x in bf16 (as the down projection's)
   if (x_bf16) kname.resize(kname.size() - 6);
+  if (kname != "splitk" && kname != "splitk-early" && kname != "rowpair" && kname != "read")
+    return make_error("matvec probe: kernel '", kernel,
+                      "' is not known (expected splitk, splitk-early, rowpair or read, optionally +bf16x)");
   size_t mat_bytes = size_t(n_rows) * size_t(n_cols) * 2;
   int copies = int(std::max<size_t>(8, (size_t(512) << 20) / mat_bytes + 1));
   DevBuf w, x, y;
@@ -168,10 +171,8 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
       launch(Stream(s, true), dim3(2 * sms), dim3(1024), 0, read_probe_kernel, reinterpret_cast<const uint4*>(a.w),
              mat_bytes / 16, reinterpret_cast<unsigned*>(a.out), a.trace);
     else if (kname == "rowpair") matvec_rowpair(Stream(s, true), a);
-    else if (kname.starts_with("splitk") || !matvec_bulk_supported(a)) matvec_splitk(Stream(s, true), a);
-    else matvec_bulk(Stream(s, true), a);
+    else matvec_splitk(Stream(s, true), a);
   };
-  set_matvec_bulk_sched(kname == "bulk-contig" ? BulkSched::CONTIGUOUS : BulkSched::CLAIM);
   int it = 0;
   double single = median_event_ms(s, [&] { mv(args(it++)); }, repeats * 4, 3);
   // Chained: a graph of `chain` matvecs over rotating copies (the decode pattern), per-matvec time.
@@ -211,7 +212,6 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
     while (blocks < MAX_BLOCKS && h[size_t(blocks) * 4 + 3] != 0) ++blocks;
     line = timeline(h, chain, MAX_BLOCKS, blocks) + " | " + std::to_string(blocks) + " blocks";
   }
-  set_matvec_bulk_sched(BulkSched::CLAIM);
   MK_TRY(cuda_status(cudaStreamSynchronize(s), "measuring the matvec"));
   cudaStreamDestroy(s);
   MatvecRate r;

@@ -29,12 +29,11 @@ struct MatvecRate {
   std::string timeline;
 };
 // Rotates over enough copies of the matrix to defeat the L2.
-// kernel: "bulk" (ops/matvec_bulk.cu), "bulk-contig" (the same, BulkSched::CONTIGUOUS), "splitk" (ops/matvec.cu),
-// "splitk-early" (the same with MatvecArgs::trigger_at_start, as the decode step's QKV, O and down projections) or
-// "rowpair" (ops/matvec_rowpair.cu); "read": no matvec, a read-only kernel over the same bytes in the same chain
-// (what any kernel can stream at that size there). A "+bf16x" suffix gives the matvec a bf16 x (as the down
-// projection's), f32 otherwise.
-Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "bulk",
+// kernel: "splitk" (ops/matvec.cu), "splitk-early" (the same with MatvecArgs::trigger_at_start, as the decode
+// step's QKV, O and down projections) or "rowpair" (ops/matvec_rowpair.cu); "read": no matvec, a read-only kernel
+// over the same bytes in the same chain (what any kernel can stream at that size there). A "+bf16x" suffix gives
+// the matvec a bf16 x (as the down projection's), f32 otherwise. Any other name: an error naming the known ones.
+Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats = 20, const char* kernel = "splitk",
                                     bool trace = false);
 
 }  // namespace mk::cuda

@@ -39,8 +39,6 @@ struct CudaBackendOptions {
   bool graph = true;         // replay the decode step as a CUDA graph
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
-  // Measured not to pay on the H200 (bench/RESULTS.md, 2026-11-30 layered rounds 3-5), so off by default:
-  bool prefetch_o = false;  // decode: the QKV matvec asks the L2 to fetch the O weights (bulk matvec only)
   // Decode steps per graph launch for decode_greedy and replay_decode_k (the steps chain with PDL inside the
   // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
   // H200 1B, 8 steps (bench/RESULTS.md): 0.836 / 0.828 ms/token vs 0.840 / 0.831 (round 6); with the early matvec

@@ -173,10 +173,6 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split, const StopCheck& 
     // qkv[Q + 2KV] = Wqkv rmsnorm(x) (+ bias)
     MatvecArgs qkv{.w = w.wqkv, .n_rows = Q + 2 * KV, .n_cols = E, .x = x_, .norm_w = w.attn_norm,
                    .eps = c.rms_norm_eps, .out = qkv_, .trigger_at_start = opt_.early_trigger && l > 0};
-    if (opt_.prefetch_o) {  // the O projection starts behind the attention kernels: warm its weights in L2 now
-      qkv.l2_prefetch = w.wo;
-      qkv.l2_prefetch_bytes = size_t(E) * size_t(Q) * sizeof(__nv_bfloat16);
-    }
     if (rope_in_attn_) {  // raw q | k | v; the decode attention applies bias, q/k norm and RoPE (attend_decode)
       if (keep(LEAVE_QKV)) matvec(s, qkv);
     } else if (weights_.rope_pair_rows) {

@@ -1,6 +1,6 @@
 // Shared-memory mbarriers and the bulk / TMA copies that complete on them (sm_90a), for every kernel that
-// streams through a shared-memory ring: the Hopper prefill (cuda/attention), the bulk matvec (cuda/ops) and
-// the megakernel's weight ring. CCCL's cuda::ptx where it has the exact form; inline PTX only for the forms it
+// streams through a shared-memory ring: the Hopper prefill and decode attention (cuda/attention) and the
+// megakernel's weight ring. CCCL's cuda::ptx where it has the exact form; inline PTX only for the forms it
 // lacks: arrivals that discard the state (its shared::cta arrivals return it) and the L2 cache-hinted bulk copy.
 #pragma once
 #include <cuda.h>
@@ -53,9 +53,6 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
-}
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 }
 
 // 3-D TMA tile load (coordinates innermost first) completing on `bar`.

@@ -134,11 +134,9 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
   }
 }
 
-// 0 splitk (default), 1 bulk, 2 bulk-auto, 3 rowpair.
+// 0 splitk (default), 1 rowpair.
 int kernel_from_name(const char* e) {
-  if (e && std::strcmp(e, "bulk") == 0) return 1;
-  if (e && std::strcmp(e, "bulk-auto") == 0) return 2;
-  if (e && std::strcmp(e, "rowpair") == 0) return 3;
+  if (e && std::strcmp(e, "rowpair") == 0) return 1;
   return 0;
 }
 int& selected_kernel() {
@@ -158,7 +156,7 @@ void matvec_splitk(const Stream& s, const MatvecArgs& a) {
 }
 
 const char* matvec_kernel_name() {
-  static const char* names[] = {"splitk", "bulk", "bulk-auto", "rowpair"};
+  static const char* names[] = {"splitk", "rowpair"};
   return names[selected_kernel()];
 }
 
@@ -173,7 +171,6 @@ void matvec(const Stream& s, const MatvecArgs& a) {
   MK_CHECK((a.mode != MatvecOut::SWIGLU && !rope) || a.n_rows % 2 == 0);
   MK_CHECK(reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && reinterpret_cast<uintptr_t>(a.x_bf16) % 16 == 0);
   MK_CHECK(!a.argmax || a.mode == MatvecOut::STORE);
-  MK_CHECK(a.l2_prefetch_bytes == 0 || (a.l2_prefetch && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0));
   if (rope) {
     const MatvecRope& r = a.rope;
     MK_CHECK(r.inv_freq && r.pos && r.q_out && r.kv.k && r.kv.v && r.block_table && r.head_dim % 2 == 0);
@@ -184,12 +181,9 @@ void matvec(const Stream& s, const MatvecArgs& a) {
   const bool too_wide = a.n_cols > (MAX_THREADS / 32) * SLICE * 8;
   MK_CHECK(!(too_wide && rope));
   launch_counter(a.mode) += 1;
-  const int k = selected_kernel();
-  // bulk-auto: the bulk kernel where one launch's rings hold the whole matrix, split-K for the others. Neither
-  // bulk setting is the default: both made decode slower on the H200 (bench/RESULTS.md, layered rounds 3-5).
-  // ROPE_QKV_NORM: split-K only (matvec_bulk_supported is false).
-  if ((k == 1 || (k == 2 && matvec_bulk_one_pass(a))) && matvec_bulk_supported(a)) matvec_bulk(s, a);
-  else if ((k == 3 || too_wide) && !rope) matvec_rowpair(s, a);
+  // The ROPE_QKV modes: split-K only. (A third kernel, a TMA ring, measured slower in decode on the H200 and was
+  // removed: bench/RESULTS.md, layered rounds 3-5 and session 10.)
+  if ((selected_kernel() == 1 || too_wide) && !rope) matvec_rowpair(s, a);
   else matvec_splitk(s, a);
 }
 

@@ -7,9 +7,7 @@
 // bf16 q + the K/V cache write (rows in rope-pair order, see device_weights.h), optionally after Qwen3's per-head
 // q/k RMSNorm (ROPE_QKV_NORM).
 // Kernels: matvec.cu (default, split-K: a warp owns a row pair x a column slice, its loads issued into registers
-// before the wait), matvec_bulk.cu (a producer warp streams each block's rows into a shared-memory ring with
-// bulk copies, before the PDL wait and without register cost; the next kernel may launch once all copies are
-// issued; MK_MATVEC=bulk or bulk-auto) and matvec_rowpair.cu (the first version; MK_MATVEC=rowpair).
+// before the wait) and matvec_rowpair.cu (the first version; MK_MATVEC=rowpair, and rows too wide for split-K).
 // CPU reference: cpu::matvec (+ cpu::rmsnorm, cpu::swiglu, cpu::add, cpu::argmax, cpu::rope). Test:
 // tests/gpu/test_ops_matvec.cu.
 #pragma once
@@ -75,10 +73,6 @@ struct MatvecArgs {
   // that a kernel still running may write (weights and norm weights are safe; MatvecArgs::add_early's rows or the
   // decode attention's early K/V are not, unless the kernel before this one triggers after its wait).
   bool trigger_at_start = false;
-  // Bulk kernel only (ignored by the others): after requesting its own weights, the grid asks the L2 to fetch
-  // these bytes (e.g. the weights of a matvec that follows kernels which cannot overlap with it). 16-byte aligned.
-  const void* l2_prefetch = nullptr;
-  size_t l2_prefetch_bytes = 0;
   // Benchmarks, split-K kernel only: thread 0 of block b writes trace[4b .. 4b + 3] = its SM, then globaltimer (ns)
   // at its start, once x is staged (after the PDL wait) and at its end (bench_probe.h, the matvec timeline).
   unsigned long long* trace = nullptr;
@@ -86,20 +80,13 @@ struct MatvecArgs {
 
 void matvec(const Stream& s, const MatvecArgs& a);
 
-// Which kernel matvec() uses: "splitk" (default), "bulk", "bulk-auto" (bulk where one launch's rings hold the
-// whole matrix, else split-K) or "rowpair"; environment MK_MATVEC (read once) or set_matvec_kernel (benchmarks;
-// takes effect for launches enqueued afterwards). Shapes a kernel does not support fall back: bulk -> splitk ->
-// rowpair. The bulk kernel assumes its launches on one stream are not interleaved with another thread's.
+// Which kernel matvec() uses: "splitk" (default) or "rowpair"; environment MK_MATVEC (read once) or
+// set_matvec_kernel (tests, benchmarks; takes effect for launches enqueued afterwards). Shapes a kernel does not
+// support fall back: rowpair -> splitk for the ROPE_QKV modes, splitk -> rowpair for rows too wide for split-K.
 const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
 // matvec() calls so far in `mode`, over the process (tests: which decode path a backend enqueued).
 unsigned long long matvec_launch_count(MatvecOut mode);
-// How the bulk kernel assigns its units to blocks (environment MK_MATVEC_BULK_SCHED=claim|contiguous):
-enum class BulkSched : uint8_t {
-  CLAIM,       // claimed from a grid-wide counter; the next kernel may launch once a block's claims are exhausted
-  CONTIGUOUS,  // a contiguous range per block, and the next kernel may launch at once (see matvec_bulk.cu)
-};
-void set_matvec_bulk_sched(BulkSched s);
 
 #ifdef __CUDACC__
 #define MK_HOST_DEVICE __host__ __device__

@@ -1,5 +1,4 @@
-// Shared by the matvec kernels (matvec.cu: split-K, the default; matvec_rowpair.cu: the first version;
-// matvec_bulk.cu: the opt-in bulk-copy ring).
+// Shared by the matvec kernels (matvec.cu: split-K, the default; matvec_rowpair.cu: the first version).
 #pragma once
 #include "cuda/common/device.cuh"
 #include "cuda/ops/matvec.h"
@@ -177,10 +176,5 @@ void dispatch_matvec(const MatvecArgs& a, L&& launch) {
 
 void matvec_rowpair(const Stream& s, const MatvecArgs& a);
 void matvec_splitk(const Stream& s, const MatvecArgs& a);
-// Shared-memory ring filled by bulk copies (matvec_bulk.cu); false when the shape is not supported by it.
-bool matvec_bulk_supported(const MatvecArgs& a);
-// Whether the rings of one bulk launch hold the whole matrix (every weight requested before the PDL wait).
-bool matvec_bulk_one_pass(const MatvecArgs& a);
-void matvec_bulk(const Stream& s, const MatvecArgs& a);
 
 }  // namespace mk::cuda
