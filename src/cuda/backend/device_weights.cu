@@ -2,8 +2,10 @@
 #include "cuda/backend/device_weights.h"
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
+#include "cuda/backend/upload_staging.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.cuh"
 
@@ -54,14 +56,17 @@ Status allocate(const ModelConfig& c, DeviceWeights& d) {
   return {};
 }
 
+void warn_conversion(const TensorView& t, bool& warned) {
+  if (t.dtype == DType::BF16 || warned) return;
+  std::fprintf(stderr, "megakernel: warning: converting %s weights to bf16 for the GPU (first: %s)\n",
+               std::string(dtype_name(t.dtype)).c_str(), t.name.c_str());
+  warned = true;
+}
+
 // Host bf16 bits of a tensor: the mapping itself when it is bf16, else a converted copy in `tmp`.
 const uint16_t* as_bf16(const TensorView& t, std::vector<uint16_t>& tmp, bool& warned) {
   if (t.dtype == DType::BF16) return static_cast<const uint16_t*>(t.data);
-  if (!warned) {
-    std::fprintf(stderr, "megakernel: warning: converting %s weights to bf16 for the GPU (first: %s)\n",
-                 std::string(dtype_name(t.dtype)).c_str(), t.name.c_str());
-    warned = true;
-  }
+  warn_conversion(t, warned);
   tmp.resize(size_t(t.numel()));
   for (size_t i = 0; i < tmp.size(); ++i) tmp[i] = f32_to_bf16(t.at(i));
   return tmp.data();
@@ -75,19 +80,21 @@ Status check_shape(const TensorView& t, int64_t rows, int64_t cols) {
   return {};
 }
 
-// Copies rows x cols of src into dst with a destination row pitch of dst_pitch elements.
-Status upload_matrix(bf16* dst, size_t dst_pitch, const TensorView& src, int64_t rows, int64_t cols, bool& warned) {
-  MK_TRY(check_shape(src, rows, cols));
+// Source row of destination row r within rope-pair-ordered heads of D rows: 2j <- j, 2j + 1 <- j + D/2.
+int64_t paired_source_row(int64_t r, int64_t D) { return r / D * D + (r % D) / 2 + (r % 2) * (D / 2); }
+
+// The pageable path (no staging, or a row larger than a staging buffer): cudaMemcpy2D from the mapping.
+Status upload_matrix_pageable(bf16* dst, size_t dst_pitch, const TensorView& src, int64_t rows, int64_t cols,
+                              bool& warned) {
   std::vector<uint16_t> tmp;
   const uint16_t* h = as_bf16(src, tmp, warned);
   return cuda_status(cudaMemcpy2D(dst, dst_pitch * 2, h, size_t(cols) * 2, size_t(cols) * 2, size_t(rows),
                                   cudaMemcpyHostToDevice),
-                     "uploading weights");
+                     cat("uploading weights ('", src.name, "')").c_str());
 }
 
-// Head-major rows [n_heads * D, cols] into rope-pair order: row j -> 2j, row j + D/2 -> 2j + 1 of each head.
-Status upload_heads_paired(bf16* dst, const TensorView& src, int64_t n_heads, int64_t D, int64_t cols, bool& warned) {
-  MK_TRY(check_shape(src, n_heads * D, cols));
+Status upload_heads_paired_pageable(bf16* dst, const TensorView& src, int64_t n_heads, int64_t D, int64_t cols,
+                                    bool& warned) {
   std::vector<uint16_t> tmp;
   const uint16_t* h = as_bf16(src, tmp, warned);
   const int64_t half = D / 2;
@@ -96,8 +103,38 @@ Status upload_heads_paired(bf16* dst, const TensorView& src, int64_t n_heads, in
     for (int64_t part = 0; part < 2; ++part)
       MK_TRY(cuda_status(cudaMemcpy2D(dst + (hd * D + part) * cols, 2 * row, h + (hd * D + part * half) * cols, row, row,
                                       size_t(half), cudaMemcpyHostToDevice),
-                         "uploading weights"));
+                         cat("uploading weights ('", src.name, "')").c_str()));
   return {};
+}
+
+// Uploads rows x cols of src into dst (destination row pitch dst_pitch elements); with pair_head_dim D, the rows
+// of every D-row head in rope-pair order. Through the staging ring when there is one, else pageable copies.
+Status upload_matrix(UploadStaging* staging, bf16* dst, size_t dst_pitch, const TensorView& src, int64_t rows,
+                     int64_t cols, bool& warned, int64_t pair_head_dim = 0) {
+  MK_TRY(check_shape(src, rows, cols));
+  const size_t row_bytes = size_t(cols) * 2;
+  const int64_t D = pair_head_dim;
+  if (!staging || row_bytes > staging->buffer_bytes())
+    return D ? upload_heads_paired_pageable(dst, src, rows / D, D, cols, warned)
+             : upload_matrix_pageable(dst, dst_pitch, src, rows, cols, warned);
+  warn_conversion(src, warned);
+  // Runs on several host threads: reads the mapping (or converts), writes destination rows [r0, r1) to `out`.
+  auto fill = [&](int64_t r0, int64_t r1, void* out) {
+    uint16_t* o = static_cast<uint16_t*>(out);
+    if (src.dtype == DType::BF16 && !D) {
+      std::memcpy(o, static_cast<const uint16_t*>(src.data) + r0 * cols, size_t(r1 - r0) * row_bytes);
+      return;
+    }
+    for (int64_t r = r0; r < r1; ++r, o += cols) {
+      const int64_t s = D ? paired_source_row(r, D) : r;
+      if (src.dtype == DType::BF16) {
+        std::memcpy(o, static_cast<const uint16_t*>(src.data) + s * cols, row_bytes);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) o[j] = f32_to_bf16(src.at(size_t(s * cols + j)));
+      }
+    }
+  };
+  return staging->upload_rows(dst, dst_pitch * 2, row_bytes, rows, fill, src.name);
 }
 
 // Position of element d of a head in rope-pair order.
@@ -180,34 +217,36 @@ size_t device_weight_bytes(const ModelConfig& c) {
 }
 
 Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, bool rope_pair_rows) {
+  return upload_weights(c, w, rope_pair_rows, UploadOptions{});
+}
+
+Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, bool rope_pair_rows,
+                                       const UploadOptions& opt) {
   if (int(w.layers.size()) != c.n_layer)
     return make_error("weights have ", w.layers.size(), " layers, config says ", c.n_layer);
   DeviceWeights d;
   MK_TRY(allocate(c, d));
   d.rope_pair_rows = rope_pair_rows;
+  // Freed before returning; null (pageable copies) when pinned memory cannot be had.
+  std::unique_ptr<UploadStaging> staging = UploadStaging::create(opt.n_staging, opt.staging_bytes);
+  UploadStaging* st = staging.get();
   bool warned = false;
   const int64_t E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab, D = c.head_dim;
-  MK_TRY(upload_matrix(d.tok_embd, size_t(E), w.tok_embd, V, E, warned));
+  MK_TRY(upload_matrix(st, d.tok_embd, size_t(E), w.tok_embd, V, E, warned));
   if (!c.tie_word_embeddings) {
     const TensorView& head = w.lm_head.present() ? w.lm_head : w.tok_embd;
-    MK_TRY(upload_matrix(d.lm_head, size_t(E), head, V, E, warned));
+    MK_TRY(upload_matrix(st, d.lm_head, size_t(E), head, V, E, warned));
   }
   MK_TRY(upload_vector(d.final_norm, w.final_norm, E));
+  const int64_t pd = rope_pair_rows ? D : 0;  // rope-pair row order within each head of wqkv and bqkv
   for (int i = 0; i < c.n_layer; ++i) {
     const LayerWeights& s = w.layers[size_t(i)];
     DeviceLayer& l = d.layers[size_t(i)];
     MK_TRY(upload_vector(l.attn_norm, s.attn_norm, E));
-    if (rope_pair_rows) {
-      MK_TRY(upload_heads_paired(l.wqkv, s.wq, c.n_head, D, E, warned));
-      MK_TRY(upload_heads_paired(l.wqkv + Q * E, s.wk, c.n_kv_head, D, E, warned));
-      MK_TRY(upload_heads_paired(l.wqkv + (Q + KV) * E, s.wv, c.n_kv_head, D, E, warned));
-    } else {
-      MK_TRY(upload_matrix(l.wqkv, size_t(E), s.wq, Q, E, warned));
-      MK_TRY(upload_matrix(l.wqkv + Q * E, size_t(E), s.wk, KV, E, warned));
-      MK_TRY(upload_matrix(l.wqkv + (Q + KV) * E, size_t(E), s.wv, KV, E, warned));
-    }
+    MK_TRY(upload_matrix(st, l.wqkv, size_t(E), s.wq, Q, E, warned, pd));
+    MK_TRY(upload_matrix(st, l.wqkv + Q * E, size_t(E), s.wk, KV, E, warned, pd));
+    MK_TRY(upload_matrix(st, l.wqkv + (Q + KV) * E, size_t(E), s.wv, KV, E, warned, pd));
     if (l.bqkv) {
-      const int64_t pd = rope_pair_rows ? D : 0;
       MK_TRY(upload_vector(l.bqkv, s.bq, Q, pd));
       MK_TRY(upload_vector(l.bqkv + Q, s.bk, KV, pd));
       MK_TRY(upload_vector(l.bqkv + Q + KV, s.bv, KV, pd));
@@ -216,14 +255,18 @@ Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, b
       MK_TRY(upload_vector(l.q_norm, s.q_norm, D));
       MK_TRY(upload_vector(l.k_norm, s.k_norm, D));
     }
-    MK_TRY(upload_matrix(l.wo, size_t(Q), s.wo, E, Q, warned));
+    MK_TRY(upload_matrix(st, l.wo, size_t(Q), s.wo, E, Q, warned));
     MK_TRY(upload_vector(l.mlp_norm, s.mlp_norm, E));
     // Interleave: gate row r -> row 2r, up row r -> row 2r + 1 (destination pitch two rows).
-    MK_TRY(upload_matrix(l.w_gate_up, size_t(2 * E), s.w_gate, F, E, warned));
-    MK_TRY(upload_matrix(l.w_gate_up + E, size_t(2 * E), s.w_up, F, E, warned));
-    MK_TRY(upload_matrix(l.w_down, size_t(F), s.w_down, E, F, warned));
+    MK_TRY(upload_matrix(st, l.w_gate_up, size_t(2 * E), s.w_gate, F, E, warned));
+    MK_TRY(upload_matrix(st, l.w_gate_up + E, size_t(2 * E), s.w_up, F, E, warned));
+    MK_TRY(upload_matrix(st, l.w_down, size_t(F), s.w_down, E, F, warned));
+  }
+  if (st) {
+    MK_TRY(st->finish());
   }
   MK_TRY(cuda_status(cudaDeviceSynchronize(), "uploading weights"));
+  staging.reset();
   return std::move(d);
 }
 

@@ -4,7 +4,8 @@
 //   with rope_pair_rows: within every q, k and v head of wqkv (and bqkv), row 2j holds dim j and row 2j + 1 dim
 //   j + head_dim/2, so that one warp's row pair is one RoPE rotation pair (ops/matvec.h, ROPE_QKV); the layered
 //   backend asks for it, the megakernel keeps the HF order.
-// Norm weights and biases are f32. f32/f16 checkpoints are converted to bf16 at upload (with a warning).
+// Norm weights and biases are f32. f32/f16 checkpoints are converted to bf16 at upload (with a warning). The
+// matrices go up through pinned staging buffers (upload_staging.h) where pinned memory can be had.
 // random_device_weights fills the same layout on the device (for benchmarks of big shapes without host RNG).
 #pragma once
 #include <cuda_bf16.h>
@@ -51,8 +52,18 @@ struct DeviceWeights {
 // Bytes of device memory the weights of this configuration take (bf16 matrices, f32 vectors, padding).
 size_t device_weight_bytes(const ModelConfig& c);
 
+// How the matrices go up: through n_staging pinned buffers of staging_bytes (upload_staging.h), the host link's
+// full rate; n_staging = 0, or pinned memory that cannot be had, or a row longer than a buffer: pageable copies
+// straight from the mapping (~8.5 GB/s on the H200 machine).
+struct UploadOptions {
+  int n_staging = 4;
+  size_t staging_bytes = size_t(16) << 20;
+};
+
 // Uploads (and converts) the weights. Fails before allocating when they do not fit in free device memory.
 Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, bool rope_pair_rows = false);
+Expected<DeviceWeights> upload_weights(const ModelConfig& c, const Weights& w, bool rope_pair_rows,
+                                       const UploadOptions& opt);
 
 // Random weights of the configuration, generated on the device: matrices ~ U(-a, a) with std 0.02, norm weights
 // 1 +- small, biases small. Deterministic in seed.
