@@ -7,6 +7,7 @@
 #include "cpu/ops.h"
 #include "cuda/attention/attention.h"
 #include "cuda/backend/cuda_backend.h"
+#include "cuda_backend_fixture.h"
 #include "gpu_test_util.h"
 #include "megakernel/engine.h"
 #include "megakernel/model.h"
@@ -18,26 +19,10 @@ namespace {
 // Llama (llama3 RoPE scaling), head dim 64 as cuda/attention serves it, GQA 2, positions up to 4096.
 ModelConfig llama_config() { return megakernel::test::tiny_config(Family::Llama, 4, 2, 64, 128, 256, 2, 640); }
 
-std::unique_ptr<cuda::CudaBackend> make(const Model& m, int max_ctx, cuda::CudaBackendOptions opt = {}) {
-  auto w = cuda::upload_weights(m.config, m.weights, /*rope_pair_rows=*/true);
-  EXPECT_TRUE(w) << w.message();
-  if (!w) return nullptr;
-  auto b = cuda::CudaBackend::create(m.config, std::move(*w), max_ctx, opt);
-  EXPECT_TRUE(b) << b.message();
-  return b ? std::move(*b) : nullptr;
-}
-
-std::vector<int32_t> tokens(int n, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(size_t(n), 0);
-  for (auto& x : t) x = int32_t(rng() % uint32_t(V));
-  return t;
-}
-
 TEST(BackendDecodeVariants, SplitCountFollowsTheSequenceLength) {
   if (!cuda::attention_lib_available()) GTEST_SKIP() << "cuda/attention is not linked";
   Model m = make_random_model(llama_config(), DType::BF16, 3);
-  auto gpu = make(m, 4096);
+  auto gpu = make_layered(m, 4096);
   ASSERT_TRUE(gpu);
   const int cap_splits = cuda::attention_decode_splits(1, 2, 4096);
   ASSERT_GT(cap_splits, 1) << "the whole cache should want several splits (else this test shows nothing)";
@@ -51,12 +36,12 @@ TEST(BackendDecodeVariants, SplitCountFollowsTheSequenceLength) {
 TEST(BackendDecodeVariants, DecodeAcrossVariantsMatchesCpu) {
   const ModelConfig c = llama_config();
   Model m = make_random_model(c, DType::BF16, 4);
-  auto gpu = make(m, 4096);
+  auto gpu = make_layered(m, 4096);
   ASSERT_TRUE(gpu);
   CpuBackend cpu(m, 4096);
   const int V = c.n_vocab;
   std::vector<float> lg(size_t(V), 0.f), lc(size_t(V), 0.f);
-  std::vector<int32_t> feed = tokens(240, V, 5);
+  std::vector<int32_t> feed = random_tokens(240, V, 5);
   int pos = 0;
   for (int step = 0; step <= 40; ++step) {
     SCOPED_TRACE(cat("step ", step, " at position ", pos));
@@ -80,9 +65,9 @@ TEST(BackendDecodeVariants, DeviceLoopsAcrossVariantsEqualHostLoop) {
   cuda::CudaBackendOptions one, six;
   one.graph_steps = 1;  // the default is 8: from 250 its first launch would run positions < 256 with the next variant
   six.graph_steps = 6;
-  auto a = make(m, 4096, one), b = make(m, 4096), k = make(m, 4096, six);
+  auto a = make_layered(m, 4096, one), b = make_layered(m, 4096), k = make_layered(m, 4096, six);
   ASSERT_TRUE(a && b && k);
-  const std::vector<int32_t> prompt = tokens(251, c.n_vocab, 7);
+  const std::vector<int32_t> prompt = random_tokens(251, c.n_vocab, 7);
   std::vector<float> l(size_t(c.n_vocab), 0.f);
   for (auto* g : {a.get(), b.get(), k.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(250), 0, l).ok());
   std::vector<int32_t> dev(24, -1), dev_k(24, -2);
@@ -111,14 +96,14 @@ TEST(BackendDecodeVariants, EngineOnDeviceGreedyEqualsHostLoop) {
   };
   const ModelConfig c = llama_config();
   Model m = make_random_model(c, DType::BF16, 9);
-  auto dev = make(m, 4096), host = make(m, 4096);
+  auto dev = make_layered(m, 4096), host = make_layered(m, 4096);
   ASSERT_TRUE(dev && host && dev->has_decode_greedy());
   HostLoop host_loop(*host);
   Engine e_dev(*dev), e_host(host_loop);
   GenerateOptions o;
   o.max_new_tokens = 45;  // 1 from the prefill + chunks of 16, 16, 12
   o.ignore_eos = true;
-  const std::vector<int32_t> prompt = tokens(240, c.n_vocab, 10);  // the decode crosses the 256 variant boundary
+  const std::vector<int32_t> prompt = random_tokens(240, c.n_vocab, 10);  // the decode crosses the 256 variant boundary
   auto a = e_dev.generate(prompt, o), b = e_host.generate(prompt, o);
   ASSERT_TRUE(a && b) << (a ? b.message() : a.message());
   EXPECT_EQ(a->ids, b->ids);

@@ -14,6 +14,7 @@
 
 #include "cpu/ops.h"
 #include "cuda/backend/cuda_backend.h"
+#include "cuda_backend_fixture.h"
 #include "megakernel/model.h"
 #include "../megakernel/mk_test_util.h"
 
@@ -23,22 +24,6 @@ namespace {
 using megakernel::test::tiny_config;
 
 constexpr int K = 20;  // tokens per call: 2 replays of the default 8-step graph + 4 single steps on the reference path
-
-std::unique_ptr<cuda::CudaBackend> make(const Model& m, int max_ctx, cuda::CudaBackendOptions opt = {}) {
-  auto w = cuda::upload_weights(m.config, m.weights, /*rope_pair_rows=*/true);
-  EXPECT_TRUE(w) << w.message();
-  if (!w) return nullptr;
-  auto b = cuda::CudaBackend::create(m.config, std::move(*w), max_ctx, opt);
-  EXPECT_TRUE(b) << b.message();
-  return b ? std::move(*b) : nullptr;
-}
-
-std::vector<int32_t> tokens(int n, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(size_t(n), 0);
-  for (auto& x : t) x = int32_t(rng() % uint32_t(V));
-  return t;
-}
 
 // The steps j whose token occurs there first.
 std::vector<int> first_occurrences(const std::vector<int32_t>& t) {
@@ -60,7 +45,7 @@ Expected<int> until(cuda::CudaBackend& b, int32_t tok, int pos, const SamplingPa
 // continuation from the stop; also calls that end exactly at their stop.
 void check_stops(cuda::CudaBackend& b, const SamplingParams& sp, bool all_js) {
   const int V = b.config().n_vocab;
-  const std::vector<int32_t> prompt = tokens(7, V, 3);
+  const std::vector<int32_t> prompt = random_tokens(7, V, 3);
   const int P = int(prompt.size()) - 1;
   std::vector<float> logits(static_cast<size_t>(V));
   b.truncate(0);
@@ -130,7 +115,7 @@ TEST(BackendStop, StopAtStepJEqualsPrefixAndContinues) {
       cuda::CudaBackendOptions opt;
       opt.stop_graph_steps = S;
       opt.stop_prefetch = S != 3;  // the L2 prefetch of the next body's weights changes no result
-      auto b = make(m, 128, opt);
+      auto b = make_layered(m, 128, opt);
       ASSERT_TRUE(b);
       for (const SamplingParams& sp : {SamplingParams{}, temperature(1.5f, seed * 7), temperature(1.f, 9, 40, 0.9f)}) {
         SCOPED_TRACE(cat(c.architecture, ", ", S, " steps per WHILE body, temperature ", sp.temperature, " top_k ",
@@ -147,7 +132,7 @@ TEST(BackendStop, OneBlockFinishKernel) {
   Model m = make_random_model(tiny_config(Family::Qwen2, 4, 2, 64, 96, 160, 2, 2000), DType::BF16, 12);
   cuda::CudaBackendOptions opt;
   opt.sample_blocks = 1;
-  auto b = make(m, 64, opt);
+  auto b = make_layered(m, 64, opt);
   ASSERT_TRUE(b);
   check_stops(*b, SamplingParams{}, false);
   check_stops(*b, temperature(1.2f, 5), false);
@@ -160,7 +145,7 @@ TEST(BackendStop, Small) {
     cuda::CudaBackendOptions opt;
     opt.stop_graph_steps = S;
     opt.stop_prefetch = S == 1;
-    auto b = make(m, 48, opt);
+    auto b = make_layered(m, 48, opt);
     ASSERT_TRUE(b);
     SCOPED_TRACE(cat(S, " steps per WHILE body, L2 prefetch ", opt.stop_prefetch));
     check_stops(*b, SamplingParams{}, false);
@@ -177,10 +162,10 @@ TEST(BackendStop, AcrossDecodeVariantsEqualsHostLoop) {
   for (int S : {1, 3}) {
     cuda::CudaBackendOptions opt;
     opt.stop_graph_steps = S;
-    auto a = make(m, 4096, opt), h = make(m, 4096);
+    auto a = make_layered(m, 4096, opt), h = make_layered(m, 4096);
     ASSERT_TRUE(a && h);
     if (a->decode_attention_splits(250) == a->decode_attention_splits(4096)) GTEST_SKIP() << "one decode variant only";
-    const std::vector<int32_t> prompt = tokens(251, c.n_vocab, 7);
+    const std::vector<int32_t> prompt = random_tokens(251, c.n_vocab, 7);
     std::vector<float> l(size_t(c.n_vocab), 0.f);
     for (auto* g : {a.get(), h.get()}) ASSERT_TRUE(g->forward(std::span(prompt).first(250), 0, l).ok());
     std::vector<int32_t> host(24);
@@ -217,7 +202,7 @@ TEST(BackendStop, StepsAfterTheStopCostNothing) {
   for (int S : {1, 2, 8}) {
     cuda::CudaBackendOptions opt;
     opt.stop_graph_steps = S;
-    auto b = make(m, 512, opt);
+    auto b = make_layered(m, 512, opt);
     ASSERT_TRUE(b);
     std::vector<int32_t> out(128);
     const int32_t never[] = {c.n_vocab};
@@ -246,7 +231,7 @@ TEST(BackendStop, StepsAfterTheStopCostNothing) {
 TEST(BackendStop, BackendInterface) {
   const ModelConfig c = tiny_config(Family::Qwen2, 6, 2, 64, 96, 160, 2, 2000);
   Model m = make_random_model(c, DType::BF16, 8);
-  auto b = make(m, 64);
+  auto b = make_layered(m, 64);
   ASSERT_TRUE(b);
   Backend& be = *b;
   EXPECT_EQ(be.max_stop_ids(), cuda::MAX_DECODE_STOP_IDS);
@@ -274,7 +259,7 @@ TEST(BackendStop, BackendInterface) {
 
   cuda::CudaBackendOptions eager;
   eager.graph = false;
-  auto e = make(m, 64, eager);
+  auto e = make_layered(m, 64, eager);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->max_stop_ids(), 0);
   ASSERT_TRUE(e->forward(std::vector<int32_t>{3, 14, 15, 92, 65}, 0, logits).ok());
