@@ -37,22 +37,9 @@ class SimBackend final : public Backend {
 
   // K tokens per simulated launch (up to the simulator's step limit), greedy or drawn "on the device".
   bool has_decode_greedy() const override { return true; }
-  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {
-    auto n = decode(token, pos, {}, {}, out);
-    if (!n) return n.error();
-    return {};
-  }
   bool can_decode_sample(const SamplingParams& p) const override {  // the same conditions as the GPU backends
     return !p.greedy() && (p.top_k == 0 || p.top_k >= model_.config.n_vocab) && p.top_p >= 1.f &&
            p.repetition_penalty == 1.f && sampling_params_error(p)[0] == '\0';
-  }
-  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                       std::span<int32_t> out) override {
-    if (!can_decode_sample(p))
-      return make_error("megakernel-sim backend: decode_sample draws with a temperature and min-p only");
-    auto n = decode(token, pos, SampleParams{p.temperature, p.min_p, p.seed, first_draw}, {}, out);
-    if (!n) return n.error();
-    return {};
   }
   // Stop ids checked "on the device" (isa.h StopIds): the launch ends after the step that chose one.
   int max_stop_ids() const override { return MAX_STOP_IDS; }

@@ -24,53 +24,51 @@ class Backend {
 
   // Greedy decoding with no host work between tokens, for backends that have it (the GPU ones: the argmax and the
   // next step's input stay on the device). Feeds `token` at `pos` (pos must equal the number of cached tokens), then
-  // each argmax back in; out[i] is the i-th argmax (lowest id on ties). Afterwards pos + out.size() positions are
-  // cached (the last argmax is not fed). The engine uses it for greedy requests without a repetition penalty.
+  // each argmax back in; out[i] is the i-th argmax (lowest id on ties). The engine uses it for greedy requests
+  // without a repetition penalty.
+  //   Stop ids checked on the device (the engine's EOS ids): a backend with max_stop_ids() >= stop_ids.size() > 0 ends
+  // after the first chosen token that is one of stop_ids. Returns the number n of tokens produced (out[0, n), out[n - 1]
+  // the stop id when n < out.size()); pos + n positions are cached (the last token is not fed). More stop ids than
+  // max_stop_ids() is an error. Without stop ids (or a backend without device stops: max_stop_ids() == 0, the
+  // default) every one of out.size() tokens is produced: callers check for stops themselves either way.
   virtual bool has_decode_greedy() const { return false; }
-  virtual Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
-    (void)token, (void)pos, (void)out;
+  virtual int max_stop_ids() const { return 0; }
+  virtual Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
+                                            std::span<int32_t> out) {
+    (void)token, (void)pos, (void)stop_ids, (void)out;
     return make_error(name(), " backend: no on-device greedy decoding");
   }
-  // Sampled decoding on the device, as decode_greedy but each next token drawn by the host Sampler's rule
+  // Sampled decoding on the device, as decode_greedy_until but each next token drawn by the host Sampler's rule
   // (runtime/sampler.h) with draw indices first_draw, first_draw + 1, ...: the tokens a host loop would choose from
   // the same logits. Only for the parameters can_decode_sample accepts (the engine samples on the host otherwise).
   virtual bool can_decode_sample(const SamplingParams& p) const {
     (void)p;
     return false;
   }
-  virtual Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                               std::span<int32_t> out) {
-    (void)token, (void)pos, (void)p, (void)first_draw, (void)out;
+  virtual Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
+                                            std::span<const int32_t> stop_ids, std::span<int32_t> out) {
+    (void)token, (void)pos, (void)p, (void)first_draw, (void)stop_ids, (void)out;
     return make_error(name(), " backend: no on-device sampling");
   }
+  // The same without stop ids: all out.size() tokens.
+  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
+    auto n = decode_greedy_until(token, pos, {}, out);
+    if (!n) return n.error();
+    return {};
+  }
+  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw, std::span<int32_t> out) {
+    auto n = decode_sample_until(token, pos, p, first_draw, {}, out);
+    if (!n) return n.error();
+    return {};
+  }
   // The next token drawn on the device from the logits of the last forward() (the prefill's: they stay on the device,
-  // no host Sampler over n_vocab logits): the host Sampler's rule with draw index `draw`, as decode_sample draws its
-  // tokens. Only for the parameters can_decode_sample accepts, and right after forward() (another call that runs the
-  // model replaces those logits). The engine draws a request's first token with it, then decode_sample continues
-  // from draw + 1.
+  // no host Sampler over n_vocab logits): the host Sampler's rule with draw index `draw`, as decode_sample_until draws
+  // its tokens. Only for the parameters can_decode_sample accepts, and right after forward() (another call that runs
+  // the model replaces those logits). The engine draws a request's first token with it, then decode_sample_until
+  // continues from draw + 1.
   virtual Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) {
     (void)p, (void)draw;
     return make_error(name(), " backend: no on-device draw from the last logits");
-  }
-
-  // Stop ids checked on the device (the engine's EOS ids): the _until variants decode as decode_greedy / decode_sample
-  // but a backend with max_stop_ids() >= stop_ids.size() > 0 ends after the first chosen token that is one of
-  // stop_ids: it returns the number n of tokens produced (out[0, n), out[n - 1] the stop id when n < out.size()) and
-  // pos + n positions are cached (the stop id is not fed). More stop ids than max_stop_ids() is an error there. A
-  // backend without device stops (max_stop_ids() == 0, the default) produces all out.size() tokens and returns that:
-  // callers check for stops themselves either way.
-  virtual int max_stop_ids() const { return 0; }
-  virtual Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
-                                            std::span<int32_t> out) {
-    (void)stop_ids;
-    MK_TRY(decode_greedy(token, pos, out));
-    return int(out.size());
-  }
-  virtual Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                                            std::span<const int32_t> stop_ids, std::span<int32_t> out) {
-    (void)stop_ids;
-    MK_TRY(decode_sample(token, pos, p, first_draw, out));
-    return int(out.size());
   }
 };
 

@@ -53,35 +53,11 @@ class FakeBackend final : public Backend {
   const ModelConfig& config() const override { return config_; }
   // On-device greedy decoding (off unless device_greedy): feeds token, out[0], ..., out[n-2] through forward.
   bool has_decode_greedy() const override { return device_greedy; }
-  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {
-    if (!device_greedy) return Backend::decode_greedy(token, pos, out);
-    ++n_decode_greedy;
-    std::vector<float> logits(size_t(config_.n_vocab));
-    for (size_t i = 0; i < out.size(); ++i) {
-      MK_TRY(forward({&token, 1}, pos + int(i), logits));
-      token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      out[i] = token;
-    }
-    return {};
-  }
   // On-device sampling (off unless device_sample): temperature only, each token drawn by a Sampler from draw
   // first_draw on, as the CUDA backend's finish kernel does.
   bool can_decode_sample(const SamplingParams& p) const override {
     return device_sample && !p.greedy() && p.top_k == 0 && p.top_p >= 1.f && p.min_p == 0.f &&
            p.repetition_penalty == 1.f;
-  }
-  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                       std::span<int32_t> out) override {
-    if (!can_decode_sample(p)) return Backend::decode_sample(token, pos, p, first_draw, out);
-    ++n_decode_sample;
-    Sampler sampler(p);
-    sampler.advance(first_draw);
-    std::vector<float> logits(size_t(config_.n_vocab));
-    for (size_t i = 0; i < out.size(); ++i) {
-      MK_TRY(forward({&token, 1}, pos + int(i), logits));
-      out[i] = token = sampler.sample(logits, {});
-    }
-    return {};
   }
   // The draw from the last forward's logits (with device_sample): a Sampler at draw `draw`, as decode_sample draws.
   // fail_sample_last: an injected failure.
@@ -104,8 +80,7 @@ class FakeBackend final : public Backend {
   Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
                                     std::span<int32_t> out) override {
     decode_sizes.push_back(int(out.size()));
-    if (!device_stop) return Backend::decode_greedy_until(token, pos, stop_ids, out);
-    if (!device_greedy) return make_error("fake: no device greedy");
+    if (!device_greedy) return Backend::decode_greedy_until(token, pos, stop_ids, out);
     ++n_decode_greedy;
     return until(token, pos, stop_ids, out, [&](std::vector<float>& logits, size_t) {
       return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -114,8 +89,7 @@ class FakeBackend final : public Backend {
   Expected<int> decode_sample_until(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
                                     std::span<const int32_t> stop_ids, std::span<int32_t> out) override {
     decode_sizes.push_back(int(out.size()));
-    if (!device_stop) return Backend::decode_sample_until(token, pos, p, first_draw, stop_ids, out);
-    if (!can_decode_sample(p)) return make_error("fake: no device sampling for these parameters");
+    if (!can_decode_sample(p)) return Backend::decode_sample_until(token, pos, p, first_draw, stop_ids, out);
     ++n_decode_sample;
     Sampler sampler(p);
     sampler.advance(first_draw);

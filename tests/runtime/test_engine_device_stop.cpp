@@ -81,7 +81,9 @@ TEST(EngineDeviceStop, EqualsHostLoopAndStopsOnTheDevice) {
         if (!stream) {
           // The EOS (within the first 41 ids) ends the first call on the device; without one, 256 + 43 tokens.
           EXPECT_EQ(stop.sizes.size(), has_eos ? 1u : 2u);
-          if (has_eos) EXPECT_LT(stop.produced[0], 256);
+          if (has_eos) {
+            EXPECT_LT(stop.produced[0], 256);
+          }
         }
       }
     }

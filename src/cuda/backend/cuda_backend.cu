@@ -217,25 +217,12 @@ Status CudaBackend::enqueue_prefill_only(std::span<const int32_t> tokens, int po
 
 void CudaBackend::truncate(int pos) { n_cached_ = std::clamp(pos, 0, n_cached_); }
 
-Status CudaBackend::decode_greedy(int32_t token, int pos, std::span<int32_t> out) {
-  return decode_on_device(token, pos, SamplingParams{}, 0, out);
-}
-
 bool CudaBackend::can_decode_sample(const SamplingParams& p) const {
   // The finish kernel's draw (ops/sample.cuh): temperature, top-k, top-p and min-p; a repetition penalty stays on the
   // host.
   const bool selects = (p.top_k > 0 && p.top_k < config_.n_vocab) || p.top_p < 1.f;
   return !p.greedy() && p.repetition_penalty == 1.f && sampling_params_error(p)[0] == '\0' &&
          (!selects || config_.n_vocab <= SAMPLE_SELECT_MAX_VOCAB);
-}
-
-Status CudaBackend::decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                                  std::span<int32_t> out) {
-  if (!can_decode_sample(p))
-    return make_error("decode_sample: the device draws with a temperature, top-k, top-p and min-p only (no "
-                      "repetition penalty, valid parameters), got temperature ", p.temperature, ", top_k ", p.top_k,
-                      ", top_p ", p.top_p, ", min_p ", p.min_p, ", repetition_penalty ", p.repetition_penalty);
-  return decode_on_device(token, pos, p, first_draw, out);
 }
 
 Status CudaBackend::decode_on_device(int32_t token, int pos, const SamplingParams& sampling, uint64_t first_draw,

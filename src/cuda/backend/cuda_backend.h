@@ -134,16 +134,12 @@ class CudaBackend final : public Backend {
   // backend's stream), e.g. the megakernel backend's own after its 1-token forward.
   Expected<int32_t> sample_logits(const float* logits, const SamplingParams& p, uint64_t draw);
 
-  // Greedy decode on the device (Backend::decode_greedy): feeds `token` at `pos`, then each argmax back in; out[i]
-  // is the i-th argmax.
+  // Greedy and sampled decode on the device (Backend::decode_greedy_until / decode_sample_until): feeds `token` at
+  // `pos`, then each chosen token back in; sampling with a temperature, top-k, top-p, min-p (can_decode_sample).
+  // Stop ids (decode_stop.h) with CUDA graphs, up to MAX_DECODE_STOP_IDS; a call without stop ids replays the decode
+  // graphs alone (decode_on_device).
   bool has_decode_greedy() const override { return true; }
-  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override;
-  // Sampled decode on the device (Backend::decode_sample): temperature, top-k, top-p, min-p (can_decode_sample).
   bool can_decode_sample(const SamplingParams& p) const override;
-  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                       std::span<int32_t> out) override;
-  // Stop ids checked on the device (Backend::max_stop_ids; decode_stop.h): with CUDA graphs, up to
-  // MAX_DECODE_STOP_IDS; a call without stop ids runs as decode_greedy / decode_sample.
   int max_stop_ids() const override { return opt_.graph ? MAX_DECODE_STOP_IDS : 0; }
   Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
                                     std::span<int32_t> out) override;

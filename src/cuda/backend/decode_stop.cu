@@ -40,7 +40,7 @@ Expected<int> CudaBackend::decode_until(int32_t token, int pos, const SamplingPa
     return make_error("decode until a stop id: ", stop_ids.size(), " stop ids, at most ", max_stop_ids(),
                       " are checked on the device by the cuda backend",
                       opt_.graph ? "" : " (none without CUDA graphs: CudaBackendOptions::graph)");
-  if (stop_ids.empty()) {  // the path of decode_greedy / decode_sample, unchanged
+  if (stop_ids.empty()) {  // the decode graphs alone, as before stop ids existed
     MK_TRY(decode_on_device(token, pos, sampling, first_draw, out));
     return int(out.size());
   }

@@ -100,9 +100,6 @@ class MegakernelBackend final : public Backend {
   // steps per launch (the host only launches); out[i] is the i-th chosen token.
   Status generate_greedy(int32_t token, int pos, std::span<int32_t> out, int steps_per_launch);
   bool has_decode_greedy() const override { return true; }
-  Status decode_greedy(int32_t token, int pos, std::span<int32_t> out) override {  // the engine's chunks: one launch
-    return generate_greedy(token, pos, out, MAX_STEPS);
-  }
   // Sampled decode on the device: as generate_greedy, each next token drawn by the host Sampler's rule (a
   // temperature and min-p; isa.h SampleParams, device/ops/sample.cuh) with draw indices first_draw, first_draw + 1,
   // ..., steps_per_launch steps per launch. Only for what draws_in_argmax accepts.
@@ -110,19 +107,18 @@ class MegakernelBackend final : public Backend {
                          int steps_per_launch);
   // What the Argmax instruction draws itself: a temperature and min-p, in the instances with the weight ring.
   bool draws_in_argmax(const SamplingParams& p) const;
-  // decode_sample / decode_sample_until: draws_in_argmax's parameters in the megakernel (generate_sample); what only
+  // decode_sample_until: draws_in_argmax's parameters in the megakernel (generate_sample); what only
   // the layered path draws (top-k, top-p: its finish kernel's selection) on the layered backend that prefills, over
   // the same weights and KV cache (ms per token as that backend's, instead of the host Sampler's ~6 ms per top-p
   // token over the Llama 3 vocabulary on the H200).
   bool can_decode_sample(const SamplingParams& p) const override;
-  Status decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                       std::span<int32_t> out) override;
   // The draw from the last forward's logits (Backend::sample_last): the layered prefill's after a prompt of several
   // tokens, the megakernel's workspace after a 1-token forward; drawn by the layered backend's sampler either way.
   Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override;
-  // Stop ids checked on the device (Backend::decode_greedy_until; isa.h StopIds, at most MAX_STOP_IDS): the launch's
-  // steps after the one that chose a stop id do not run, and the count comes back with the tokens. With the weight ring
-  // (its kernel instances have the check); without it none (the engine then checks on the host).
+  // Backend::decode_greedy_until / decode_sample_until: MAX_STEPS steps per launch. Stop ids are checked on the device
+  // (isa.h StopIds, at most MAX_STOP_IDS): the launch's steps after the one that chose a stop id do not run, and the
+  // count comes back with the tokens. With the weight ring (its kernel instances have the check); without it none (the
+  // engine then checks on the host).
   int max_stop_ids() const override { return n_pages_ > 0 ? MAX_STOP_IDS : 0; }
   Expected<int> decode_greedy_until(int32_t token, int pos, std::span<const int32_t> stop_ids,
                                     std::span<int32_t> out) override {

@@ -43,13 +43,6 @@ Status MegakernelBackend::generate_sample(int32_t token, int pos, const Sampling
   return {};
 }
 
-Status MegakernelBackend::decode_sample(int32_t token, int pos, const SamplingParams& p, uint64_t first_draw,
-                                        std::span<int32_t> out) {
-  auto n = decode_sample_until(token, pos, p, first_draw, {}, out);
-  if (!n) return n.error();
-  return {};
-}
-
 Expected<int> MegakernelBackend::decode_sample_until(int32_t token, int pos, const SamplingParams& p,
                                                      uint64_t first_draw, std::span<const int32_t> stop_ids,
                                                      std::span<int32_t> out) {
