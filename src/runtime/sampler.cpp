@@ -159,21 +159,25 @@ int32_t draw_candidate(std::vector<Candidate>& c, double u) {
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
   if (params_.repetition_penalty != 1.f) apply_repetition_penalty(logits, history, params_.repetition_penalty);
   if (params_.greedy()) return argmax(logits);
+  return draw_filtered(logits, params_, philox_uniform(params_.seed, n_draws_++), scratch_);
+}
+
+int32_t draw_filtered(std::span<const float> logits, const SamplingParams& p, double u, std::vector<Candidate>& c) {
   // Temperature on logits shifted by their max: softmax and every filter are shift-invariant, and a tiny
   // temperature cannot overflow to +inf. Non-finite logits are never candidates.
   float lmax = -INFINITY;
   for (float x : logits)
     if (std::isfinite(x)) lmax = std::max(lmax, x);
-  scratch_.clear();
+  c.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
-    const float x = (logits[i] - lmax) / params_.temperature;
-    if (std::isfinite(x)) scratch_.push_back({x, int32_t(i)});
+    const float x = (logits[i] - lmax) / p.temperature;
+    if (std::isfinite(x)) c.push_back({x, int32_t(i)});
   }
-  if (scratch_.empty()) return -1;
-  filter_top_k(scratch_, params_.top_k);
-  filter_top_p(scratch_, params_.top_p);
-  filter_min_p(scratch_, params_.min_p);
-  return draw_candidate(scratch_, philox_uniform(params_.seed, n_draws_++));
+  if (c.empty()) return -1;
+  filter_top_k(c, p.top_k);
+  filter_top_p(c, p.top_p);
+  filter_min_p(c, p.min_p);
+  return draw_candidate(c, u);
 }
 
 }  // namespace mk

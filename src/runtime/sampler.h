@@ -38,6 +38,11 @@ void filter_min_p(std::vector<Candidate>& c, float p);    // keeps prob >= p * m
 // The draw rule above for a uniform u in [0, 1); sorts `c` by id.
 int32_t draw_candidate(std::vector<Candidate>& c, double u);
 
+// Sampler::sample's draw after the repetition penalty and the greedy shortcut: the candidates of p's temperature
+// (logits shifted by their finite max; non-finite ones dropped), top-k, top-p and min-p, drawn with the uniform u.
+// -1 when no logit is finite. scratch: the candidates' storage, reused across calls.
+int32_t draw_filtered(std::span<const float> logits, const SamplingParams& p, double u, std::vector<Candidate>& scratch);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p) : params_(p) {}

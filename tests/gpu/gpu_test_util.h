@@ -35,6 +35,14 @@ struct DeviceArray {
   void poison() { CUDA_CHECK(cudaMemset(p, 0xff, n * sizeof(T))); }
 };
 
+// n ids in [0, V) from seed.
+inline std::vector<int32_t> random_tokens(int n, int V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(size_t(n), 0);
+  for (auto& x : t) x = int32_t(rng() % uint32_t(V));
+  return t;
+}
+
 inline std::vector<float> randn(size_t n, std::mt19937& rng, float sigma = 1.f, float mean = 0.f) {
   std::normal_distribution<float> d(mean, sigma);
   std::vector<float> v(n);

@@ -100,13 +100,6 @@ void expect_qkv_path(const ModelConfig& c, bool fused, F&& f) {
   }
 }
 
-std::vector<int32_t> random_prompt(int n, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (auto& t : p) t = int32_t(rng() % uint32_t(V));
-  return p;
-}
-
 TEST(Backend, RandomModelsMatchCpu) {
   struct Case {
     Family f;
@@ -125,34 +118,34 @@ TEST(Backend, RandomModelsMatchCpu) {
     SCOPED_TRACE(cat(cfg.architecture, " D ", c.D, " heads ", c.n_head, "/", c.n_kv, c.tied ? " tied" : "", " vocab ",
                      c.vocab, " ", dtype_name(c.dtype)));
     Model m = make_random_model(cfg, c.dtype, 11 + c.D + c.vocab);
-    expect_qkv_path(cfg, false, [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12); });
+    expect_qkv_path(cfg, false, [&] { compare_with_cpu(m, random_tokens(19, c.vocab, 3), 12); });
     // RoPE in the decode attention needs the attention library's head dims (else the QKV epilogue serves).
     const bool lib = c.D == 64 || c.D == 128;
     {  // rope-pair rows: RoPE fused into the QKV matvec; Qwen3 (q/k norm): RoPE in the decode attention
       SCOPED_TRACE("rope_pair_rows = true");
       expect_qkv_path(cfg, !cfg.qk_norm || !lib,
-                      [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, {}, true); });
+                      [&] { compare_with_cpu(m, random_tokens(19, c.vocab, 3), 12, {}, true); });
     }
     {  // the other side of CudaBackendOptions::rope_in_attention: off for Qwen3 (ROPE_QKV_NORM), on for the others
       SCOPED_TRACE("rope_in_attention flipped");
       cuda::CudaBackendOptions opt;
       opt.rope_in_attention = cfg.qk_norm ? 0 : 1;
       expect_qkv_path(cfg, cfg.qk_norm || !lib,
-                      [&] { compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true); });
+                      [&] { compare_with_cpu(m, random_tokens(19, c.vocab, 3), 12, opt, true); });
     }
     {  // the early reads before the PDL waits off (residual rows in O / down, K/V in decode attention)
       SCOPED_TRACE("late residual reads + late K/V");
       cuda::CudaBackendOptions opt;
       opt.add_early = false;
       opt.attn_early_kv = false;
-      compare_with_cpu(m, random_prompt(19, c.vocab, 3), 12, opt, true);
+      compare_with_cpu(m, random_tokens(19, c.vocab, 3), 12, opt, true);
     }
   }
 }
 
 TEST(Backend, PrefillChunksGraphAndPdlDoNotChangeResults) {
   Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, 1000), DType::BF16, 5);
-  auto prompt = random_prompt(150, 1000, 9);
+  auto prompt = random_tokens(150, 1000, 9);
   // Graph + PDL (default), no graph, no PDL, early triggers: the same kernels, so the same bits.
   std::vector<std::vector<float>> outs;
   for (auto [graph, pdl, chunk, early] : {std::tuple{true, true, 1024, false}, {false, true, 1024, false},
@@ -179,7 +172,7 @@ TEST(Backend, PrefillChunksGraphAndPdlDoNotChangeResults) {
 
 TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
   Model m = make_random_model(small_config(Family::Qwen3, 64, 4, 2, true, 777), DType::BF16, 8);
-  auto prompt = random_prompt(10, 777, 1);
+  auto prompt = random_tokens(10, 777, 1);
   cuda::CudaBackendOptions three;
   three.graph_steps = 3;  // 20 tokens = 6 launches of 3 steps + 2 single steps
   three.add_early = false;  // residual rows read after the PDL wait (default: before): the same bits
@@ -207,7 +200,7 @@ TEST(Backend, DeviceGreedyLoopEqualsHostLoop) {
 TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
   const int V = 777;
   Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, V), DType::BF16, 12);
-  auto prompt = random_prompt(10, V, 4);
+  auto prompt = random_tokens(10, V, 4);
   for (float min_p : {0.f, 0.02f}) {
     SCOPED_TRACE(cat("min_p ", min_p));
     SamplingParams p;
@@ -256,7 +249,7 @@ TEST(Backend, DeviceSamplingLoopEqualsHostLoop) {
 TEST(Backend, DeviceTopKTopPLoopEqualsHostLoop) {
   const int V = 777;
   Model m = make_random_model(small_config(Family::Llama, 64, 4, 2, false, V), DType::BF16, 12);
-  auto prompt = random_prompt(10, V, 4);
+  auto prompt = random_tokens(10, V, 4);
   const SamplingParams rules[] = {{.temperature = 1.5f, .top_k = 20, .seed = 7},
                                   {.temperature = 1.5f, .top_p = 0.8f, .seed = 8},
                                   {.temperature = 2.f, .top_k = 300, .top_p = 0.5f, .min_p = 0.02f, .seed = 9},
@@ -312,10 +305,10 @@ TEST(Backend, GoldenModelsMatchCpu) {
       lo.progress = LoadOptions::Progress::Never;
       auto m = load_model(e.path(), lo);
       ASSERT_TRUE(m) << m.message();
-      compare_with_cpu(*m, random_prompt(19, m->config.n_vocab, 4), 12);
+      compare_with_cpu(*m, random_tokens(19, m->config.n_vocab, 4), 12);
       {
         SCOPED_TRACE("rope_pair_rows = true (make_cuda_backend's default)");
-        compare_with_cpu(*m, random_prompt(19, m->config.n_vocab, 4), 12, {}, true);
+        compare_with_cpu(*m, random_tokens(19, m->config.n_vocab, 4), 12, {}, true);
       }
       ++n;
     }

@@ -13,7 +13,8 @@ namespace mk::gpu_test {
 namespace {
 
 // The host's draw for `rule`. top_k = 1 is greedy in Sampler (an argmax); the device applies the filter as for any k
-// (ties of the largest candidate kept and drawn among), so for it the reference is Sampler::sample's steps themselves.
+// (ties of the largest candidate kept and drawn among), so for it the reference is Sampler::sample's draw without the
+// greedy shortcut (draw_filtered).
 int32_t host_draw(std::vector<float> logits, const cuda::SampleRule& rule, uint64_t seed, uint64_t draw) {
   SamplingParams p;
   p.temperature = rule.temperature;
@@ -26,19 +27,8 @@ int32_t host_draw(std::vector<float> logits, const cuda::SampleRule& rule, uint6
     host.advance(draw);
     return host.sample(logits, {});
   }
-  float lmax = -INFINITY;
-  for (float x : logits)
-    if (std::isfinite(x)) lmax = std::max(lmax, x);
   std::vector<Candidate> c;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float x = (logits[i] - lmax) / p.temperature;
-    if (std::isfinite(x)) c.push_back({x, int32_t(i)});
-  }
-  if (c.empty()) return -1;
-  filter_top_k(c, p.top_k);
-  filter_top_p(c, p.top_p);
-  filter_min_p(c, p.min_p);
-  return draw_candidate(c, philox_uniform(seed, draw));
+  return draw_filtered(logits, p, philox_uniform(seed, draw), c);
 }
 
 // Every rule against the host for one row of logits; returns the number of device draws compared.

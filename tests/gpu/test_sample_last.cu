@@ -64,13 +64,6 @@ std::unique_ptr<megakernel::MegakernelBackend> mk_with_layered(const Model& m) {
   return b ? std::move(*b) : nullptr;
 }
 
-std::vector<int32_t> prompt_of(int n, int V, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (auto& t : p) t = int32_t(rng() % uint32_t(V));
-  return p;
-}
-
 // The draw after `feed` at pos equals the host Sampler's on the logits forward returned, for every rule and draw.
 void expect_last_equals_host(Backend& b, std::span<const int32_t> feed, int pos, const char* what) {
   SCOPED_TRACE(what);
@@ -133,7 +126,7 @@ TEST(SampleLast, LayeredAfterPrefillAndStepEqualsHostSampler) {
   Model m = make_random_model(llama_cfg(), DType::BF16, 5);
   auto b = layered(m);
   ASSERT_TRUE(b);
-  const auto prompt = prompt_of(13, llama_cfg().n_vocab, 7);
+  const auto prompt = random_tokens(13, llama_cfg().n_vocab, 7);
   expect_last_equals_host(*b, prompt, 0, "after a 13-token prefill");
   expect_last_equals_host(*b, std::span(prompt).first(1), 13, "after a 1-token step");
   SamplingParams penalty = rules()[0];
@@ -148,7 +141,7 @@ TEST(SampleLast, MegakernelBothLogitsBuffersEqualHostSampler) {
     Model m = make_random_model(c, DType::BF16, 9);
     auto mk = mk_with_layered(m);
     ASSERT_TRUE(mk);
-    const auto prompt = prompt_of(11, c.n_vocab, 8);
+    const auto prompt = random_tokens(11, c.n_vocab, 8);
     expect_last_equals_host(*mk, prompt, 0, "layered prefill's logits");
     expect_last_equals_host(*mk, std::span(prompt).first(1), 11, "the megakernel's 1-token step");
     std::vector<int32_t> out(2);
@@ -170,7 +163,7 @@ TEST(SampleLast, MegakernelBothLogitsBuffersEqualHostSampler) {
 // cache holds exactly what was fed (a continuation equals the unstopped run).
 TEST(SampleLast, MegakernelTopKTopPDecodeEqualsHostLoop) {
   Model m = make_random_model(llama_cfg(), DType::BF16, 12);
-  const auto prompt = prompt_of(10, llama_cfg().n_vocab, 4);
+  const auto prompt = random_tokens(10, llama_cfg().n_vocab, 4);
   for (const SamplingParams& p : rules()) {
     if (p.top_k == 0 && p.top_p >= 1.f) continue;  // the megakernel's own Argmax draws those (test_megakernel_sample)
     SCOPED_TRACE(rule_name(p));
@@ -224,7 +217,7 @@ TEST(SampleLast, EngineOnMegakernelTopPEqualsAllHostLoop) {
   auto ref = layered(m);
   ASSERT_TRUE(mk && ref);
   HostOnly host(*ref);
-  const auto prompt = prompt_of(9, llama_cfg().n_vocab, 21);
+  const auto prompt = random_tokens(9, llama_cfg().n_vocab, 21);
   for (const SamplingParams& p : {rules()[2], rules()[4], rules()[0]}) {
     SCOPED_TRACE(rule_name(p));
     GenerateOptions o;

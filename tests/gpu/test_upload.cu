@@ -11,28 +11,14 @@
 #include "cuda/backend/device_weights.h"
 #include "gpu_test_util.h"
 #include "megakernel/model.h"
+#include "../megakernel/mk_test_util.h"
 
 namespace mk::gpu_test {
 namespace {
 
+// n_embd 136: rows of 272 bytes, odd row counts per staging buffer.
 ModelConfig upload_config(Family f, int D, int n_head, int n_kv, bool tied, int vocab) {
-  ModelConfig c;
-  c.family = f;
-  c.architecture = f == Family::Llama ? "LlamaForCausalLM" : f == Family::Qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
-  c.n_vocab = vocab;
-  c.n_embd = 136;  // rows of 272 bytes: odd row counts per buffer
-  c.n_ff = 344;
-  c.n_layer = 2;
-  c.n_head = n_head;
-  c.n_kv_head = n_kv;
-  c.head_dim = D;
-  c.rms_norm_eps = 1e-5f;
-  c.rope.theta = 10000.f;
-  c.max_position = 256;
-  c.tie_word_embeddings = tied;
-  c.qkv_bias = f == Family::Qwen2;
-  c.qk_norm = f == Family::Qwen3;
-  return c;
+  return megakernel::test::tiny_config(f, n_head, n_kv, D, /*n_embd=*/136, /*n_ff=*/344, /*n_layer=*/2, vocab, tied);
 }
 
 struct Region {

@@ -283,12 +283,7 @@ Expected<int32_t> CudaBackend::sample_logits(const float* logits, const Sampling
   // The scratch is the finish kernel's: both run on stream_, one after the other, and each leaves it zero.
   sample_token(Stream(stream_, false), logits, config_.n_vocab, rule, p.seed, draw, drawn_, opt_.sample_blocks,
                sample_scratch_);
-  int32_t id = -1;
-  CUDA_CHECK(cudaMemcpyAsync(&id, drawn_, 4, cudaMemcpyDeviceToHost, stream_));
-  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "drawing a token from the logits"));
-  if (id < 0 || id >= config_.n_vocab)
-    return make_error("sample_last: no finite logit to draw from (the device draw returned ", id, ")");
-  return id;
+  return drawn_token(stream_, drawn_, config_.n_vocab, "sample_last");
 }
 
 }  // namespace cuda

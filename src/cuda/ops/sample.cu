@@ -60,4 +60,12 @@ void sample_token(const Stream& s, const float* logits, int n_vocab, const Sampl
   CUDA_CHECK(cudaFreeAsync(scratch, s.stream));
 }
 
+Expected<int32_t> drawn_token(cudaStream_t s, const int32_t* out, int n_vocab, const char* what) {
+  int32_t id = -1;
+  MK_TRY(cuda_status(cudaMemcpyAsync(&id, out, 4, cudaMemcpyDeviceToHost, s), what));
+  MK_TRY(cuda_status(cudaStreamSynchronize(s), what));
+  if (id < 0 || id >= n_vocab) return make_error(what, ": no finite logit to draw from (the device draw returned ", id, ")");
+  return id;
+}
+
 }  // namespace mk::cuda

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/status.h"
 #include "cuda/common/launch.h"
 
 namespace mk::cuda {
@@ -57,5 +58,8 @@ void sample_token(const Stream& s, const float* logits, int n_vocab, const Sampl
 // block): no allocation, for callers that draw often (CudaBackend::sample_last shares its finish kernel's scratch).
 void sample_token(const Stream& s, const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
                   uint64_t draw, int32_t* out, int blocks, const GridSampleScratch& scratch);
+// The id a draw left at out (device) once stream s reaches it (s is synchronised): an error, prefixed with `what`, when
+// it is no id of the n_vocab (the draw found no finite logit) or the stream failed.
+Expected<int32_t> drawn_token(cudaStream_t s, const int32_t* out, int n_vocab, const char* what);
 
 }  // namespace mk::cuda

@@ -99,12 +99,7 @@ Expected<int32_t> MegakernelBackend::sample_last(const SamplingParams& p, uint64
       const cuda::SampleRule rule{p.temperature, 0, 1.f, p.min_p};
       cuda::sample_token(cuda::Stream(stream_, false), logits, config_.n_vocab, rule, p.seed, draw, out_tokens_,
                          std::min(64, n_sm_));
-      int32_t id = -1;
-      CUDA_CHECK(cudaMemcpyAsync(&id, out_tokens_, 4, cudaMemcpyDeviceToHost, stream_));
-      MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: drawing a token from the logits"));
-      if (id < 0 || id >= config_.n_vocab)
-        return make_error("megakernel: sample_last: no finite logit to draw from (the device draw returned ", id, ")");
-      return id;
+      return cuda::drawn_token(stream_, out_tokens_, config_.n_vocab, "megakernel: sample_last");
     }
     case Logits::None: break;
   }
