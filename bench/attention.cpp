@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [deccomb] [dectrace] [clock] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -471,16 +471,46 @@ void decode_tma_table() {
   });
 }
 
+// Decode options of the 'deccomb' / 'dectrace' variants: the early contract (with its defaults: TMA tiles at head dim
+// 64 in one-wave grids) and AttentionOptions::decode_tagged_combine (0 = counter, 1 = tagged, 2 = tagged + staged).
+cuda::AttentionOptions comb_opts(bool early, int tagged) {
+  cuda::AttentionOptions o = tma_opts(early, -1);
+  o.decode_tagged_combine = tagged;
+  return o;
+}
+
+// 'deccomb' (session 11): the tagged split combine against the counter combine, without and with the early
+// contract, in one process; the early rows again at the end of each shape (drift check). Batch 64 x 4k has one
+// split (no combine): a control.
+void decode_combine_table() {
+  const double ceiling = decode_read_ceiling();
+  for_each_variant_shape([&](DecodeSetup& st, int batch) {
+    decode_time(st, true, comb_opts(false, 0), "default", ceiling);
+    decode_time(st, true, comb_opts(false, 1), "tag1", ceiling);
+    decode_time(st, true, comb_opts(false, 2), "tag2", ceiling);
+    decode_time(st, true, comb_opts(true, 0), "early", ceiling);
+    decode_time(st, true, comb_opts(true, 1), "early_tag1", ceiling);
+    decode_time(st, true, comb_opts(true, 2), "early_tag2", ceiling);
+    if (batch == 1) {  // hot
+      decode_time(st, false, comb_opts(true, 0), "early", ceiling);
+      decode_time(st, false, comb_opts(true, 2), "early_tag2", ceiling);
+    }
+    decode_time(st, true, comb_opts(true, 0), "early_again", ceiling);
+    decode_time(st, true, comb_opts(true, 1), "early_tag1_again", ceiling);
+    decode_time(st, true, comb_opts(true, 2), "early_tag2_again", ceiling);
+  });
+}
+
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options; the early contract with its default; cp.async and TMA variants
-// under it), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
+// cold calls at 32k, batch 1 (default options; the early contract with its default; the tagged combine with and
+// without it; session 7 traced cp.async / TMA stage variants here), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
 // call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[6] = {"default", "early", "early_cp", "tma1_early_s1", "tma1_early_s3", "tma2_early_s2"};
-  const cuda::AttentionOptions opts[6] = {tma_opts(false, -1), tma_opts(true, -1), tma_opts(true, 0),
-                                          tma_opts(true, 1, 1), tma_opts(true, 1, 3), tma_opts(true, 2, 2)};
+  const char* names[5] = {"default", "early", "early_tag1", "early_tag2", "tag1"};
+  const cuda::AttentionOptions opts[5] = {comb_opts(false, 0), comb_opts(true, 0), comb_opts(true, 1),
+                                          comb_opts(true, 2), comb_opts(false, 1)};
   for (int d : {64, 128})
-    for (int variant = 0; variant < (d == 64 ? 6 : 2); ++variant) {
+    for (int variant = 0; variant < (d == 64 ? 5 : 4); ++variant) {
     DecodeSetup st(d, 32768, 1);
     const cuda::AttentionOptions opt = opts[variant];
     const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
@@ -555,7 +585,7 @@ void decode_trace() {
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
        want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
-       want_v6 = false, want_tma = false;
+       want_v6 = false, want_tma = false, want_comb = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -568,6 +598,7 @@ int main(int argc, char** argv) {
     want_trace |= a == "dectrace";
     want_v6 |= a == "decv6";
     want_tma |= a == "dectma";
+    want_comb |= a == "deccomb";
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
@@ -579,6 +610,7 @@ int main(int argc, char** argv) {
   if (want_clust) decode_cluster();
   if (want_v6) decode_v6();
   if (want_tma) decode_tma_table();
+  if (want_comb) decode_combine_table();
   if (want_trace) decode_trace();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);
