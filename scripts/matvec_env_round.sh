@@ -2,8 +2,9 @@
 # A device round for matvec environment settings in one carried build (megakernel, test_gpu, matvec_bench, lib/):
 # the matvec and small-model backend tests under every setting, compute-sanitizer memcheck / racecheck on the matvec
 # tests under the last one, then the matvec probe (PDL graph, split-K with f32 and bf16 x vs a read-only kernel) and
-# decode 1B / 8B, each setting its own process, in order and then reversed.
-# Usage: scripts/matvec_env_round.sh BIN SETTING...   (SETTING: "VAR=VALUE[,VAR=VALUE]" or "-" for the defaults)
+# decode 1B / 8B, each setting its own process, in the order given (repeat settings to bracket drift, e.g. A B A).
+# Usage: scripts/matvec_env_round.sh BIN SETTING...   (SETTING: "VAR=VALUE[,VAR=VALUE]" or "-" for the defaults;
+# the tests run once under each distinct setting other than "-")
 # Logs under $OUT (four files); a table last.
 set -u
 export MK_REQUIRE_GPU=1
@@ -14,13 +15,13 @@ S="$OUT/summary.txt"; : > "$S"
 envs() { [ "$1" = - ] && return; tr ',' '\n' <<< "$1"; }
 with() { local s=$1; shift; mapfile -t e < <(envs "$s"); env "${e[@]}" "$@"; }
 FILTER=${FILTER:-'Matvec*:Backend.RandomModels*:Backend.DeviceGreedy*'}
-for s in "$@"; do
+mapfile -t distinct < <(printf '%s\n' "$@" | grep -vx -- - | awk '!seen[$0]++')
+for s in "${distinct[@]}"; do
   echo "=== tests $s" >> "$OUT/tests.log"
-  with "$s" timeout 60 "$BIN/test_gpu" --gtest_filter="$FILTER" >> "$OUT/tests.log" 2>&1
+  with "$s" timeout ${TEST_S:-60} "$BIN/test_gpu" --gtest_filter="$FILTER" >> "$OUT/tests.log" 2>&1
   echo "tests [$s] exit $?: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$OUT/tests.log" | tail -1)" >> "$S"
 done
-rev=(); for s in "$@"; do rev=("$s" "${rev[@]}"); done
-for s in "$@" "${rev[@]}"; do
+for s in "$@"; do
   { echo "=== bench $s"
     with "$s" timeout 40 "$BIN/matvec_bench" --trace --kernels splitk-early,splitk-early+bf16x,read \
       --shapes 8192x2048,2048x8192,16384x2048
@@ -29,10 +30,10 @@ for s in "$@" "${rev[@]}"; do
     with "$s" timeout 40 "$BIN/megakernel" bench --shape llama-3.1-8b --backend layered --no-ceilings --prefill 32 \
       --context 32 --repeats 3; } >> "$OUT/bench.log" 2>&1
 done
-last=${!#}
+last=${SAN_SETTING:-${!#}}
 for tool in memcheck racecheck; do
   echo "=== $tool $last" >> "$OUT/san.log"
-  with "$last" timeout 60 compute-sanitizer --tool $tool "$BIN/test_gpu" --gtest_filter='Matvec.*:MatvecQkNorm.*' \
+  with "$last" timeout ${SAN_S:-60} compute-sanitizer --tool $tool "$BIN/test_gpu" --gtest_filter="${SAN_FILTER:-Matvec.*:MatvecQkNorm.*}" \
     >> "$OUT/san.log" 2>&1
   echo "$tool [$last] exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san.log" | tail -1)" >> "$S"
 done
