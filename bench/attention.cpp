@@ -486,18 +486,13 @@ void decode_combine_table() {
   const double ceiling = decode_read_ceiling();
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
     decode_time(st, true, comb_opts(false, 0), "default", ceiling);
-    decode_time(st, true, comb_opts(false, 1), "tag1", ceiling);
-    decode_time(st, true, comb_opts(false, 2), "tag2", ceiling);
+    decode_time(st, true, comb_opts(false, 3), "tag3", ceiling);
     decode_time(st, true, comb_opts(true, 0), "early", ceiling);
     decode_time(st, true, comb_opts(true, 1), "early_tag1", ceiling);
-    decode_time(st, true, comb_opts(true, 2), "early_tag2", ceiling);
-    if (batch == 1) {  // hot
-      decode_time(st, false, comb_opts(true, 0), "early", ceiling);
-      decode_time(st, false, comb_opts(true, 2), "early_tag2", ceiling);
-    }
+    decode_time(st, true, comb_opts(true, 3), "early_tag3", ceiling);
+    if (batch == 1) decode_time(st, false, comb_opts(true, 3), "early_tag3", ceiling);  // hot
     decode_time(st, true, comb_opts(true, 0), "early_again", ceiling);
-    decode_time(st, true, comb_opts(true, 1), "early_tag1_again", ceiling);
-    decode_time(st, true, comb_opts(true, 2), "early_tag2_again", ceiling);
+    decode_time(st, true, comb_opts(true, 3), "early_tag3_again", ceiling);
   });
 }
 
@@ -506,9 +501,9 @@ void decode_combine_table() {
 // without it; session 7 traced cp.async / TMA stage variants here), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
 // call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[5] = {"default", "early", "early_tag1", "early_tag2", "tag1"};
+  const char* names[5] = {"default", "early", "early_tag1", "early_tag3", "tag3"};
   const cuda::AttentionOptions opts[5] = {comb_opts(false, 0), comb_opts(true, 0), comb_opts(true, 1),
-                                          comb_opts(true, 2), comb_opts(false, 1)};
+                                          comb_opts(true, 3), comb_opts(false, 3)};
   for (int d : {64, 128})
     for (int variant = 0; variant < (d == 64 ? 5 : 4); ++variant) {
     DecodeSetup st(d, 32768, 1);
@@ -539,7 +534,7 @@ void decode_trace() {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    double acc[13] = {};
+    double acc[13] = {}, polls = 0, n_comb = 0, n_polled = 0;  // the tagged combine's re-reads (stamp word 7)
     int n = 0;
     for (int c = 4; c < calls - 4; ++c, ++n) {
       double prev_end = 0, end = 0, first0 = 1e30, first1 = 1e30, min2 = 1e30, max2 = 0;
@@ -558,7 +553,13 @@ void decode_trace() {
         min2 = std::min(min2, t(c, i, 2));
         max2 = std::max(max2, t(c, i, 2));
         pub.push_back(t(c, i, 4) - t(c, i, 2));
-        if (r[(size_t(c) * ctas + i) * 8] >> 48) comb.push_back(t(c, i, 5) - t(c, i, 4));
+        if (r[(size_t(c) * ctas + i) * 8] >> 48) {
+          comb.push_back(t(c, i, 5) - t(c, i, 4));
+          const double re = double(r[(size_t(c) * ctas + i) * 8 + 7]);
+          polls += re;
+          n_comb += 1;
+          n_polled += re > 0 ? 1 : 0;
+        }
       }
       const double v[13] = {end - prev_end, first0 - prev_end, first1 - prev_end, med(w1), med(loop),
                             *std::max_element(loop.begin(), loop.end()), med(t2), max2 - prev_end, max2 - min2,
@@ -573,6 +574,8 @@ void decode_trace() {
                 acc[3] / n * 1e-3, acc[4] / n * 1e-3,
                 acc[5] / n * 1e-3, acc[6] / n * 1e-3, acc[7] / n * 1e-3, acc[8] / n * 1e-3, acc[9] / n * 1e-3,
                 acc[10] / n * 1e-3, acc[11] / n * 1e-3);
+    std::printf("  tagged combine: re-reads of untagged words per combining CTA mean %.1f; combiners with any %.0f%%\n",
+                n_comb > 0 ? polls / n_comb : 0.0, n_comb > 0 ? 100.0 * n_polled / n_comb : 0.0);
     std::fflush(stdout);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);

@@ -488,8 +488,8 @@ TEST(AttentionDecode, RefusesBadInput) {
   bad_tma.decode_tma = 3;
   EXPECT_NE(cuda::attention_decode(nullptr, a, bad_tma).message().find("decode_tma 3"), std::string::npos);
   cuda::AttentionOptions bad_comb;
-  bad_comb.decode_tagged_combine = 3;
-  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_comb).message().find("decode_tagged_combine 3"), std::string::npos);
+  bad_comb.decode_tagged_combine = 4;
+  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_comb).message().find("decode_tagged_combine 4"), std::string::npos);
 }
 
 TEST(AttentionKvAppend, PlacesRowsBitExact) {

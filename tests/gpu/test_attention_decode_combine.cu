@@ -1,5 +1,6 @@
 // The decode's tagged split combine (AttentionOptions::decode_tagged_combine 1: tagged partials read after the
-// arrival; 2: also staged into shared memory with the arrival) against the counter combine (0), which merges in
+// arrival; 2: also staged into shared memory with the arrival; 3: 1 with the non-last splits held until their
+// partial has landed) against the counter combine (0), which merges in
 // the same split order and so must give the same bits, and against the float64 reference: ragged lengths ending
 // mid-tile with NaN in the pool rows past them, GQA 4/12/16, splits 1/3/33/16/chosen, cp.async and TMA tiles with
 // and without the early contract, both ring sizes, a partial set too large to stage; and a split that publishes
@@ -111,7 +112,7 @@ void run_combine(const std::vector<int>& kv_lens, int n_head, int n_kv, int d, i
 
 TEST(AttentionDecode, TaggedCombine) {
   uint32_t seed = 2100;
-  for (int tagged : {1, 2}) {
+  for (int tagged : {1, 2, 3}) {
     // cp.async without the contract, TMA tiles under it (its default), cp.async under it.
     for (const auto& [early, tma] : {std::pair{false, 0}, std::pair{true, -1}, std::pair{true, 0}}) {
       CombineCase c;
@@ -148,7 +149,7 @@ struct LatePublish {
 // previous call's partials (another query) in the same slots, so a combine that took a word without this call's
 // tag would mix the two queries: the result must equal the counter combine of the new query, bit for bit.
 TEST(AttentionDecode, TaggedCombineWaitsForLatePartials) {
-  for (int tagged : {1, 2})
+  for (int tagged : {1, 2, 3})
     for (int d : {64, 128}) {
       SCOPED_TRACE(cat("tagged=", tagged, " D=", d));
       std::mt19937 rng(2300 + d + tagged);
@@ -183,7 +184,7 @@ TEST(AttentionDecode, TaggedCombineWaitsForLatePartials) {
 
 TEST(AttentionSanitize, DecodeTagged) {
   uint32_t seed = 2400;
-  for (int tagged : {1, 2}) {
+  for (int tagged : {1, 2, 3}) {
     CombineCase c;  // cp.async tiles, 3 splits, live rows g + 8
     c.tagged = tagged;
     c.splits = 3;

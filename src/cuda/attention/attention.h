@@ -141,7 +141,9 @@ struct AttentionOptions {
   // word that does not yet carry the tag: one L2 round trip less on the last split's path. 2 = as 1, and every
   // split copies all used splits' partials into its shared memory while its arrival is in flight, so the last
   // one has them a round trip earlier (where they fit; else as 1). The merge order is the split order in all
-  // three, so the results are bit-identical. bench/RESULTS.md, session 11 (dec4).
+  // of them, so the results are bit-identical. 3 = as 1, but a split that is not the last fences (waits for its
+  // partial to land) before it exits, as with 0, so the next call's CTAs take its SM no earlier.
+  // bench/RESULTS.md, session 11 (dec4).
   int decode_tagged_combine = 0;
 };
 

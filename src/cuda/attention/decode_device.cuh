@@ -76,7 +76,7 @@ __device__ __forceinline__ void tma_zero_rows(bf16* s_v, int n_valid, int tk, in
 #define MK_DECODE_TRACE 0
 #endif
 #if MK_DECODE_TRACE
-__device__ unsigned long long* g_trace;  // [tickets][8]: id word, then 6 stamps (ns) and 0
+__device__ unsigned long long* g_trace;  // [tickets][8]: id word, 6 stamps (ns), the tagged combine's re-reads
 __device__ unsigned g_trace_ticket, g_trace_cap;
 __device__ __forceinline__ unsigned long long gtime() {
   unsigned long long t;
@@ -97,7 +97,7 @@ __device__ __forceinline__ unsigned long long gtime() {
         r[0] = blockIdx.x | (unsigned long long)blockIdx.y << 16 | (unsigned long long)smid << 32 |          \
                (unsigned long long)(last) << 48;                                                             \
         for (int k_ = 0; k_ < 6; ++k_) r[1 + k_] = tr_[k_];                                                  \
-        r[7] = 0;                                                                                            \
+        r[7] = tr_polls_;                                                                                          \
       }                                                                                                      \
     }                                                                                                        \
   } while (0)
@@ -213,11 +213,12 @@ __device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long lon
 
 // One split's tagged partial of one (head, 4 dims) item: the 4 output words at `w` and the LSE word at `w_lse`;
 // `a`, `b`, `l` hold a first read (from global memory or a shared-memory copy), re-read from global memory until
-// every word carries `tag`. Returns the LSE (log2 units) and the 4 values in v.
+// every word carries `tag` (counting the re-reads in `polls`). Returns the LSE (log2 units) and the 4 values in v.
 __device__ __forceinline__ float tagged_partial(const unsigned long long* w, const unsigned long long* w_lse,
                                                 uint32_t tag, ulonglong2 a, ulonglong2 b, unsigned long long l,
-                                                float4& v) {
+                                                float4& v, unsigned& polls) {
   while (!(word_is(a.x, tag) && word_is(a.y, tag) && word_is(b.x, tag) && word_is(b.y, tag) && word_is(l, tag))) {
+    ++polls;
     a = ld_relaxed_v2(w);
     b = ld_relaxed_v2(w + 2);
     l = ld_relaxed(w_lse);

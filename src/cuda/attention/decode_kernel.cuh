@@ -61,7 +61,8 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   __shared__ uint64_t s_full[W][TMA ? NSX : 1];  // TMA: per warp and stage, completes when its K + V tile landed
 
 #if MK_DECODE_TRACE
-  unsigned long long tr_[6] = {};
+  unsigned long long tr_[6] = {}, tr_polls_ = 0;
+  __shared__ unsigned s_polls;  // the combiner's re-reads of untagged words (tagged combine), summed over threads
 #endif
   TR_STAMP(0);
   const int b = blockIdx.z, split = blockIdx.x;
@@ -371,6 +372,9 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
     constexpr int STAGE_AVAIL = (TMA ? smem_bytes_tma<TS>() : smem_bytes<D, W, CPS>()) - W * HROWS * D * 4;
     const bool stage = p.combine == 2 && !late && n_h * n_used * ROW * 8 <= STAGE_AVAIL;
     unsigned long long* s_stage = reinterpret_cast<unsigned long long*>(smem_raw + W * HROWS * D * 4);
+#if MK_DECODE_TRACE
+    if (threadIdx.x == 0) s_polls = 0;
+#endif
     __syncthreads();  // this CTA's stores issued before its arrival (likelier to have landed when read)
     unsigned long long v = 0;
     if (threadIdx.x == 0) v = atomicAdd(ctr, 1ull);
@@ -394,12 +398,14 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
       }
     }
     if (!s_last) {
+      if (p.combine == 3) __threadfence();  // hold the SM until this thread's partial has landed (see attention.h)
       TR_STAMP(5);
       TR_STORE(0);
       return;
     }
     // Every CTA of this call read the epoch before arriving: the next call's tag may be set now.
     if (threadIdx.x == 0) st_relaxed(p.epochs + int64_t(b) * gridDim.y + blockIdx.y, epoch_raw + 1);
+    unsigned polls = 0;
     for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
       const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
       const unsigned long long* w0 = part0 + int64_t(i) * p.n_split * ROW;  // head i, split 0
@@ -427,7 +433,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
           const int sp = sp0 + j;
           if (sp < n_used) {
             float4 val;
-            const float l2 = tagged_partial(w0 + sp * ROW + d, w0 + sp * ROW + D, tag, wa[j], wb[j], wl[j], val);
+            const float l2 = tagged_partial(w0 + sp * ROW + d, w0 + sp * ROW + D, tag, wa[j], wb[j], wl[j], val, polls);
             merge_split(l2, val, m, sum, acc);
           }
         }
@@ -435,6 +441,11 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
       store_merged<D>(p, head0 + i, d, m, sum, acc);
     }
     TR_STAMP(5);
+#if MK_DECODE_TRACE
+    atomicAdd(&s_polls, polls);
+    __syncthreads();
+    tr_polls_ = s_polls;
+#endif
     TR_STORE(1);
     return;
   }
