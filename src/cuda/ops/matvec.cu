@@ -83,9 +83,9 @@ void launch_heads(const Stream& s, K kernel, Params& p) {
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, int XR = 0>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
 void launch_splitk(const Stream& s, const MatvecArgs& a) {
-  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, XR>;
+  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB>;
   static bool attr = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)
@@ -105,7 +105,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
     while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
     p.n_groups = (p.n_pairs + p.P - 1) / p.P;
     const int threads = 32 * p.S * p.P;
-    const size_t smem = XR == 2 && !NORM ? 0 : size_t(a.n_cols) * sizeof(float);  // XR 2: x not in shared memory
+    const size_t smem = size_t(a.n_cols) * sizeof(float);
     static std::map<std::pair<int, size_t>, int> occupancy;  // (threads, smem) -> resident blocks per SM
     auto it = occupancy.find({threads, smem});
     if (it == occupancy.end()) {
@@ -125,19 +125,9 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
   // Default: the register-capped build (MINB 3, see matvec_splitk_kernel; H200 decode 0.881 vs 0.901 ms/token);
   // MK_MATVEC_LB=1: the unconstrained one. Rows wider than 8 of its 1024-column slices use the unconstrained one.
   static const bool lb3 = env_int("MK_MATVEC_LB", 3) == 3;
-  // MK_MATVEC_XR (measurement knob): where the group loop reads x (matvec_splitk_kernel's XR), register build only.
-  static const int xr = env_int("MK_MATVEC_XR", 0);
   if (lb3 && a.n_cols <= (MAX_THREADS / 32) * mv_ks(3) * 32 * 8) {
-    if (xr == 2 && !NORM) {
-      if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3, 2>(s, a);
-      else launch_splitk<MODE, NORM, ARGMAX, bf16, 3, 2>(s, a);
-    } else if (xr >= 1) {
-      if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3, 1>(s, a);
-      else launch_splitk<MODE, NORM, ARGMAX, bf16, 3, 1>(s, a);
-    } else {
-      if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3>(s, a);
-      else launch_splitk<MODE, NORM, ARGMAX, bf16, 3>(s, a);
-    }
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 3>(s, a);
   } else {
     if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 1>(s, a);
     else launch_splitk<MODE, NORM, ARGMAX, bf16, 1>(s, a);

@@ -5,16 +5,6 @@
 
 namespace mk::cuda {
 
-// dot8_pair (cuda/common/device.cuh) with x in registers: the same expression, so the same bits.
-__device__ __forceinline__ void dot8_pair_r(const float (&x)[8], const uint4& w0, const uint4& w1, float& acc0,
-                                            float& acc1) {
-  float f[8];
-  unpack8(w0, f);
-  acc0 += f[0] * x[0] + f[1] * x[1] + f[2] * x[2] + f[3] * x[3] + f[4] * x[4] + f[5] * x[5] + f[6] * x[6] + f[7] * x[7];
-  unpack8(w1, f);
-  acc1 += f[0] * x[0] + f[1] * x[1] + f[2] * x[2] + f[3] * x[3] + f[4] * x[4] + f[5] * x[5] + f[6] * x[6] + f[7] * x[7];
-}
-
 // Order-preserving float -> uint32 (larger float, larger key); NaN largest, as torch.argmax.
 __device__ __forceinline__ uint32_t float_key(float v) {
   if (v != v) return 0xffffffffu;

@@ -25,17 +25,9 @@ struct Params {
 // registers without spilling; 8 do).
 constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
 
-// Finished groups whose per-warp partial sums a block keeps before one barrier sums them (XR > 0).
-constexpr int FLUSH_GROUPS = 4;
-
 // MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 96-109 registers;
 // 3: <= 80 registers, so 2 resident blocks leave room for a block of the next PDL kernel).
-// XR: where a lane's x comes from in the group loop. 0: shared memory, every chunk of every group (s_x staged once
-// per block); 1: registers, filled once from s_x after staging; 2 (without NORM; with NORM as 1): registers, loaded
-// straight from global memory after the wait (no s_x, no barrier before the loop). With XR > 0 a lane's column
-// chunks are the same in every group, the loads take fixed offsets from one row pointer, and the S partial sums of
-// a pair are summed FLUSH_GROUPS groups at a time (two barriers per FLUSH_GROUPS groups instead of two per group).
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, int XR = 0>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
 __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params p) {
   extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
   __shared__ float s_red[32];
@@ -75,26 +67,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   using H1 = std::integral_constant<int, KS / 2>;
   using H2 = std::integral_constant<int, KS>;
   auto load = [&](int pair) { load_part(pair, H0{}, H2{}); };
-  // XR > 0: chunk u of this lane is lane_c0 + 32 u in every group (bit u of vmask: inside the row), at a fixed
-  // offset of u * 512 bytes from the lane's row pointers.
-  const int lane_c0 = si * SLICE + lane;
-  unsigned vmask = 0;
-#pragma unroll
-  for (int u = 0; u < KS; ++u)
-    if (lane_c0 + 32 * u < n_chunks) vmask |= 1u << u;
-  auto load_fixed = [&](int pair, auto u0, auto u1) {
-    const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols) + size_t(lane_c0) * 8;
-    const bf16* r1 = 2 * pair + 1 < a.n_rows ? r0 + a.n_cols : r0;  // odd last row: re-read row 0 (harmless)
-#pragma unroll
-    for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
-      if (vmask >> u & 1) {
-        wb[0][u] = ld_stream(r0 + u * 256);
-        wb[1][u] = ld_stream(r1 + u * 256);
-      } else {
-        wb[0][u] = wb[1][u] = make_uint4(0, 0, 0, 0);
-      }
-    }
-  };
 
   // Before the wait: nothing here depends on the previous kernel (weights and the norm weight).
   // Groups this block works on: grp, grp + grp_step(), ... below grp_end() (the other modes: a grid-stride loop).
@@ -111,8 +83,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   };
   bool loaded = false;
   if (grp < grp_end() && grp * p.P + pi < p.n_pairs) {
-    if constexpr (XR > 0) load_fixed(grp * p.P + pi, H0{}, H2{});
-    else load(grp * p.P + pi);
+    load(grp * p.P + pi);
     loaded = true;
   }
   if (a.trigger_at_start) pdl_launch_dependents();  // see MatvecArgs::trigger_at_start
@@ -133,113 +104,15 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   pdl_wait();
-  constexpr bool XG = XR == 2 && !NORM;  // x from global memory straight into registers
+  const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x);
   float inv = 1.f;
-  [[maybe_unused]] float xr[XR > 0 ? KS : 1][8];  // XR > 0: x of this lane's chunks (0 outside the row)
-  if constexpr (XG) {
-#pragma unroll
-    for (int u = 0; u < KS; ++u) {
-      const int c = lane_c0 + 32 * u;
-      if (vmask >> u & 1) {
-        if constexpr (sizeof(XT) == 4) {
-          const float4 v0 = __ldcg(reinterpret_cast<const float4*>(a.x) + 2 * c);
-          const float4 v1 = __ldcg(reinterpret_cast<const float4*>(a.x) + 2 * c + 1);
-          xr[u][0] = v0.x, xr[u][1] = v0.y, xr[u][2] = v0.z, xr[u][3] = v0.w;
-          xr[u][4] = v1.x, xr[u][5] = v1.y, xr[u][6] = v1.z, xr[u][7] = v1.w;
-        } else {
-          unpack8(__ldcg(reinterpret_cast<const uint4*>(a.x_bf16) + c), xr[u]);
-        }
-      } else {
-#pragma unroll
-        for (int k = 0; k < 8; ++k) xr[u][k] = 0.f;
-      }
-    }
-  } else {
-    const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x);
-    if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
-    __syncthreads();  // s_x complete
-    if constexpr (XR > 0) {
-#pragma unroll
-      for (int u = 0; u < KS; ++u) {
-        const int c = lane_c0 + 32 * u;
-        const float4 v0 = (vmask >> u & 1) ? *reinterpret_cast<const float4*>(s_x + c * 8) : make_float4(0, 0, 0, 0);
-        const float4 v1 = (vmask >> u & 1) ? *reinterpret_cast<const float4*>(s_x + c * 8 + 4) : make_float4(0, 0, 0, 0);
-        xr[u][0] = v0.x, xr[u][1] = v0.y, xr[u][2] = v0.z, xr[u][3] = v0.w;
-        xr[u][4] = v1.x, xr[u][5] = v1.y, xr[u][6] = v1.z, xr[u][7] = v1.w;
-      }
-    }
-  }
+  if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
+  __syncthreads();  // s_x complete
   if (!a.trigger_at_start) pdl_launch_dependents();
   if (t_rec) t_rec[2] = globaltimer_ns();
 
   unsigned long long best = 0;
-  // The end of a finished pair (acc0, acc1: its full dot products; thread si == 0, lane 0 of its warp).
-  auto finish = [&](int g, int pair, float acc0, float acc1) {
-    const int r = 2 * pair;
-    if constexpr (HEADS) {
-      if (r / a.rope.head_dim < a.rope.n_head + a.rope.n_kv_head) {  // q or k head: kept for the norm below
-        float* y = s_y[(g - grp0) / p.C * p.P + pi];
-        y[0] = acc0 * inv + (a.bias ? a.bias[r] : 0.f);
-        y[1] = acc1 * inv + (a.bias ? a.bias[r + 1] : 0.f);
-      } else {
-        store_row_pair<MODE, ARGMAX>(a, r, true, acc0 * inv, acc1 * inv, best);
-      }
-    } else {
-      store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, acc0 * inv, acc1 * inv, best, have_base, base0, base1);
-    }
-    have_base = false;
-  };
-  if constexpr (XR > 0) {
-    __shared__ float s_acc[FLUSH_GROUPS][MAX_THREADS / 32][2];  // per warp partial sums of the batch's groups
-    int n_batch = 0, batch_grp = grp;
-    // Sums the batch's partials of each pair in slice order (the same bits as one group at a time).
-    auto flush = [&] {
-      __syncthreads();  // s_acc complete
-      if (si == 0 && lane == 0)
-        for (int b = 0; b < n_batch; ++b) {
-          const int g = batch_grp + b * int(grp_step()), pair = g * p.P + pi;
-          if (pair >= p.n_pairs) continue;
-          float acc0 = 0.f, acc1 = 0.f;
-          for (int k = 0; k < S; ++k) {
-            acc0 += s_acc[b][pi * S + k][0];
-            acc1 += s_acc[b][pi * S + k][1];
-          }
-          finish(g, pair, acc0, acc1);
-        }
-      __syncthreads();  // s_acc is rewritten by the next batch
-      n_batch = 0;
-    };
-    for (; grp < grp_end(); grp += grp_step()) {
-      const int pair = grp * p.P + pi;
-      const bool valid = pair < p.n_pairs;
-      const int next_pair = (grp + grp_step()) * p.P + pi;
-      const bool prefetch = grp + grp_step() < grp_end() && next_pair < p.n_pairs;
-      float acc0 = 0.f, acc1 = 0.f;
-      auto consume = [&](auto u0, auto u1) {
-#pragma unroll
-        for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u)
-          dot8_pair_r(xr[u], wb[0][u], wb[1][u], acc0, acc1);  // zeros outside the row: adds 0
-      };
-      if (valid) consume(H0{}, H1{});
-      if (prefetch) load_fixed(next_pair, H0{}, H1{});
-      if (valid) consume(H1{}, H2{});
-      if (prefetch) load_fixed(next_pair, H1{}, H2{});
-      acc0 = warp_sum(acc0);
-      acc1 = warp_sum(acc1);
-      if (S == 1) {  // uniform over the block
-        if (valid && lane == 0) finish(grp, pair, acc0, acc1);
-      } else {
-        if (n_batch == 0) batch_grp = grp;
-        if (lane == 0) {
-          s_acc[n_batch][warp][0] = acc0;
-          s_acc[n_batch][warp][1] = acc1;
-        }
-        if (++n_batch == FLUSH_GROUPS) flush();
-      }
-    }
-    if (n_batch) flush();  // uniform over the block
-  }
-  if constexpr (XR == 0) for (; grp < grp_end(); grp += grp_step()) {
+  for (; grp < grp_end(); grp += grp_step()) {
     const int pair = grp * p.P + pi;
     const bool valid = pair < p.n_pairs;
     if (!ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
@@ -258,7 +131,9 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     };
     // The refill of a half reuses the registers just consumed. (In the SASS ptxas gives all of a lane's weight loads
     // one scoreboard and waits for every one of them before the first use, so a lane still drains once per group; a
-    // cp.async ring that avoids that streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7.)
+    // cp.async ring that avoids that streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7.
+    // x kept in registers instead of read from s_x per chunk, with the partial sums summed four groups per barrier
+    // pair, was slower too, and x loaded by every lane from global memory far slower: RESULTS.md, session 11.)
     if (valid) consume(H0{}, H1{});
     if (prefetch) load_part(next_pair, H0{}, H1{});
     if (valid) consume(H1{}, H2{});
@@ -327,10 +202,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   if constexpr (ARGMAX) argmax_commit(a.argmax, s_best, best, n_warps, [] { __syncthreads(); });
-  if (a.trace && threadIdx.x == 0) {
-    unsigned long long* t = a.trace + 4 * size_t(blockIdx.x);
-    t[0] = sm_id(), t[3] = globaltimer_ns();
-  }
+  if (t_rec) t_rec[0] = sm_id(), t_rec[3] = globaltimer_ns();
 }
 
 }  // namespace mk::cuda::splitk
