@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [deccomb] [dectrace] [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -471,41 +471,16 @@ void decode_tma_table() {
   });
 }
 
-// Decode options of the 'deccomb' / 'dectrace' variants: the early contract (with its defaults: TMA tiles at head dim
-// 64 in one-wave grids) and AttentionOptions::decode_tagged_combine (0 = counter, 1 = tagged, 2 = tagged + staged).
-cuda::AttentionOptions comb_opts(bool early, int tagged) {
-  cuda::AttentionOptions o = tma_opts(early, -1);
-  o.decode_tagged_combine = tagged;
-  return o;
-}
-
-// 'deccomb' (session 11): the tagged split combine against the counter combine, without and with the early
-// contract, in one process; the early rows again at the end of each shape (drift check). Batch 64 x 4k has one
-// split (no combine): a control.
-void decode_combine_table() {
-  const double ceiling = decode_read_ceiling();
-  for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    decode_time(st, true, comb_opts(false, 0), "default", ceiling);
-    decode_time(st, true, comb_opts(false, 3), "tag3", ceiling);
-    decode_time(st, true, comb_opts(true, 0), "early", ceiling);
-    decode_time(st, true, comb_opts(true, 1), "early_tag1", ceiling);
-    decode_time(st, true, comb_opts(true, 3), "early_tag3", ceiling);
-    if (batch == 1) decode_time(st, false, comb_opts(true, 3), "early_tag3", ceiling);  // hot
-    decode_time(st, true, comb_opts(true, 0), "early_again", ceiling);
-    decode_time(st, true, comb_opts(true, 3), "early_tag3_again", ceiling);
-  });
-}
-
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options; the early contract with its default; the tagged combine with and
-// without it; session 7 traced cp.async / TMA stage variants here), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
+// cold calls at 32k, batch 1 (default options; the early contract with its default; cp.async and TMA variants
+// under it), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
 // call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[5] = {"default", "early", "early_tag1", "early_tag3", "tag3"};
-  const cuda::AttentionOptions opts[5] = {comb_opts(false, 0), comb_opts(true, 0), comb_opts(true, 1),
-                                          comb_opts(true, 3), comb_opts(false, 3)};
+  const char* names[6] = {"default", "early", "early_cp", "tma1_early_s1", "tma1_early_s3", "tma2_early_s2"};
+  const cuda::AttentionOptions opts[6] = {tma_opts(false, -1), tma_opts(true, -1), tma_opts(true, 0),
+                                          tma_opts(true, 1, 1), tma_opts(true, 1, 3), tma_opts(true, 2, 2)};
   for (int d : {64, 128})
-    for (int variant = 0; variant < (d == 64 ? 5 : 4); ++variant) {
+    for (int variant = 0; variant < (d == 64 ? 6 : 2); ++variant) {
     DecodeSetup st(d, 32768, 1);
     const cuda::AttentionOptions opt = opts[variant];
     const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
@@ -534,7 +509,7 @@ void decode_trace() {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    double acc[13] = {}, polls = 0, n_comb = 0, n_polled = 0;  // the tagged combine's re-reads (stamp word 7)
+    double acc[13] = {};
     int n = 0;
     for (int c = 4; c < calls - 4; ++c, ++n) {
       double prev_end = 0, end = 0, first0 = 1e30, first1 = 1e30, min2 = 1e30, max2 = 0;
@@ -553,13 +528,7 @@ void decode_trace() {
         min2 = std::min(min2, t(c, i, 2));
         max2 = std::max(max2, t(c, i, 2));
         pub.push_back(t(c, i, 4) - t(c, i, 2));
-        if (r[(size_t(c) * ctas + i) * 8] >> 48) {
-          comb.push_back(t(c, i, 5) - t(c, i, 4));
-          const double re = double(r[(size_t(c) * ctas + i) * 8 + 7]);
-          polls += re;
-          n_comb += 1;
-          n_polled += re > 0 ? 1 : 0;
-        }
+        if (r[(size_t(c) * ctas + i) * 8] >> 48) comb.push_back(t(c, i, 5) - t(c, i, 4));
       }
       const double v[13] = {end - prev_end, first0 - prev_end, first1 - prev_end, med(w1), med(loop),
                             *std::max_element(loop.begin(), loop.end()), med(t2), max2 - prev_end, max2 - min2,
@@ -574,8 +543,6 @@ void decode_trace() {
                 acc[3] / n * 1e-3, acc[4] / n * 1e-3,
                 acc[5] / n * 1e-3, acc[6] / n * 1e-3, acc[7] / n * 1e-3, acc[8] / n * 1e-3, acc[9] / n * 1e-3,
                 acc[10] / n * 1e-3, acc[11] / n * 1e-3);
-    std::printf("  tagged combine: re-reads of untagged words per combining CTA mean %.1f; combiners with any %.0f%%\n",
-                n_comb > 0 ? polls / n_comb : 0.0, n_comb > 0 ? 100.0 * n_polled / n_comb : 0.0);
     std::fflush(stdout);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
@@ -588,7 +555,7 @@ void decode_trace() {
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
        want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
-       want_v6 = false, want_tma = false, want_comb = false;
+       want_v6 = false, want_tma = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -601,7 +568,6 @@ int main(int argc, char** argv) {
     want_trace |= a == "dectrace";
     want_v6 |= a == "decv6";
     want_tma |= a == "dectma";
-    want_comb |= a == "deccomb";
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
@@ -613,7 +579,6 @@ int main(int argc, char** argv) {
   if (want_clust) decode_cluster();
   if (want_v6) decode_v6();
   if (want_tma) decode_tma_table();
-  if (want_comb) decode_combine_table();
   if (want_trace) decode_trace();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);

@@ -18,7 +18,7 @@ mkdir -p "$C"
 grep -qxF '/.carry/' .git/info/exclude 2>/dev/null || echo '/.carry/' >> .git/info/exclude
 NV="nvcc -gencode=arch=compute_90a,code=sm_90a -std=c++20 -O2 -Isrc -Iinclude -diag-suppress 2810"
 full=(); for o in "${objs[@]}"; do full+=("$B/$o"); done
-$NV -o "$C/attn_test" tests/gpu/test_attention.cu tests/gpu/test_attention_decode.cu tests/gpu/test_attention_decode_combine.cu "${full[@]}" \
+$NV -o "$C/attn_test" tests/gpu/test_attention.cu tests/gpu/test_attention_decode.cu "${full[@]}" \
   -lgtest -lgtest_main -lpthread
 $NV -DMK_HAVE_CUDA=1 -x cu -c -o "$C/attn_bench.o" bench/attention.cpp
 $NV -o "$C/attn_bench" "$C/attn_bench.o" "${full[@]}"

@@ -2,7 +2,7 @@
 // (FA-3's rule against a naive bf16 run); kv_append must place rows bit-exactly where the block table says.
 // Batch 1..64, ragged contexts (1, 63, 64, 65, ..., 20000, 128k), GQA 1/4/6/8/12/16/24/40, head dims 64/128,
 // forced split counts and split boundaries, capacity far above the lengths, repeated calls on one workspace,
-// decode right after kv_append in one stream (PDL). The tagged split combine: test_attention_decode_combine.cu.
+// decode right after kv_append in one stream (PDL).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -40,6 +40,22 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_early_stages = c.early_stages;
   opt.decode_tma = c.tma;
   return opt;
+}
+
+// Writes NaN bits into the device K and V rows of every position past a sequence's length up to the end of its
+// blocks (the host copy, which the reference reads only below the lengths, keeps its values): a kernel that
+// loads whole tiles past the end must keep those rows out of the result (0 * NaN is NaN).
+void poison_past_lengths(PagedCache& cache, const std::vector<int>& kv_lens) {
+  const size_t row = size_t(cache.n_kv_head) * cache.head_dim;
+  const std::vector<uint16_t> nan_row(row, 0x7fc0);
+  for (size_t b = 0; b < kv_lens.size(); ++b)
+    for (int pos = kv_lens[b]; pos < cache.max_blocks_per_seq * cache.block_size; ++pos) {
+      const int blk = cache.table[b * cache.max_blocks_per_seq + pos / cache.block_size];
+      if (blk < 0) break;
+      const size_t off = (size_t(blk) * cache.block_size + pos % cache.block_size) * row;
+      ATT_CUDA_CHECK(cudaMemcpy(cache.d_k.ptr + off, nan_row.data(), row * 2, cudaMemcpyHostToDevice));
+      ATT_CUDA_CHECK(cudaMemcpy(cache.d_v.ptr + off, nan_row.data(), row * 2, cudaMemcpyHostToDevice));
+    }
 }
 
 // Runs the decode twice on the same workspace (poisoned before the first call: the split counters must cope
@@ -487,9 +503,6 @@ TEST(AttentionDecode, RefusesBadInput) {
   cuda::AttentionOptions bad_tma;
   bad_tma.decode_tma = 3;
   EXPECT_NE(cuda::attention_decode(nullptr, a, bad_tma).message().find("decode_tma 3"), std::string::npos);
-  cuda::AttentionOptions bad_comb;
-  bad_comb.decode_tagged_combine = 4;
-  EXPECT_NE(cuda::attention_decode(nullptr, a, bad_comb).message().find("decode_tagged_combine 4"), std::string::npos);
 }
 
 TEST(AttentionKvAppend, PlacesRowsBitExact) {

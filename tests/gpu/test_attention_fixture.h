@@ -146,22 +146,6 @@ inline double rel_err_d(const std::vector<double>& a, const std::vector<double>&
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-// Writes NaN bits into the device K and V rows of every position past a sequence's length up to the end of its
-// blocks (the host copy, which the reference reads only below the lengths, keeps its values): a kernel that
-// loads whole tiles past the end must keep those rows out of the result (0 * NaN is NaN).
-inline void poison_past_lengths(PagedCache& cache, const std::vector<int>& kv_lens) {
-  const size_t row = size_t(cache.n_kv_head) * cache.head_dim;
-  const std::vector<uint16_t> nan_row(row, 0x7fc0);
-  for (size_t b = 0; b < kv_lens.size(); ++b)
-    for (int pos = kv_lens[b]; pos < cache.max_blocks_per_seq * cache.block_size; ++pos) {
-      const int blk = cache.table[b * cache.max_blocks_per_seq + pos / cache.block_size];
-      if (blk < 0) break;
-      const size_t off = (size_t(blk) * cache.block_size + pos % cache.block_size) * row;
-      ATT_CUDA_CHECK(cudaMemcpy(cache.d_k.ptr + off, nan_row.data(), row * 2, cudaMemcpyHostToDevice));
-      ATT_CUDA_CHECK(cudaMemcpy(cache.d_v.ptr + off, nan_row.data(), row * 2, cudaMemcpyHostToDevice));
-    }
-}
-
 // Decode arguments over `cache`: q and out [batch, n_head, head_dim] bf16, the K/V lengths and the workspace.
 inline cuda::AttentionDecodeArgs decode_args(const PagedCache& cache, DevBuf<uint16_t>& q, DevBuf<uint16_t>& out,
                                       DevBuf<int32_t>& lens, DevBuf<float>& ws, int batch, int n_head, int max_k) {

@@ -134,17 +134,6 @@ struct AttentionOptions {
   // decode_early_stages default then 2), else 0 (without the contract, or several waves such as batch 64 x 4k,
   // TMA measured 1-2% slower). bench/RESULTS.md "Decode attention v7".
   int decode_tma = -1;
-  // Decode: how the splits' partials reach the split that arrives last. 0 = each split stores its partial,
-  // fences (waits until the stores have landed in L2), then arrives on its counter; the last arrival fences and
-  // loads them. 1 = tagged partials: every f32 is stored in an 8-byte word with the call's tag (an epoch per
-  // (sequence, kv head) in the workspace), the split arrives without a fence, and the last arrival re-reads any
-  // word that does not yet carry the tag: one L2 round trip less on the last split's path. 2 = as 1, and every
-  // split copies all used splits' partials into its shared memory while its arrival is in flight, so the last
-  // one has them a round trip earlier (where they fit; else as 1). The merge order is the split order in all
-  // of them, so the results are bit-identical. 3 = as 1, but a split that is not the last fences (waits for its
-  // partial to land) before it exits, as with 0, so the next call's CTAs take its SM no earlier.
-  // bench/RESULTS.md, session 11 (dec4).
-  int decode_tagged_combine = 0;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.
@@ -212,9 +201,8 @@ bool attention_decode_rope_fits(int n_head, int n_kv_head, int head_dim);
 
 // Split count that attention_decode will use for this shape on the current device (>= 1).
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt = {});
-// Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim + 2] 8-byte words (f32 outputs and
-// LSE; tagged with decode_tagged_combine) + one 8-byte arrival counter and one epoch word per (sequence, kv head,
-// 16-head chunk). One workspace per stream: calls that may run
+// Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim] f32 + partial LSE + one 8-byte
+// arrival counter per (sequence, kv head, 16-head chunk). One workspace per stream: calls that may run
 // concurrently need their own.
 size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
                                         const AttentionOptions& opt = {});

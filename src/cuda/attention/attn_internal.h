@@ -50,11 +50,6 @@ struct DecodeParams {
   int early_stages;  // EARLY: ring stages issued before the PDL wait, 1 .. 3 (= the whole ring; thirds of it with
                      // 6-stage TMA rings); 0 = the default of launch_decode (DECODE_TMA_EARLY_STAGES with TMA
                      // tiles; 3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)
-  int combine;       // AttentionOptions::decode_tagged_combine: 0 = counter (partials, fence, arrival); 1 = tagged
-                     // partials read after the arrival; 2 = tagged, staged into shared memory with the arrival
-  unsigned long long* part_tag;  // combine > 0: [batch, n_head, n_split, D + 2] tagged words (D outputs, LSE, pad)
-  unsigned long long* epochs;    // combine > 0: [batch, n_kv_head * ceil(group / 16)] epoch words (combine_tag)
-  int test_late_ns;  // tests only (decode_test_late_publish): split 0 stores its tagged partial this long after arriving
   DecodeRope rope;   // rope.qkv non-null: q and the newest K/V row made in the kernel (attention.h)
   bf16* k_new;       // rope: the pools again, writable (the newest row is written through these)
   bf16* v_new;
@@ -96,8 +91,5 @@ int decode_cluster_capacity(int head_dim, int n_split, int ctas_per_sm, bool two
 // Trace build only (decode.cu compiled with MK_DECODE_TRACE=1): arms per-CTA globaltimer records, 64 bytes each,
 // in `buf` (device) and resets the ticket; elsewhere returns cudaErrorNotSupported.
 cudaError_t decode_trace_arm(void* buf, size_t bytes);
-// Tests only: with the tagged combine, split 0 of every (sequence, kv head chunk) arrives first and stores its
-// partial `ns` nanoseconds later (0 = off), so that the last arrival must wait for this call's tags.
-void decode_test_late_publish(int ns);
 
 }  // namespace mk::cuda::attn

@@ -9,10 +9,8 @@
 // no second kernel. PDL: griddepcontrol.wait before the first global read, dependents released right after.
 // AttentionOptions::decode_tma (head dim 64): lane 0 of a warp loads each K and V tile with one TMA tensor copy
 // completing on a per-stage mbarrier instead of every lane's 16-byte cp.async (decode_kernel_tma).
-// AttentionOptions::decode_tagged_combine: the partials carry the call's tag in every word, so a split arrives
-// without a fence (its stores need not have landed) and the last arrival re-reads any word not yet tagged.
 // Reference: cpu::attention_prefill with q_len = 1; test: tests/gpu/test_attention_decode.cu; measured figures
-// and the remaining gap: bench/RESULTS.md ("Decode attention v3" .. "v7", session 11).
+// and the remaining gap: bench/RESULTS.md ("Decode attention v3" .. "v6").
 // Files: decode_device.cuh (helpers), decode_kernel.cuh (the kernel), this file (launch configuration and the
 // entry points of attn_internal.h).
 #include <algorithm>
@@ -177,15 +175,8 @@ cudaError_t launch_d(const DecodeParams& p, cudaStream_t s, const DecodeLaunch& 
 
 }  // namespace
 
-namespace {
-int g_test_late_ns = 0;  // decode_test_late_publish
-}  // namespace
-
-void decode_test_late_publish(int ns) { g_test_late_ns = ns; }
-
 cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, const DecodeLaunch& l) {
   DecodeParams q = p;
-  q.test_late_ns = g_test_late_ns;
   if (q.early_stages <= 0)  // the whole ring before the wait where it measured faster (head dim 64, 192 KB ring)
     q.early_stages = l.tma > 0 ? DECODE_TMA_EARLY_STAGES : head_dim == 64 && l.ctas_per_sm == 1 && l.warps == 4 && !l.cluster ? 3 : 2;
   return head_dim == 64 ? launch_d<64>(q, s, l) : launch_d<128>(q, s, l);

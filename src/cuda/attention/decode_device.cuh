@@ -76,7 +76,7 @@ __device__ __forceinline__ void tma_zero_rows(bf16* s_v, int n_valid, int tk, in
 #define MK_DECODE_TRACE 0
 #endif
 #if MK_DECODE_TRACE
-__device__ unsigned long long* g_trace;  // [tickets][8]: id word, 6 stamps (ns), the tagged combine's re-reads
+__device__ unsigned long long* g_trace;  // [tickets][8]: id word, then 6 stamps (ns) and 0
 __device__ unsigned g_trace_ticket, g_trace_cap;
 __device__ __forceinline__ unsigned long long gtime() {
   unsigned long long t;
@@ -97,7 +97,7 @@ __device__ __forceinline__ unsigned long long gtime() {
         r[0] = blockIdx.x | (unsigned long long)blockIdx.y << 16 | (unsigned long long)smid << 32 |          \
                (unsigned long long)(last) << 48;                                                             \
         for (int k_ = 0; k_ < 6; ++k_) r[1 + k_] = tr_[k_];                                                  \
-        r[7] = tr_polls_;                                                                                          \
+        r[7] = 0;                                                                                            \
       }                                                                                                      \
     }                                                                                                        \
   } while (0)
@@ -148,12 +148,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int 
 // serialised ~16 arrivals into ~8 us, measured). A word without the magic (the workspace's first use: fresh or
 // poisoned) means the add landed on garbage: the arrival is redone by compare-and-swap, which replaces the
 // garbage by MAGIC|1 (so that add is never counted) or counts on a word another arrival already replaced.
-// arrive_last in two halves, so that loads can be issued between the arrival's atomic and the use of its value.
-__device__ __forceinline__ bool arrive_finish(unsigned long long* ctr, unsigned long long v, unsigned n);
 __device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
-  return arrive_finish(ctr, atomicAdd(ctr, 1ull), n);
-}
-__device__ __forceinline__ bool arrive_finish(unsigned long long* ctr, unsigned long long v, unsigned n) {
+  unsigned long long v = atomicAdd(ctr, 1ull);
   unsigned count;
   if ((v >> 32) == CTR_MAGIC) {
     count = unsigned(v) + 1;
@@ -172,59 +168,6 @@ __device__ __forceinline__ bool arrive_finish(unsigned long long* ctr, unsigned 
   if (count < n) return false;
   atomicExch(ctr, CTR_MAGIC << 32);
   return true;
-}
-
-// Tagged split combine (AttentionOptions::decode_tagged_combine): every f32 of a split's partial travels in one
-// 8-byte word [tag:32 | value bits:32], stored relaxed with no fence before the arrival; the last arrival takes a
-// word only when its tag is this call's, else re-reads it (the store is issued and lands eventually). 8-byte
-// aligned words are single-copy atomic, so a word is never half old and half new.
-// Tag of one call's partials of a (sequence, kv head chunk): its epoch word (advanced by each call's combiner)
-// below 2^29, odd, in [2^30, 2^31) — so neither zero nor the 0xff poison, and distinct for 2^29 consecutive calls
-// of one layout — xor'ed with an even hash of the layout (split count, heads, head dim) below 2^30, so that a slot
-// another layout left there matches only by a 2^-29 chance.
-__device__ __forceinline__ uint32_t combine_tag(uint32_t epoch, int n_split, int n_head, int d) {
-  uint32_t h = uint32_t(n_split) * 0x9E3779B1u ^ uint32_t(n_head) * 0x85EBCA77u ^ uint32_t(d) * 0xC2B2AE3Du;
-  h ^= h >> 15;
-  h *= 0x2C1B3C6Du;
-  h ^= h >> 13;
-  return 0x40000000u | ((((epoch & 0x1fffffffu) << 1) | 1u) ^ (h & 0x3ffffffeu));
-}
-__device__ __forceinline__ unsigned long long tag_word(uint32_t tag, float v) {
-  return (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(v);
-}
-__device__ __forceinline__ float word_value(unsigned long long w) { return __uint_as_float(uint32_t(w)); }
-__device__ __forceinline__ bool word_is(unsigned long long w, uint32_t tag) { return uint32_t(w >> 32) == tag; }
-__device__ __forceinline__ void st_relaxed_v2(unsigned long long* p, unsigned long long a, unsigned long long b) {
-  asm volatile("st.relaxed.gpu.global.v2.b64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
-}
-__device__ __forceinline__ void st_relaxed(unsigned long long* p, unsigned long long a) {
-  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(a) : "memory");
-}
-__device__ __forceinline__ ulonglong2 ld_relaxed_v2(const unsigned long long* p) {
-  ulonglong2 r;
-  asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(r.x), "=l"(r.y) : "l"(p) : "memory");
-  return r;
-}
-__device__ __forceinline__ unsigned long long ld_relaxed(const unsigned long long* p) {
-  unsigned long long r;
-  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(r) : "l"(p) : "memory");
-  return r;
-}
-
-// One split's tagged partial of one (head, 4 dims) item: the 4 output words at `w` and the LSE word at `w_lse`;
-// `a`, `b`, `l` hold a first read (from global memory or a shared-memory copy), re-read from global memory until
-// every word carries `tag` (counting the re-reads in `polls`). Returns the LSE (log2 units) and the 4 values in v.
-__device__ __forceinline__ float tagged_partial(const unsigned long long* w, const unsigned long long* w_lse,
-                                                uint32_t tag, ulonglong2 a, ulonglong2 b, unsigned long long l,
-                                                float4& v, unsigned& polls) {
-  while (!(word_is(a.x, tag) && word_is(a.y, tag) && word_is(b.x, tag) && word_is(b.y, tag) && word_is(l, tag))) {
-    ++polls;
-    a = ld_relaxed_v2(w);
-    b = ld_relaxed_v2(w + 2);
-    l = ld_relaxed(w_lse);
-  }
-  v = make_float4(word_value(a.x), word_value(a.y), word_value(b.x), word_value(b.y));
-  return word_value(l);
 }
 
 __device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {

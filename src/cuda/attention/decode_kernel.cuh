@@ -61,8 +61,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   __shared__ uint64_t s_full[W][TMA ? NSX : 1];  // TMA: per warp and stage, completes when its K + V tile landed
 
 #if MK_DECODE_TRACE
-  unsigned long long tr_[6] = {}, tr_polls_ = 0;
-  __shared__ unsigned s_polls;  // the combiner's re-reads of untagged words (tagged combine), summed over threads
+  unsigned long long tr_[6] = {};
 #endif
   TR_STAMP(0);
   const int b = blockIdx.z, split = blockIdx.x;
@@ -119,14 +118,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
       qf[kk][3] = TWO && g + 8 < n_h ? ld_b32(q0 + (g + 8) * D + kk * 16 + 8) : 0u;
     }
   };
-  // Tagged combine: the epoch word of this (sequence, kv head chunk), read after the PDL wait (the previous call's
-  // combiner advanced it) and used only at the end (its latency hides behind the K/V loop).
-  unsigned long long epoch_raw = 0;
-  auto after_wait = [&] {
-    load_q();
-    if (p.combine > 0 && n_used > 1) epoch_raw = ld_relaxed(p.epochs + int64_t(b) * gridDim.y + blockIdx.y);
-  };
-  if constexpr (!EARLY) after_wait();
+  if constexpr (!EARLY) load_q();
 
   // TMA's 128-byte swizzle is the swz<64> pattern only from a 1024-byte aligned base (smem_bytes: +1 KB).
   bf16* ring = reinterpret_cast<bf16*>(TMA ? smem_raw + ((1024 - smem_u32(smem_raw) % 1024) % 1024) : smem_raw) +
@@ -190,7 +182,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
     griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
     griddep_launch();
     TR_STAMP(1);
-    after_wait();
+    load_q();
   }
 #pragma unroll
   for (int i = 0; i < NSX - 1; ++i) {
@@ -285,14 +277,13 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   }
   __syncthreads();
   const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
-  // The CTA's result for head h0 + i, dims d .. d + 3 (normalised by its own sum) from the warps' partials in
-  // shared memory; returns its LSE (log2 units).
-  auto cta_item = [&](int i, int d, float4& acc) {
+  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
+    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < W; ++w) mx = fmaxf(mx, s_m[w][i]);
     float lsum = 0.f;
-    acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (mx != -INFINITY) {
 #pragma unroll
       for (int w = 0; w < W; ++w) {
@@ -307,23 +298,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
     }
     const float inv = lsum > 0.f ? 1.f / lsum : 0.f;
     acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-    return lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
-  };
-  // Tagged combine: [n_h heads][n_split][D + 2] words from head h0's split 0; this CTA's row is split.
-  constexpr int ROW = D + 2;
-  unsigned long long* const part0 = p.part_tag + head0 * p.n_split * ROW;
-  const uint32_t tag = combine_tag(uint32_t(epoch_raw), p.n_split, p.n_head, D);
-  auto store_tagged = [&](int i, int d, const float4& acc, float lse2) {
-    unsigned long long* w = part0 + (int64_t(i) * p.n_split + split) * ROW;
-    st_relaxed_v2(w + d, tag_word(tag, acc.x), tag_word(tag, acc.y));
-    st_relaxed_v2(w + d + 2, tag_word(tag, acc.z), tag_word(tag, acc.w));
-    if (d == 0) st_relaxed(w + D, tag_word(tag, lse2));
-  };
-  const bool late = p.test_late_ns > 0 && split == 0 && p.combine > 0;  // tests: publish after the arrival
-  for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
-    const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
-    float4 acc;
-    const float lse2 = cta_item(i, d, acc);
+    const float lse2 = lsum > 0.f ? mx + log2f(lsum) : -INFINITY;
     if (n_used == 1) {  // the only split: final output
       store_bf16x4(p.out + (head0 + i) * D + d, acc);
       if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
@@ -331,8 +306,6 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
       float* s_part = s_o + W * HROWS * D;
       *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
       if (d == 0) s_part[HROWS * D + i] = lse2;
-    } else if (p.combine > 0) {
-      if (!late) store_tagged(i, d, acc, lse2);
     } else {
       const int64_t row = (head0 + i) * p.n_split + split;
       *reinterpret_cast<float4*>(p.o_part + row * D + d) = acc;
@@ -363,98 +336,11 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
     return;
   }
 
-  unsigned long long* const ctr = p.counters + (int64_t(b) * gridDim.y + blockIdx.y);
-  if (p.combine > 0) {
-    // Tagged: the partial's stores were issued above; arrive without a fence (nothing waits for them to land).
-    // combine 2: every CTA also copies all used splits' partials into shared memory (past s_o) while its arrival
-    // is in flight, so the last one finds them there a round trip earlier; words not yet tagged are re-read.
-    TR_STAMP(3);
-    constexpr int STAGE_AVAIL = (TMA ? smem_bytes_tma<TS>() : smem_bytes<D, W, CPS>()) - W * HROWS * D * 4;
-    const bool stage = p.combine == 2 && !late && n_h * n_used * ROW * 8 <= STAGE_AVAIL;
-    unsigned long long* s_stage = reinterpret_cast<unsigned long long*>(smem_raw + W * HROWS * D * 4);
-#if MK_DECODE_TRACE
-    if (threadIdx.x == 0) s_polls = 0;
-#endif
-    __syncthreads();  // this CTA's stores issued before its arrival (likelier to have landed when read)
-    unsigned long long v = 0;
-    if (threadIdx.x == 0) v = atomicAdd(ctr, 1ull);
-    if (stage) {
-      const int per_head = n_used * ROW / 2;  // 16-byte pieces of one head's used rows (contiguous in global)
-      for (int c = threadIdx.x; c < n_h * per_head; c += THREADS)
-        cp_async16(s_stage + 2 * c, part0 + int64_t(c / per_head) * p.n_split * ROW + 2 * (c % per_head), 16);
-      cp_async_commit();
-    }
-    if (threadIdx.x == 0) s_last = arrive_finish(ctr, v, unsigned(n_used));
-    if (stage) cp_async_wait<0>();
-    __syncthreads();
-    TR_STAMP(4);
-    if (late) {
-      for (int t = 0; t < p.test_late_ns; t += 1000) __nanosleep(1000);
-      for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
-        const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
-        float4 acc;
-        const float lse2 = cta_item(i, d, acc);
-        store_tagged(i, d, acc, lse2);
-      }
-    }
-    if (!s_last) {
-      if (p.combine == 3) __threadfence();  // hold the SM until this thread's partial has landed (see attention.h)
-      TR_STAMP(5);
-      TR_STORE(0);
-      return;
-    }
-    // Every CTA of this call read the epoch before arriving: the next call's tag may be set now.
-    if (threadIdx.x == 0) st_relaxed(p.epochs + int64_t(b) * gridDim.y + blockIdx.y, epoch_raw + 1);
-    unsigned polls = 0;
-    for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
-      const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
-      const unsigned long long* w0 = part0 + int64_t(i) * p.n_split * ROW;  // head i, split 0
-      const unsigned long long* s0 = s_stage + int64_t(i) * n_used * ROW;
-      float m = -INFINITY, sum = 0.f;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int sp0 = 0; sp0 < n_used; sp0 += 8) {  // 8 splits' words in flight, merged in split order
-        ulonglong2 wa[8], wb[8];
-        unsigned long long wl[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int sp = sp0 + j;
-          if (sp < n_used && stage) {
-            wa[j] = *reinterpret_cast<const ulonglong2*>(s0 + sp * ROW + d);
-            wb[j] = *reinterpret_cast<const ulonglong2*>(s0 + sp * ROW + d + 2);
-            wl[j] = s0[sp * ROW + D];
-          } else if (sp < n_used) {
-            wa[j] = ld_relaxed_v2(w0 + sp * ROW + d);
-            wb[j] = ld_relaxed_v2(w0 + sp * ROW + d + 2);
-            wl[j] = ld_relaxed(w0 + sp * ROW + D);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int sp = sp0 + j;
-          if (sp < n_used) {
-            float4 val;
-            const float l2 = tagged_partial(w0 + sp * ROW + d, w0 + sp * ROW + D, tag, wa[j], wb[j], wl[j], val, polls);
-            merge_split(l2, val, m, sum, acc);
-          }
-        }
-      }
-      store_merged<D>(p, head0 + i, d, m, sum, acc);
-    }
-    TR_STAMP(5);
-#if MK_DECODE_TRACE
-    atomicAdd(&s_polls, polls);
-    __syncthreads();
-    tr_polls_ = s_polls;
-#endif
-    TR_STORE(1);
-    return;
-  }
-
   // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
   TR_STAMP(3);
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) s_last = arrive_last(ctr, unsigned(n_used));
+  if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
   __syncthreads();
   TR_STAMP(4);
   if (!s_last) {
