@@ -98,7 +98,6 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   constexpr int slice = mv_ks(MINB) * 32;
   Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
   MK_CHECK(p.S <= MAX_THREADS / 32);
-  p.xrot_phases = env_int("MK_MATVEC_XROT", 0);  // measurement knob: Params::xrot_phases
   p.P = std::max(1, 8 / p.S);
   if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
     launch_heads(s, kernel, p);

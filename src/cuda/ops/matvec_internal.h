@@ -56,11 +56,11 @@ __device__ __forceinline__ void norm_rope_store(const MatvecRope& r, const float
 // bf16 x without NORM (the down projection's h) wider than two rounds of 8-byte loads goes in 16-byte loads: 8B's
 // 14336 columns in two L2 round trips per thread instead of four (H200: -0.35% per 8B token). At 8192 columns and
 // 256 threads (1B) the 16-byte loads measured 0.8% slower per token than the two rounds below (RESULTS.md).
-// rot (a multiple of 8 below n_cols; 0 with NORM, whose weights were staged unrotated): every index is read at
-// (i + rot) mod n_cols, so that blocks with different rot ask the L2 for different lines of x at a time.
+// Every block reads all of x from L2 right after the wait; that round trip grows with the bytes of x read per SM
+// (x read by every lane instead of once per block: far slower), not with which lines the blocks ask for at once
+// (each block starting at a different column: no better). RESULTS.md, session 11.
 template <bool NORM, class XT>
-__device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int tid, int n_threads, int rot = 0) {
-  auto rotated = [&](int i) { return i + rot < a.n_cols ? i + rot : i + rot - a.n_cols; };
+__device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int tid, int n_threads) {
   constexpr int XB = 4;
   float ss = 0.f;
   if (sizeof(XT) == 2 && !NORM && a.n_cols > 2 * XB * 4 * n_threads) {
@@ -69,12 +69,12 @@ __device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int ti
 #pragma unroll
       for (int k = 0; k < XB; ++k) {
         const int i = i0 + k * n_threads * 8;
-        if (i < a.n_cols) v[k] = __ldcg(reinterpret_cast<const uint4*>(a.x_bf16 + rotated(i)));
+        if (i < a.n_cols) v[k] = __ldcg(reinterpret_cast<const uint4*>(a.x_bf16 + i));
       }
 #pragma unroll
       for (int k = 0; k < XB; ++k) {
-        const int i = rotated(i0 + k * n_threads * 8);
-        if (i0 + k * n_threads * 8 < a.n_cols) {
+        const int i = i0 + k * n_threads * 8;
+        if (i < a.n_cols) {
           const uint4 u = v[k];
           *reinterpret_cast<float4*>(s_x + i) = make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
           *reinterpret_cast<float4*>(s_x + i + 4) = make_float4(bf16_lo(u.z), bf16_hi(u.z), bf16_lo(u.w), bf16_hi(u.w));
@@ -87,8 +87,8 @@ __device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int ti
     float4 v[XB];
 #pragma unroll
     for (int k = 0; k < XB; ++k) {
-      const int i = rotated(i0 + k * n_threads * 4);
-      if (i0 + k * n_threads * 4 < a.n_cols) {
+      const int i = i0 + k * n_threads * 4;
+      if (i < a.n_cols) {
         if constexpr (sizeof(XT) == 4) {
           v[k] = __ldcg(reinterpret_cast<const float4*>(a.x + i));
         } else {
@@ -99,8 +99,8 @@ __device__ __forceinline__ float stage_x(const MatvecArgs& a, float* s_x, int ti
     }
 #pragma unroll
     for (int k = 0; k < XB; ++k) {
-      const int i = rotated(i0 + k * n_threads * 4);
-      if (i0 + k * n_threads * 4 < a.n_cols) {
+      const int i = i0 + k * n_threads * 4;
+      if (i < a.n_cols) {
         if constexpr (NORM) {
           ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
           const float4 g = *reinterpret_cast<const float4*>(s_x + i);

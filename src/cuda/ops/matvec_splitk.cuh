@@ -18,7 +18,6 @@ struct Params {
   MatvecArgs a;
   int S, P, n_pairs, n_groups;
   int ring;  // 1: prefetch the next group's weights while consuming the current one
-  int xrot_phases = 0;  // > 1 (not with NORM): block b stages x from column (b % phases) * n_cols / phases (stage_x)
   int C = 1, G = 1;  // ROPE_QKV_NORM: blocks per cluster (= per head), groups per block (C * G * P = head_dim / 2)
 };
 
@@ -105,9 +104,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     }
   }
   pdl_wait();
-  int rot = 0;
-  if (!NORM && p.xrot_phases > 1) rot = int(blockIdx.x) % p.xrot_phases * (a.n_cols / 8 / p.xrot_phases * 8);
-  const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x, rot);
+  const float ss = stage_x<NORM, XT>(a, s_x, threadIdx.x, blockDim.x);
   float inv = 1.f;
   if constexpr (NORM) inv = rsqrtf(block_sum(ss, s_red) / float(a.n_cols) + a.eps);
   __syncthreads();  // s_x complete
