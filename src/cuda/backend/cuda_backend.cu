@@ -3,6 +3,7 @@
 #include "cuda/backend/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +23,9 @@ CudaBackend::CudaBackend(const ModelConfig& c, DeviceWeights w, int max_context,
     : config_(c), weights_(std::move(w)), opt_(opt), max_context_(max_context) {}
 
 CudaBackend::~CudaBackend() {
+  if (stream_ && !prefill_graphs_.empty()) cudaStreamSynchronize(stream_);  // no prefill graph launch left
+  for (PrefillGraph& g : prefill_graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
   for (DecodeGraph& g : graphs_) {
     if (g.one) cudaGraphExecDestroy(g.one);
     if (g.k) cudaGraphExecDestroy(g.k);
@@ -59,6 +63,13 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& co
 
 Status CudaBackend::init(const DeviceKvCache* shared_kv) {
   const ModelConfig& c = config_;
+  // Measurement overrides of the prefill graph settings (CudaBackendOptions::prefill_graphs), for A/B runs of one
+  // binary.
+  if (const char* e = std::getenv("MK_PREFILL_GRAPHS")) opt_.prefill_graphs = std::atoi(e);
+  if (const char* e = std::getenv("MK_PREFILL_GRAPH_AT")) opt_.prefill_graph_at = std::atoi(e);
+  if (opt_.prefill_graphs < 0 || opt_.prefill_graph_at < 1)
+    return make_error("prefill_graphs must be >= 0 and prefill_graph_at >= 1, got ", opt_.prefill_graphs, " and ",
+                      opt_.prefill_graph_at);
   if (shared_kv) kv_.alias(*shared_kv);
   else MK_TRY(kv_.init(c, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a CUDA stream"));
@@ -203,13 +214,12 @@ Status CudaBackend::forward(std::span<const int32_t> tokens, int pos, std::span<
 
 Status CudaBackend::enqueue_prefill_only(std::span<const int32_t> tokens, int pos) {
   MK_TRY(check_step(tokens, pos));
-  Stream s(stream_, opt_.pdl);
   for (size_t done = 0; done < tokens.size();) {
     int n = int(std::min<size_t>(size_t(opt_.prefill_chunk), tokens.size() - done));
     CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens.data() + done, size_t(n) * 4, cudaMemcpyHostToDevice, stream_));
     set_state(0, pos + int(done), n);
     done += size_t(n);
-    enqueue_prefill_chunk(s, n, done == tokens.size());
+    MK_TRY(run_prefill_chunk(n, done == tokens.size()));
   }
   n_cached_ = pos + int(tokens.size());
   return {};

@@ -2,8 +2,9 @@
 // (device_weights.h), a paged KV cache on the device (kv_cache.h), prefill through cuBLASLt GEMMs, and the
 // decode step captured as CUDA graphs (one per sequence-length variant, see DecodeGraph) whose kernels chain with
 // programmatic dependent launch. A decode graph reads its token and position from device memory and writes the
-// argmax token back, so greedy generation replays it with no host work between steps (decode_greedy).
-// Tests: tests/gpu/test_backend.cu, test_backend_decode_variants.cu. Benchmark: `megakernel bench` (cmd_bench.cpp).
+// argmax token back, so greedy generation replays it with no host work between steps (decode_greedy). A prefill chunk
+// whose length recurs is replayed from a graph too (prefill_graphs).
+// Tests: tests/gpu/test_backend.cu, test_backend_decode_variants.cu, test_backend_prefill.cu. Benchmark: `megakernel bench` (cmd_bench.cpp).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -39,6 +40,21 @@ struct CudaBackendOptions {
   bool graph = true;         // replay the decode step as a CUDA graph
   bool attention_lib = true; // cuda/attention kernels when linked, else ops/attention_simple
   int prefill_chunk = 1024;  // tokens per prefill pass
+  // Prefill: a chunk's ~160 kernels replayed from a CUDA graph per (chunk length, logits or not) instead of launched
+  // one by one; at most this many graphs are kept (the least recently used is dropped). 0: eager launches. A length's
+  // graph serves its prefill_graph_at-th chunk on: 1 captures it before the first chunk runs; n > 1 captures it right
+  // after the (n-1)-th chunk's eager launch, while the GPU runs that chunk. The graph reads the tokens, position and
+  // lengths from device memory (StepState), so one graph serves its length at every position. Same kernels, same
+  // arguments: the same bits as eager launches (tests/gpu/test_backend_prefill.cu).
+  // H200 (bench/RESULTS.md, session 11): a replay saves ~0.11 ms per chunk on 1B at any length (2 tokens 1.23 -> 1.13
+  // ms, 1024 tokens 4.35 -> 4.23) and ~0.2 ms on 8B (5.21 -> 5.00), but a capture costs ~1-1.6 ms of host time, more
+  // than a short 1B chunk's GPU time, so the chunk it follows ends that much later (a 2-token first token 1.6 -> 2.9-3.8
+  // ms when it was captured after the warm-up's 2-token prefill). 4: a length's first three chunks (the start-up
+  // warm-up's 2-token prefill and every prompt of a one-shot `generate` among them) run eagerly at eager cost; a
+  // length that recurs pays one capture and then replays. Measurement overrides: MK_PREFILL_GRAPHS,
+  // MK_PREFILL_GRAPH_AT (read at creation).
+  int prefill_graphs = 16;
+  int prefill_graph_at = 4;
   // Decode steps per graph launch for decode_greedy and replay_decode_k (the steps chain with PDL inside the
   // graph, so a step's first kernel overlaps the previous step's last instead of waiting for a graph boundary).
   // H200 1B, 8 steps (bench/RESULTS.md): 0.836 / 0.828 ms/token vs 0.840 / 0.831 (round 6); with the early matvec
@@ -193,6 +209,10 @@ class CudaBackend final : public Backend {
   void enqueue_decode(const Stream& s, int n_split, const StopCheck& stop = {});
   void begin_step();
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
+  // Runs one prefill chunk (its tokens and StepState already copied): from its CUDA graph once its length has one,
+  // else eagerly (CudaBackendOptions::prefill_graphs, prefill_graph_at).
+  Status run_prefill_chunk(int n_tokens, bool logits);
+  Status capture_prefill(int n_tokens, bool logits, cudaGraphExec_t* out);  // and uploads it
   // Bias, q/k norm and RoPE of layer's qkv rows; q to q_out, K/V rows into the cache (decode and prefill alike).
   RopeQkvArgs rope_args(int layer, const float* qkv, __nv_bfloat16* q_out, int n_tokens) const;
   MatvecArgs lm_head_args(const float* x) const;  // the LM head matvec with the fused argmax
@@ -220,6 +240,17 @@ class CudaBackend final : public Backend {
   int decode_pos_ = 0;               // position of the next decode step, as the host enqueued them
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<StopGraphs> stop_;  // decode_*_until's graphs, built by the first call with stop ids
+  // Prefill chunk lengths seen, by (chunk length, logits), each with its graph once captured (see
+  // CudaBackendOptions::prefill_graphs; exec null: none yet, or retired).
+  struct PrefillGraph {
+    int n_tokens = 0;
+    bool logits = false;
+    int uses = 0;
+    uint64_t last_use = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::vector<PrefillGraph> prefill_graphs_;
+  uint64_t prefill_clock_ = 0;  // prefill chunks run, for last_use
 
   // Device buffers (one arena). Decode: fixed addresses captured by the graph.
   void* arena_ = nullptr;

@@ -1,5 +1,6 @@
 // The kernels one step enqueues (see cuda_backend.h): the decode step (captured as a CUDA graph) and a prefill
 // chunk. Shapes: E = n_embd, F = n_ff, Q = q_dim, KV = kv_dim, V = n_vocab, T = tokens in the chunk.
+#include <algorithm>
 #include <cmath>
 
 // cuda/attention/ (split-KV decode, FA2-style prefill) is linked: use it unless the options say otherwise.
@@ -249,6 +250,69 @@ void CudaBackend::enqueue_prefill_chunk(const Stream& s, int T, bool logits) {
   }
   if (!logits) return;
   matvec(s, lm_head_args(px_ + size_t(T - 1) * size_t(E)));  // logits of the last token only
+}
+
+Status CudaBackend::run_prefill_chunk(int T, bool logits) {
+  const Stream s(stream_, opt_.pdl);
+  if (opt_.prefill_graphs <= 0) {
+    enqueue_prefill_chunk(s, T, logits);
+    return {};
+  }
+  auto it = std::find_if(prefill_graphs_.begin(), prefill_graphs_.end(),
+                         [&](const PrefillGraph& g) { return g.n_tokens == T && g.logits == logits; });
+  if (it == prefill_graphs_.end()) {
+    // Remembered lengths (with or without a graph): at most 4 x prefill_graphs, the least recently used dropped.
+    if (prefill_graphs_.size() >= size_t(4 * opt_.prefill_graphs)) {
+      auto old = std::min_element(prefill_graphs_.begin(), prefill_graphs_.end(),
+                                  [](const PrefillGraph& a, const PrefillGraph& b) { return a.last_use < b.last_use; });
+      if (old->exec) {
+        MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "retiring a prefill graph"));  // none of its launches left
+        cudaGraphExecDestroy(old->exec);
+      }
+      prefill_graphs_.erase(old);
+    }
+    prefill_graphs_.push_back({T, logits});
+    it = prefill_graphs_.end() - 1;
+  }
+  PrefillGraph& g = *it;
+  g.uses += 1;
+  g.last_use = ++prefill_clock_;
+  const int at = std::max(1, opt_.prefill_graph_at);
+  if (!g.exec && at == 1) MK_TRY(capture_prefill(T, logits, &g.exec));  // before running: this chunk waits for it
+  if (g.exec) {
+    CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+  } else {
+    enqueue_prefill_chunk(s, T, logits);
+    // The next use replays a graph (also a length whose graph was retired): capture it now, while the GPU runs the
+    // chunk just enqueued.
+    if (g.uses + 1 >= at) MK_TRY(capture_prefill(T, logits, &g.exec));
+  }
+  // Graphs kept: at most prefill_graphs, the least recently used loses its graph (its length is still remembered).
+  size_t n_exec = 0;
+  for (const PrefillGraph& p : prefill_graphs_) n_exec += p.exec ? 1 : 0;
+  if (n_exec > size_t(opt_.prefill_graphs))  // none of the retired graph's launches left (this chunk's included)
+    MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "retiring a prefill graph"));
+  while (n_exec > size_t(opt_.prefill_graphs)) {
+    PrefillGraph* old = nullptr;
+    for (PrefillGraph& p : prefill_graphs_)
+      if (p.exec && (!old || p.last_use < old->last_use)) old = &p;
+    cudaGraphExecDestroy(old->exec);
+    old->exec = nullptr;
+    --n_exec;
+  }
+  return {};
+}
+
+Status CudaBackend::capture_prefill(int T, bool logits, cudaGraphExec_t* out) {
+  // Relaxed, as the decode capture: first launches of a kernel set its attributes (not stream operations).
+  MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing a prefill graph"));
+  enqueue_prefill_chunk(Stream(stream_, opt_.pdl), T, logits);
+  cudaGraph_t g = nullptr;
+  MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing a prefill graph"));
+  cudaError_t err = cudaGraphInstantiate(out, g, 0);
+  cudaGraphDestroy(g);
+  MK_TRY(cuda_status(err, "instantiating a prefill graph"));
+  return cuda_status(cudaGraphUpload(*out, stream_), "uploading a prefill graph");
 }
 
 Status CudaBackend::ensure_graph() {
