@@ -4,6 +4,13 @@
 // layered CUDA-graph path.
 // Prompt of 32 tokens (one megakernel launch each), then 128 decoded tokens; long contexts use a random KV cache.
 // Usage: megakernel_decode [shape ...]   (default llama-3.2-1b). Prints one line per measurement; record in RESULTS.md.
+#if !defined(MK_HAVE_CUDA)
+#include <cstdio>
+int main() {
+  std::puts("megakernel_decode: built without CUDA");
+  return 0;
+}
+#else
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -229,3 +236,4 @@ int main(int argc, char** argv) {
   for (const auto& s : shapes) bench_shape(s, gbs);
   return 0;
 }
+#endif  // MK_HAVE_CUDA

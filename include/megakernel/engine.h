@@ -76,7 +76,7 @@ class Engine {
   const std::vector<int32_t>& cached_ids() const { return cached_; }
 
  private:
-  Status prefill(std::span<const int32_t> prompt, GenerateStats& stats);
+  Status prefill(std::span<const int32_t> prompt, GenerateStats& stats, bool on_device);
   Backend& backend_;
   std::vector<int32_t> cached_;
   std::vector<float> logits_;  // [n_vocab]

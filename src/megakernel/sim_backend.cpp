@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "cpu/ops.h"
 #include "megakernel/sim.h"
 
 namespace mk::megakernel {
@@ -30,9 +31,25 @@ class SimBackend final : public Backend {
       auto r = sim_.launch(tokens[i], pos + int(i), 1, seed_++);
       if (!r) return r.error();
       n_cached_ = pos + int(i) + 1;
-      if (i + 1 == tokens.size()) std::copy(r->logits.begin(), r->logits.end(), logits.begin());
+      if (i + 1 == tokens.size()) {
+        std::copy(r->logits.begin(), r->logits.end(), logits.begin());
+        last_logits_ = std::move(r->logits);
+      }
     }
     return {};
+  }
+  // "On the device" as the GPU backends: from the last forward's logits, the argmax (the Argmax instruction's rule,
+  // cpu::argmax) or the draw decode_sample_until takes (sample_draw, the host Sampler's rule) at index `draw`.
+  Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override {
+    const bool greedy = p.greedy() && p.repetition_penalty == 1.f;
+    if (!greedy && !can_decode_sample(p))
+      return make_error("megakernel-sim backend: sample_last takes greedy parameters or a temperature and min-p");
+    if (last_logits_.empty()) return make_error("megakernel-sim backend: sample_last before any forward");
+    const int n = int(last_logits_.size());
+    const int32_t id = greedy ? cpu::argmax(last_logits_.data(), n)
+                              : sample_draw(last_logits_.data(), n, SampleParams{p.temperature, p.min_p, p.seed, 0}, draw);
+    if (id < 0) return make_error("megakernel-sim backend: no finite logit to draw from");
+    return id;
   }
 
   // K tokens per simulated launch (up to the simulator's step limit), greedy or drawn "on the device".
@@ -67,6 +84,7 @@ class SimBackend final : public Backend {
     std::copy(ids.begin(), ids.end(), s.ids);
     return s;
   }
+  std::vector<float> last_logits_;  // of the last forward (sample_last)
   // Tokens produced (out.size() unless a stop id ended the decode).
   Expected<int> decode(int32_t token, int pos, SampleParams sp, const StopIds& stops, std::span<int32_t> out) {
     if (pos != n_cached_)

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/status.h"
 #include "megakernel/config.h"
@@ -61,14 +62,22 @@ class Backend {
     if (!n) return n.error();
     return {};
   }
-  // The next token drawn on the device from the logits of the last forward() (the prefill's: they stay on the device,
-  // no host Sampler over n_vocab logits): the host Sampler's rule with draw index `draw`, as decode_sample_until draws
-  // its tokens. Only for the parameters can_decode_sample accepts, and right after forward() (another call that runs
-  // the model replaces those logits). The engine draws a request's first token with it, then decode_sample_until
-  // continues from draw + 1.
+  // The next token chosen on the device from the logits of the last forward() or forward_on_device() (no host
+  // Sampler over n_vocab logits): the host Sampler's rule with draw index `draw`, as decode_sample_until draws its
+  // tokens, for the parameters can_decode_sample accepts; with greedy parameters (no repetition penalty) on a backend
+  // with has_decode_greedy(), the argmax (lowest id on ties), as decode_greedy_until chooses. Right after the forward
+  // (another call that runs the model replaces those logits). The engine takes a request's first token with it, then
+  // decode_*_until continue (a draw from draw + 1).
   virtual Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) {
     (void)p, (void)draw;
     return make_error(name(), " backend: no on-device draw from the last logits");
+  }
+  // forward() without the logits for the host: they stay where sample_last reads them (the GPU backends skip the
+  // copy of n_vocab floats and the host's pass over them). The engine's prefill when the first token is chosen on the
+  // device. The default runs forward() into a scratch buffer (backends whose sample_last reads host logits).
+  virtual Status forward_on_device(std::span<const int32_t> tokens, int pos) {
+    std::vector<float> logits(size_t(config().n_vocab));
+    return forward(tokens, pos, logits);
   }
 };
 

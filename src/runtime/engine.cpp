@@ -55,14 +55,16 @@ static Status check_request(const Backend& backend, std::span<const int32_t> pro
   return {};
 }
 
-// Prefills the prompt, reusing the longest cached prefix (at least one token is recomputed: its logits).
-Status Engine::prefill(std::span<const int32_t> prompt, GenerateStats& stats) {
+// Prefills the prompt, reusing the longest cached prefix (at least one token is recomputed: its logits). on_device:
+// the logits stay on the device for Backend::sample_last (logits_ is not written).
+Status Engine::prefill(std::span<const int32_t> prompt, GenerateStats& stats, bool on_device) {
   size_t keep = std::mismatch(cached_.begin(), cached_.end(), prompt.begin(), prompt.end()).first - cached_.begin();
   keep = std::min(keep, prompt.size() - 1);
   backend_.truncate(int(keep));
   cached_.resize(keep);
   stats.n_reused = int(keep);
-  Status st = backend_.forward(prompt.subspan(keep), int(keep), logits_);
+  Status st = on_device ? backend_.forward_on_device(prompt.subspan(keep), int(keep))
+                        : backend_.forward(prompt.subspan(keep), int(keep), logits_);
   if (!st) {
     reset();
     return st;
@@ -117,9 +119,10 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
   };
   // Greedy without a repetition penalty: the backend's on-device loop, DEVICE_CHUNK tokens per call, when it has
   // one (the same argmax as Sampler's greedy); sampling the same way where the backend draws those parameters
-  // itself (Backend::decode_sample: the Sampler's rule and draw indices; the first token too, from the prefill's
-  // logits on the device: Backend::sample_last; on the H200 a top-k / top-p request's first token then costs a greedy
-  // one's 1.5-1.6 ms instead of 4-14 ms with the host Sampler, bench/RESULTS.md session 10). Tokens past a stop are
+  // itself (Backend::decode_sample: the Sampler's rule and draw indices). The first token of both comes from the
+  // prefill's logits on the device (Backend::forward_on_device, sample_last): no copy of n_vocab logits to the host and
+  // no host pass over them (H200: a top-k / top-p request's first token 4-14 -> 1.5-1.6 ms, bench/RESULTS.md session
+  // 10; greedy's, session 11). Tokens past a stop are
   // dropped and uncached; a backend that checks the EOS ids on the device (max_stop_ids) ends a call at an EOS itself
   // (nothing to drop).
   const bool device_greedy =
@@ -132,9 +135,9 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
   const int chunk_max = device_stop && opts.stop_strings.empty() && !on_chunk ? DEVICE_CHUNK_UNSTREAMED : DEVICE_CHUNK;
 
   auto t0 = std::chrono::steady_clock::now();
-  MK_TRY(prefill(prompt, res.stats));
+  MK_TRY(prefill(prompt, res.stats, on_device));
   int32_t first = -1;
-  if (device_sample) {  // the prefill's logits are on the device: draw there (draw 0), as decode_sample continues
+  if (on_device) {  // the prefill's logits stay on the device: the argmax or draw 0 there, as decode_*_until continue
     auto drawn = backend_.sample_last(opts.sampling, sampler.n_draws());
     if (!drawn || *drawn < 0 || *drawn >= backend_.config().n_vocab) {
       reset();  // as after any backend failure: the engine keeps no state it cannot vouch for
@@ -144,7 +147,7 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
                               : drawn.message());
     }
     first = *drawn;
-    sampler.advance(1);
+    if (device_sample) sampler.advance(1);
   } else {
     first = sampler.sample(logits_, history);
     if (first < 0) return make_error("the backend returned logits without a finite value at position ", cached_.size());

@@ -2,8 +2,9 @@
 // top-p decode on its layered backend. Against the host Sampler on the same logits (the forward's, copied to the host,
 // and crafted ones through CudaBackend::sample_logits): temperature, top-k, top-p, min-p and mixes, several draw
 // indices, 64 blocks and one; the megakernel's two logits buffers (the layered prefill's, its own 1-token step's);
-// refusals. The megakernel's top-k / top-p decode equals the host loop on a layered backend of the same options (same
-// kernels, so the same logits), stop ids included, and the engine's tokens through it equal the all-host loop's.
+// refusals; greedy: the forward's argmax, after forward and after forward_on_device. The megakernel's top-k / top-p
+// decode equals the host loop on a layered backend of the same options (same kernels, so the same logits), stop ids
+// included, and the engine's tokens through it equal the all-host loop's.
 // Run: test_gpu --gtest_filter='SampleLast*'
 #include <gtest/gtest.h>
 
@@ -85,6 +86,23 @@ void expect_last_equals_host(Backend& b, std::span<const int32_t> feed, int pos,
   EXPECT_GT(seen.size(), size_t(n_draws / 3)) << "the draws should spread (else this test shows little)";
 }
 
+// Greedy: the forward's argmax on the device (sample_last) equals the host's argmax of the logits forward returned,
+// after forward and after forward_on_device (the same kernels over the same cache positions, logits not copied).
+void expect_greedy_last_equals_host(Backend& b, std::span<const int32_t> feed, int pos, const char* what) {
+  SCOPED_TRACE(what);
+  std::vector<float> l(size_t(b.config().n_vocab));
+  ASSERT_TRUE(b.forward(feed, pos, l).ok());
+  const int32_t want = argmax(l);
+  auto got = b.sample_last(SamplingParams{}, 0);
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(*got, want) << "after forward";
+  b.truncate(pos);
+  ASSERT_TRUE(b.forward_on_device(feed, pos).ok());
+  got = b.sample_last(SamplingParams{}, 5);  // the draw index means nothing to greedy
+  ASSERT_TRUE(got) << got.message();
+  EXPECT_EQ(*got, want) << "after forward_on_device";
+}
+
 const ModelConfig& llama_cfg() {
   static const ModelConfig c = megakernel::test::tiny_config(Family::Llama, 4, 2, 64, 128, 344, 2, 5003, false);
   return c;
@@ -132,7 +150,9 @@ TEST(SampleLast, LayeredAfterPrefillAndStepEqualsHostSampler) {
   SamplingParams penalty = rules()[0];
   penalty.repetition_penalty = 1.1f;
   EXPECT_FALSE(b->sample_last(penalty, 0)) << "a repetition penalty is applied on the host";
-  EXPECT_FALSE(b->sample_last(SamplingParams{}, 0)) << "greedy is the host's argmax";
+  b->truncate(0);
+  expect_greedy_last_equals_host(*b, prompt, 0, "greedy after a 13-token prefill");
+  expect_greedy_last_equals_host(*b, std::span(prompt).first(1), 13, "greedy after a 1-token step");
 }
 
 TEST(SampleLast, MegakernelBothLogitsBuffersEqualHostSampler) {
@@ -144,6 +164,9 @@ TEST(SampleLast, MegakernelBothLogitsBuffersEqualHostSampler) {
     const auto prompt = random_tokens(11, c.n_vocab, 8);
     expect_last_equals_host(*mk, prompt, 0, "layered prefill's logits");
     expect_last_equals_host(*mk, std::span(prompt).first(1), 11, "the megakernel's 1-token step");
+    mk->truncate(0);
+    expect_greedy_last_equals_host(*mk, prompt, 0, "greedy, layered prefill");
+    expect_greedy_last_equals_host(*mk, std::span(prompt).first(1), 11, "greedy, the megakernel's 1-token step");
     std::vector<int32_t> out(2);
     ASSERT_TRUE(mk->decode_greedy(3, 12, out).ok());
     auto stale = mk->sample_last(rules()[0], 0);
@@ -153,6 +176,8 @@ TEST(SampleLast, MegakernelBothLogitsBuffersEqualHostSampler) {
     auto alone = megakernel::make_mk(m, CTX, {});
     ASSERT_TRUE(alone);
     expect_last_equals_host(*alone, prompt, 0, "no layered prefill");
+    alone->truncate(0);
+    expect_greedy_last_equals_host(*alone, prompt, 0, "greedy, no layered prefill");
     EXPECT_FALSE(alone->can_decode_sample(rules()[2]));
     EXPECT_FALSE(alone->sample_last(rules()[2], 0));
   }

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cpu/cpu_backend.h"
+#include "megakernel/engine.h"
 #include "megakernel/model.h"
 #include "megakernel/sim.h"
 #include "mk_test_util.h"
@@ -194,6 +195,27 @@ TEST(SimSample, BackendDecodeSampleEqualsHostLoop) {
   ASSERT_TRUE((*g)->decode_greedy(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()), 3, greedy).ok());
   const std::vector<int32_t> ref = host_loop(m, prompt, 7, params(0.f, 0.f, 0));  // ref[0]: the prompt's argmax
   EXPECT_EQ(greedy, std::vector<int32_t>(ref.begin() + 1, ref.end()));
+}
+
+// The engine on the simulator (`--backend megakernel-sim`): the first token chosen from the prefill's logits by
+// sample_last (greedy: the argmax; sampled: draw 0), the rest on the simulated device; the ids equal the CPU
+// reference's host loop for greedy and sampled requests (a sampled one needs sample_last to exist at all).
+TEST(SimSample, EngineFirstTokenOnTheSimulatorEqualsHostLoop) {
+  const ModelConfig c = tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 700, true);
+  Model m = make_random_model(c, DType::BF16, 29);
+  const std::vector<int32_t> prompt = {9, 8, 7, 6};
+  for (const SamplingParams& sp : {params(0.f, 0.f, 0), params(0.9f, 0.02f, 4321)}) {
+    auto b = make_sim_backend(m, 5, 32, 6);
+    ASSERT_TRUE(b.ok()) << b.message();
+    Engine eng(**b);
+    GenerateOptions o;
+    o.max_new_tokens = 9;
+    o.ignore_eos = true;
+    o.sampling = sp;
+    auto r = eng.generate(prompt, o);
+    ASSERT_TRUE(r) << r.message();
+    EXPECT_EQ(r->ids, host_loop(m, prompt, 9, sp)) << "temperature " << sp.temperature;
+  }
 }
 
 }  // namespace

@@ -46,6 +46,12 @@ class FakeBackend final : public Backend {
     last_logits.assign(logits.begin(), logits.end());
     return {};
   }
+  // The engine's prefill when the first token is chosen "on the device": the logits stay here (last_logits).
+  Status forward_on_device(std::span<const int32_t> tokens, int pos) override {
+    ++n_forward_on_device;
+    std::vector<float> logits(size_t(config_.n_vocab));
+    return forward(tokens, pos, logits);
+  }
   void truncate(int pos) override {
     if (pos < int(seq.size())) seq.resize(size_t(pos));
   }
@@ -59,13 +65,15 @@ class FakeBackend final : public Backend {
     return device_sample && !p.greedy() && p.top_k == 0 && p.top_p >= 1.f && p.min_p == 0.f &&
            p.repetition_penalty == 1.f;
   }
-  // The draw from the last forward's logits (with device_sample): a Sampler at draw `draw`, as decode_sample draws.
-  // fail_sample_last: an injected failure.
+  // The choice from the last forward's logits: with device_greedy the argmax (greedy parameters), with device_sample a
+  // Sampler at draw `draw`, as decode_sample draws. fail_sample_last: an injected failure.
   Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override {
-    if (!can_decode_sample(p)) return Backend::sample_last(p, draw);
+    const bool greedy = device_greedy && p.greedy() && p.repetition_penalty == 1.f;
+    if (!greedy && !can_decode_sample(p)) return Backend::sample_last(p, draw);
     ++n_sample_last;
     if (fail_sample_last) return make_error("fake: injected sample_last failure");
     if (last_logits.empty()) return make_error("fake: sample_last before any forward");
+    if (greedy) return int32_t(std::max_element(last_logits.begin(), last_logits.end()) - last_logits.begin());
     Sampler sampler(p);
     sampler.advance(draw);
     std::vector<float> logits = last_logits;
@@ -121,6 +129,7 @@ class FakeBackend final : public Backend {
   bool device_sample = false;
   int n_decode_sample = 0;
   int n_sample_last = 0;
+  int n_forward_on_device = 0;
   bool fail_sample_last = false;
   std::vector<float> last_logits;  // [n_vocab] of the last forward
   bool device_stop = false;

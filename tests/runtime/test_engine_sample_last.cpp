@@ -1,7 +1,8 @@
 // The engine's first token of a sampled request drawn on the device (Backend::sample_last) on the fake backend: the
 // ids equal the all-host loop's (draw 0 from the prefill's logits, then decode_sample from draw 1) for every length
-// and seed, with and without the device's stop check; greedy, penalised and host-only requests never call it; a
-// failure of the draw is reported with its reason and leaves no cached state.
+// and seed, with and without the device's stop check; a greedy request on a backend with device greedy takes its
+// first token there too (the argmax), from a prefill whose logits never reach the host; penalised and host-only
+// requests never call it; a failure of the draw is reported with its reason and leaves no cached state.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -94,7 +95,38 @@ TEST(EngineSampleLast, OnlyForParametersTheDeviceDraws) {
     if (c == 2) o.sampling.temperature = 1.f;  // a backend without device sampling
     auto r = eng.generate(std::vector<int32_t>{1, 2}, o);
     ASSERT_TRUE(r) << r.message();
-    EXPECT_EQ(be.n_sample_last, 0) << "case " << c;
+    EXPECT_EQ(be.n_sample_last, c == 0 ? 1 : 0) << "case " << c;
+    EXPECT_EQ(be.n_forward_on_device, c == 0 ? 1 : 0) << "case " << c << ": the prefill keeps its logits on the device";
+  }
+}
+
+// Greedy with the first token on the device: the ids equal the all-host loop's for every prompt length and prefix
+// reuse (a second request recomputes one token), with and without the device's stop check.
+TEST(EngineSampleLast, GreedyFirstTokenOnTheDeviceEqualsTheHostLoop) {
+  const int V = 41;
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<int32_t> prompt(size_t(1 + trial % 4));
+    for (auto& t : prompt) t = int32_t(rng() % V);
+    const int max_new = 1 + trial * 3;
+    auto run = [&](bool device, bool stop) {
+      FakeBackend be(V, 256, [&](const auto& s) { return hash_next(s, V); });
+      be.device_greedy = device;
+      be.device_stop = stop;
+      Engine eng(be);
+      GenerateOptions o;
+      o.max_new_tokens = max_new;
+      auto a = eng.generate(prompt, o);
+      auto b = eng.generate(prompt, o);  // the cached prompt: one token recomputed
+      EXPECT_TRUE(a && b);
+      EXPECT_EQ(be.n_forward_on_device, device ? 2 : 0);
+      return a && b ? std::vector<std::vector<int32_t>>{a->ids, b->ids} : std::vector<std::vector<int32_t>>{};
+    };
+    const auto host = run(false, false);
+    ASSERT_EQ(host.size(), 2u);
+    EXPECT_EQ(host[0], host[1]);
+    EXPECT_EQ(run(true, false), host) << "trial " << trial;
+    EXPECT_EQ(run(true, true), host) << "trial " << trial << " with device stops";
   }
 }
 

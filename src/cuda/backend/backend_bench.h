@@ -11,7 +11,8 @@ namespace mk::cuda {
 
 struct PrefillTiming {
   int n_tokens = 0;
-  double ms = 0;  // median over repeats, host enqueue included
+  double ms = 0;  // median over repeats, host enqueue included (graph replays once the length recurs)
+  double eager_ms = 0;  // the length's second use: eager launches, as a prompt length seen for the first time
 };
 
 struct DecodeTiming {

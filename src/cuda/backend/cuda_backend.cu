@@ -10,6 +10,7 @@
 #include "cpu/ops.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/device_info.h"
+#include "cuda/ops/matvec.h"
 
 namespace mk {
 namespace cuda {
@@ -194,10 +195,9 @@ void CudaBackend::set_state(int32_t token, int pos, int n_tokens, const Sampling
   CUDA_CHECK(cudaMemcpyAsync(state_, &s, sizeof(s), cudaMemcpyHostToDevice, stream_));
 }
 
-Status CudaBackend::forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) {
+Status CudaBackend::enqueue_forward(std::span<const int32_t> tokens, int pos) {
   MK_TRY(check_step(tokens, pos));
-  if (logits.size() != size_t(config_.n_vocab))
-    return make_error("forward: logits has ", logits.size(), " elements, expected n_vocab = ", config_.n_vocab);
+  last_forward_prefill_ = tokens.size() > 1;
   if (tokens.size() == 1) {
     set_state(tokens[0], pos, 1);
     begin_step();
@@ -206,7 +206,21 @@ Status CudaBackend::forward(std::span<const int32_t> tokens, int pos, std::span<
   } else {
     MK_TRY(enqueue_prefill_only(tokens, pos));
   }
+  return {};
+}
+
+Status CudaBackend::forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) {
+  if (logits.size() != size_t(config_.n_vocab))
+    return make_error("forward: logits has ", logits.size(), " elements, expected n_vocab = ", config_.n_vocab);
+  MK_TRY(enqueue_forward(tokens, pos));
   CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_, logits.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "running the forward pass"));
+  n_cached_ = pos + int(tokens.size());
+  return {};
+}
+
+Status CudaBackend::forward_on_device(std::span<const int32_t> tokens, int pos) {
+  MK_TRY(enqueue_forward(tokens, pos));
   MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "running the forward pass"));
   n_cached_ = pos + int(tokens.size());
   return {};
@@ -280,7 +294,17 @@ Status CudaBackend::begin_decode(int32_t token, int pos, const SamplingParams& s
 }
 
 Expected<int32_t> CudaBackend::sample_last(const SamplingParams& p, uint64_t draw) {
-  return sample_logits(logits_, p, draw);
+  if (!p.greedy() || p.repetition_penalty != 1.f) return sample_logits(logits_, p, draw);
+  // The forward's own argmax (lowest id on ties, as decode_greedy_until): a prefill leaves the LM head's packed
+  // maximum, a 1-token step its finish kernel's choice (which also clears the packed one).
+  StepState s{};
+  CUDA_CHECK(cudaMemcpyAsync(&s, state_, sizeof(s), cudaMemcpyDeviceToHost, stream_));
+  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "sample_last: reading the argmax"));
+  const int32_t id = last_forward_prefill_ ? argmax_unpack(s.argmax) : s.token;
+  if (id < 0 || id >= config_.n_vocab)
+    return make_error("sample_last: the device's argmax is ", id, ", expected an id in [0, ", config_.n_vocab,
+                      ") (no forward since the backend was made?)");
+  return id;
 }
 
 Expected<int32_t> CudaBackend::sample_logits(const float* logits, const SamplingParams& p, uint64_t draw) {

@@ -140,11 +140,13 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
   Status forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) override;
+  Status forward_on_device(std::span<const int32_t> tokens, int pos) override;  // no copy of the logits to the host
   void truncate(int pos) override;
   int max_context() const override { return max_context_; }
   const ModelConfig& config() const override { return config_; }
-  // The next token drawn on the device from the last forward's logits (Backend::sample_last): the finish kernel's draw
-  // (ops/sample.h sample_token over sample_blocks blocks, this backend's scratch), for what can_decode_sample accepts.
+  // The next token chosen on the device from the last forward's logits (Backend::sample_last): the finish kernel's
+  // draw (ops/sample.h sample_token over sample_blocks blocks, this backend's scratch) for what can_decode_sample
+  // accepts; greedy: the argmax the forward already found (a prefill's LM head's fused argmax, a 1-token step's choice).
   Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override;
   // The same draw from other logits ([n_vocab] f32 on the device, written before the call: the draw runs on this
   // backend's stream), e.g. the megakernel backend's own after its 1-token forward.
@@ -206,6 +208,8 @@ class CudaBackend final : public Backend {
   // position, the next step's embedding row in x_). begin_step (after set_state for one token) embeds the first.
   // n_split: cuda/attention's decode splits (0: ops/attention_simple).
   // stop: the finish kernel's stop check (decode_stop.h; default none).
+  // forward()'s kernels without the copy and the wait: a 1-token step from the decode graph, else a prefill.
+  Status enqueue_forward(std::span<const int32_t> tokens, int pos);
   void enqueue_decode(const Stream& s, int n_split, const StopCheck& stop = {});
   void begin_step();
   void enqueue_prefill_chunk(const Stream& s, int n_tokens, bool logits);
@@ -238,6 +242,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::vector<DecodeGraph> graphs_;  // ascending max_seq_len, the last one the whole cache
   int decode_pos_ = 0;               // position of the next decode step, as the host enqueued them
+  bool last_forward_prefill_ = false;  // the last forward ran the prefill (its argmax in StepState::argmax), not a step
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<StopGraphs> stop_;  // decode_*_until's graphs, built by the first call with stop ids
   // Prefill chunk lengths seen, by (chunk length, logits), each with its graph once captured (see

@@ -289,23 +289,32 @@ Status MegakernelBackend::check_error() {
 }
 
 Status MegakernelBackend::forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) {
+  if (logits.size() != size_t(config_.n_vocab))
+    return make_error("megakernel: logits buffer holds ", logits.size(), " floats, expected n_vocab = ", config_.n_vocab);
+  return run_forward(tokens, pos, logits);
+}
+
+Status MegakernelBackend::forward_on_device(std::span<const int32_t> tokens, int pos) {
+  return run_forward(tokens, pos, {});
+}
+
+Status MegakernelBackend::run_forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) {
   if (tokens.empty()) return make_error("megakernel: forward called with no tokens");
   if (pos != n_cached_)
     return make_error("megakernel: forward at position ", pos, " but ", n_cached_, " positions are cached");
-  if (logits.size() != size_t(config_.n_vocab))
-    return make_error("megakernel: logits buffer holds ", logits.size(), " floats, expected n_vocab = ", config_.n_vocab);
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= config_.n_vocab)
       return make_error("megakernel: token id ", tokens[i], " is outside the vocabulary [0, ", config_.n_vocab, ")");
   last_logits_ = Logits::None;
   if (prefill_ && tokens.size() > 1) {  // the layered prefill writes the same cache (it finishes before returning)
     MK_TRY(prefill_->set_cached(pos));
-    MK_TRY(prefill_->forward(tokens, pos, logits));
+    MK_TRY(logits.empty() ? prefill_->forward_on_device(tokens, pos) : prefill_->forward(tokens, pos, logits));
     last_logits_ = Logits::Prefill;
   } else {
     for (size_t i = 0; i < tokens.size(); ++i) MK_TRY(enqueue(tokens[i], pos + int(i), 1));
-    CUDA_CHECK(cudaMemcpyAsync(logits.data(), ws_ + schedule_.layout.logits, logits.size() * 4,
-                               cudaMemcpyDeviceToHost, stream_));
+    if (!logits.empty())
+      CUDA_CHECK(cudaMemcpyAsync(logits.data(), ws_ + schedule_.layout.logits, logits.size() * 4,
+                                 cudaMemcpyDeviceToHost, stream_));
     MK_TRY(check_error());
     last_logits_ = Logits::Own;
   }

@@ -92,6 +92,7 @@ class MegakernelBackend final : public Backend {
 
   const char* name() const override { return "megakernel"; }
   Status forward(std::span<const int32_t> tokens, int pos, std::span<float> logits) override;
+  Status forward_on_device(std::span<const int32_t> tokens, int pos) override;  // no copy of the logits to the host
   void truncate(int pos) override;
   int max_context() const override { return max_context_; }
   const ModelConfig& config() const override { return config_; }
@@ -114,6 +115,7 @@ class MegakernelBackend final : public Backend {
   bool can_decode_sample(const SamplingParams& p) const override;
   // The draw from the last forward's logits (Backend::sample_last): the layered prefill's after a prompt of several
   // tokens, the megakernel's workspace after a 1-token forward; drawn by the layered backend's sampler either way.
+  // Greedy: the layered prefill's argmax, or the megakernel's Argmax instruction's token.
   Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override;
   // Backend::decode_greedy_until / decode_sample_until: MAX_STEPS steps per launch. Stop ids are checked on the device
   // (isa.h StopIds, at most MAX_STOP_IDS): the launch's steps after the one that chose a stop id do not run, and the
@@ -184,6 +186,8 @@ class MegakernelBackend final : public Backend {
   // Steps a launch added to the protocol's counters (epoch, step barrier, claim counter): + n per launch in enqueue, and
   // - (steps that did not run) after a stop.
   void count_steps(int64_t n, bool lm_dyn);
+  // forward / forward_on_device: logits empty = left on the device.
+  Status run_forward(std::span<const int32_t> tokens, int pos, std::span<float> logits);
 
   ModelConfig config_;
   cuda::DeviceWeights weights_;

@@ -89,7 +89,14 @@ Expected<int> MegakernelBackend::decode_layered(int32_t token, int pos, const Sa
 }
 
 Expected<int32_t> MegakernelBackend::sample_last(const SamplingParams& p, uint64_t draw) {
-  if (!can_decode_sample(p)) return sample_params_error(p);
+  if (p.greedy() && p.repetition_penalty == 1.f) {
+    // The argmax the forward found: the layered prefill's, or the 1-token step's Argmax instruction's (put_token:
+    // tokens[step + 1], lowest id on ties).
+    if (last_logits_ == Logits::Prefill) return prefill_->sample_last(p, draw);
+    if (last_logits_ == Logits::Own) return cuda::drawn_token(stream_, tokens_ + 1, config_.n_vocab, "megakernel: sample_last");
+  } else if (!can_decode_sample(p)) {
+    return sample_params_error(p);
+  }
   switch (last_logits_) {
     case Logits::Prefill: return prefill_->sample_last(p, draw);
     case Logits::Own: {
