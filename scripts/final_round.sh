@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A session's closing round on the GPU machine: scripts/lead_round.sh on the new build (all GPU tests, the golden
 # models end to end on both GPU backends, `megakernel bench` 1B and 8B), memcheck on the tests of the session's new
-# paths ($SAN_FILTER), the device draws' decode speed of the base build against the new one in ABBA processes
-# (`--variants default,topk40,topp0.9`), and the engine's first token (scripts/ttft_probe.sh, lazy module loading), base then new.
+# paths ($SAN_FILTER), the decode speed of the base build against the new one in ABBA processes, greedy and with the
+# device draws (scripts/draws_ab.sh), and the engine's first token (scripts/ttft_probe.sh, lazy module loading), base then new.
 # Usage: scripts/final_round.sh NEW_BIN BASE_BIN   (logs under $OUT; summary last)
 set -u
 N=$1; BASE=$2
@@ -12,11 +12,7 @@ S="$OUT/summary.txt"; : > "$S"
 LD_LIBRARY_PATH="$N/lib" timeout 120 compute-sanitizer --tool memcheck "$N/test_gpu" \
   --gtest_filter="${SAN_FILTER:-SampleLast*:BackendPrefill*:Sample*}" > "$OUT/memcheck.log" 2>&1
 echo "memcheck exit $?: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)" >> "$S"
-for b in "$BASE" "$N" "$N" "$BASE"; do
-  echo "== $b" >> "$OUT/draws.txt"
-  LD_LIBRARY_PATH="$b/lib" timeout 60 "$b/megakernel" bench --shape llama-3.2-1b --backend layered --no-ceilings \
-    --prefill 32 --context 32 --repeats 3 --variants default,topk40,topp0.9 2>&1 | grep -E "decode ctx|prefill" >> "$OUT/draws.txt"
-done
+bash scripts/draws_ab.sh "$BASE" "$N" > "$OUT/draws.txt" 2>&1
 for b in "$BASE" "$N"; do echo "== $b"; bash scripts/ttft_probe.sh "$b" 2>&1 | grep LAZY; done > "$OUT/ttft.txt"
 tail -45 "$OUT/lead.txt"
 echo "================ sampled decode, base / new / new / base ================"; cat "$OUT/draws.txt"
