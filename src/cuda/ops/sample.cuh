@@ -94,7 +94,7 @@ __device__ inline int32_t block_walk(int owner, int fallback, double prefix, dou
 
 namespace mk::cuda {
 
-// Every thread of the block calls it (blockDim.x a multiple of 32, at most 1024; 1024 with top-k or top-p); all get the id, or -1 when no
+// Every thread of the block calls it (blockDim.x a multiple of 32, at most 1024); all get the id, or -1 when no
 // logit is finite (the host Sampler's -1). rule: temperature > 0, the others in their ranges (sampling.h).
 __device__ inline int32_t block_sample(const float* logits, int n_vocab, const SampleRule& rule, uint64_t seed,
                                        uint64_t draw) {

@@ -19,16 +19,15 @@ struct SampleRule {
   float min_p = 0.f;
 };
 
-// Radix levels of the top-k / top-p selection's histograms a draw may use (3 for top-k, 3 for top-p: digits of 11, 11
-// and 10 bits; sample_select.cuh), and the bins of the widest digit.
-constexpr int SAMPLE_SELECT_LEVELS = 6;
-constexpr int SAMPLE_SELECT_BINS = 2048;
+// Radix levels of the top-k / top-p selection's histograms a draw may use (4 for top-k, 4 for top-p; sample_select.cuh).
+constexpr int SAMPLE_SELECT_LEVELS = 8;
+constexpr int SAMPLE_SELECT_BINS = 256;
 constexpr int SAMPLE_SELECT_MAX_VOCAB = 1 << 20;  // the selection's fixed-point mass sums fit in 64 bits up to this
 
 // grid_sample's scratch (sample.cuh), all zero before the first draw (each draw leaves it so). part, kept: [blocks]
-// per-block weight sums and largest kept ids; counter: the draw's ticket; hist: [SAMPLE_SELECT_LEVELS][3]
-// [SAMPLE_SELECT_BINS] the selection's merged histograms (count, mass high and low words); barrier: the selection's grid
-// barrier; ties: [blocks] per-block counts of the candidates tied at the top-p boundary.
+// per-block weight sums and largest kept ids; counter: the draw's ticket; hist: [SAMPLE_SELECT_LEVELS][3][256] the
+// selection's merged histograms (count, mass high and low words); barrier: the selection's grid barrier; ties: [blocks]
+// per-block counts of the candidates tied at the top-p boundary.
 struct GridSampleScratch {
   double* part = nullptr;
   int* kept = nullptr;

@@ -4,11 +4,9 @@
 //   ascends as x descends. top-k keeps keys <= the k-th smallest key (ties kept); top-p, over what top-k kept, keeps
 //   the ranked prefix while the mass ranked before a candidate is < p * total. Both kept sets are "keys below a bound
 //   key, plus candidates at the bound key up to an id": KeepBound.
-//   Each bound is found by a radix descent over the keys, digits of 11, 11 and 10 bits (fewer levels: each costs a
-//   grid barrier and an L2 round trip or two, ~6 us whatever its work, RESULTS session 9): a histogram of the digit
-//   (count, and for top-p the mass exp(x)) over the candidates whose higher digits equal the prefix found so far,
-//   merged over the grid, then the digit where the running count / mass first reaches k / p * total. Three levels
-//   give the exact key;
+//   Each bound is found by a radix descent over the keys, 8 bits a level: a histogram of the digit (count, and for
+//   top-p the mass exp(x)) over the candidates whose higher digits equal the prefix found so far, merged over the
+//   grid, then the digit where the running count / mass first reaches k / p * total. Four levels give the exact key;
 //   among the candidates tied at top-p's key, the number kept follows from their equal weights, and the id of the last
 //   one from a walk in id order.
 //   Masses are summed in 104-bit fixed point (two 64-bit integer words): integer sums are exact and independent of
@@ -16,8 +14,7 @@
 //   add up exactly to the bin above them. They differ from the host's double sums by rounding only.
 // Included by sample.cuh after its block reductions (block_scan, block_min_max_i).
 // Grid: the blocks meet at a barrier per level (all of them must be resident at once: at most one block per SM of
-// 1024 threads); one block: no global memory. Blocks of 1024 threads: thread t owns bins 2t and 2t + 1.
-// Test: tests/gpu/test_ops_sample.cu.
+// 1024 threads); one block: no global memory. Test: tests/gpu/test_ops_sample.cu.
 #pragma once
 #include <climits>
 #include <cstdint>
@@ -64,16 +61,6 @@ struct KeepBound {
 
 struct Bin {
   u64 c, h, l;  // count, mass high and low words (no initialisers: SelectSmem lives in shared memory)
-};
-
-constexpr int N_LEVELS = 3;
-constexpr int BINS_PER_THREAD = 2;  // SAMPLE_SELECT_BINS over 1024 threads
-__device__ constexpr int LEVEL_SHIFT[N_LEVELS] = {21, 10, 0};
-__device__ constexpr int LEVEL_BITS[N_LEVELS] = {11, 11, 10};
-
-// A thread's bins 2t, 2t + 1.
-struct Bins {
-  Bin b[BINS_PER_THREAD];
 };
 
 // The selection's shared memory. The block histogram's 64-bit sums are pairs of 32-bit words (low, high) added with
@@ -149,12 +136,11 @@ __device__ inline void warp_hist_add(int digit, double w, bool by_mass, SelectSm
   }
 }
 
-// The grid's histogram of one level: the digit at `shift` (`bits` wide) of the keys <= lim whose digits above it
-// equal `prefix` (level 0: all keys). Thread t gets bins 2t and 2t + 1.
-__device__ inline Bins level_hist(SelectCtx& c, int level, uint32_t prefix, uint32_t lim, bool by_mass, SelectSmem& s) {
+// The grid's histogram of one level: the digit at `shift` of the keys <= lim whose digits above it equal `prefix`.
+// Thread t < 256 gets bin t; the others an empty bin.
+__device__ inline Bin level_hist(SelectCtx& c, int shift, uint32_t prefix, uint32_t lim, bool by_mass, SelectSmem& s) {
   const int tid = threadIdx.x, nt = blockDim.x;
-  const int shift = LEVEL_SHIFT[level], bits = LEVEL_BITS[level];
-  for (int b = tid; b < SAMPLE_SELECT_BINS; b += nt) s.cnt[b] = s.hi[b][0] = s.hi[b][1] = s.lo[b][0] = s.lo[b][1] = 0;
+  if (tid < SAMPLE_SELECT_BINS) s.cnt[tid] = s.hi[tid][0] = s.hi[tid][1] = s.lo[tid][0] = s.lo[tid][1] = 0;
   __syncthreads();
   const int rounds = (c.hi - c.lo + nt - 1) / nt;
   for (int r = 0; r < rounds; ++r) {  // the same count in every warp: the aggregation needs whole warps
@@ -164,38 +150,30 @@ __device__ inline Bins level_hist(SelectCtx& c, int level, uint32_t prefix, uint
     if (i < c.hi) {
       const float x = candidate(__ldg(c.logits + i), c.m, c.T);
       const uint32_t k = rank_key(x);
-      if (isfinite(x) && k <= lim && (level == 0 || (k >> (shift + bits)) == prefix)) {
-        digit = int((k >> shift) & ((1u << bits) - 1u));
+      if (isfinite(x) && k <= lim && (shift == 24 || (k >> (shift + 8)) == prefix)) {
+        digit = int((k >> shift) & 255u);
         if (by_mass) w = exp(double(x));
       }
     }
     warp_hist_add(digit, w, by_mass, s);
   }
   __syncthreads();
-  Bins out{};
+  Bin b{};
   if (c.G > 1) {
-    u64* g = c.sc.hist + size_t(c.n_levels++) * 3 * SAMPLE_SELECT_BINS;  // [3][BINS], zero until now
-    for (int b = tid; b < SAMPLE_SELECT_BINS; b += nt)
-      if (s.cnt[b]) {
-        atomicAdd(g + b, u64(s.cnt[b]));
-        if (by_mass)
-          atomicAdd(g + SAMPLE_SELECT_BINS + b, smem_word64(s.hi[b])),
-              atomicAdd(g + 2 * SAMPLE_SELECT_BINS + b, smem_word64(s.lo[b]));
-      }
+    u64* g = c.sc.hist + size_t(c.n_levels++) * 3 * SAMPLE_SELECT_BINS;  // [3][256], zero until now
+    if (tid < SAMPLE_SELECT_BINS && s.cnt[tid]) {
+      atomicAdd(g + tid, u64(s.cnt[tid]));
+      if (by_mass)
+        atomicAdd(g + SAMPLE_SELECT_BINS + tid, smem_word64(s.hi[tid])),
+            atomicAdd(g + 2 * SAMPLE_SELECT_BINS + tid, smem_word64(s.lo[tid]));
+    }
     grid_barrier(c.sc.barrier, c.G);
-#pragma unroll
-    for (int j = 0; j < BINS_PER_THREAD; ++j) {
-      const int b = BINS_PER_THREAD * tid + j;
-      out.b[j] = {__ldcg(g + b), __ldcg(g + SAMPLE_SELECT_BINS + b), __ldcg(g + 2 * SAMPLE_SELECT_BINS + b)};
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < BINS_PER_THREAD; ++j) {
-      const int b = BINS_PER_THREAD * tid + j;
-      out.b[j] = {s.cnt[b], smem_word64(s.hi[b]), smem_word64(s.lo[b])};
-    }
+    if (tid < SAMPLE_SELECT_BINS)
+      b = {__ldcg(g + tid), __ldcg(g + SAMPLE_SELECT_BINS + tid), __ldcg(g + 2 * SAMPLE_SELECT_BINS + tid)};
+  } else if (tid < SAMPLE_SELECT_BINS) {
+    b = {s.cnt[tid], smem_word64(s.hi[tid]), smem_word64(s.lo[tid])};
   }
-  return out;
+  return b;
 }
 
 // Exclusive scan of the bins in thread order; total: all of them. Every thread calls it.
@@ -222,29 +200,19 @@ __device__ inline Bin scan_bins(const Bin& v, Bin& total, SelectSmem& s) {
 __device__ inline Bin add(const Bin& a, const Bin& b) { return {a.c + b.c, a.h + b.h, a.l + b.l}; }
 
 // One level's choice: the first bin where the running count reaches `need` (by_mass: the running mass, as a double,
-// reaches `target`), counting from `before`; excl: the sum of the bins of the threads before this one. The chosen
-// bin's exclusive sum and its own bin go to s.sel_excl / s.sel_bin.
-__device__ inline int choose_bin(const Bins& v, const Bin& excl, const Bin& before, bool by_mass, u64 need,
+// reaches `target`), counting from `before`. Its exclusive sum and its own bin go to s.sel_excl / s.sel_bin.
+__device__ inline int choose_bin(const Bin& v, const Bin& excl, const Bin& before, bool by_mass, u64 need,
                                  double target, SelectSmem& s, int* s_i) {
   const int tid = threadIdx.x;
-  Bin e[BINS_PER_THREAD];  // each bin's exclusive sum
-  int cross = SAMPLE_SELECT_BINS, last = -1;
-  Bin run = excl;
-#pragma unroll
-  for (int j = 0; j < BINS_PER_THREAD; ++j) {
-    e[j] = run;
-    if (v.b[j].c > 0) {
-      const Bin a = add(before, run), z = add(a, v.b[j]);
-      const bool hit = by_mass ? mass_value(a.h, a.l) < target && mass_value(z.h, z.l) >= target
-                               : a.c < need && z.c >= need;
-      if (hit && cross == SAMPLE_SELECT_BINS) cross = BINS_PER_THREAD * tid + j;
-      last = BINS_PER_THREAD * tid + j;
-    }
-    run = add(run, v.b[j]);
+  bool cross = false;
+  if (tid < SAMPLE_SELECT_BINS && v.c > 0) {
+    const Bin a = add(before, excl), z = add(a, v);
+    cross = by_mass ? mass_value(a.h, a.l) < target && mass_value(z.h, z.l) >= target : a.c < need && z.c >= need;
   }
-  int d = block_min_max_i(cross, false, s_i);
-  if (d == SAMPLE_SELECT_BINS) d = max(0, block_min_max_i(last, true, s_i));  // not reached (rounding): the last non-empty bin
-  if (d / BINS_PER_THREAD == tid) s.sel_excl = e[d % BINS_PER_THREAD], s.sel_bin = v.b[d % BINS_PER_THREAD];
+  int d = block_min_max_i(cross ? tid : SAMPLE_SELECT_BINS, false, s_i);
+  if (d == SAMPLE_SELECT_BINS)  // not reached (rounding): the last non-empty bin
+    d = block_min_max_i(tid < SAMPLE_SELECT_BINS && v.c > 0 ? tid : 0, true, s_i);
+  if (tid == d) s.sel_excl = excl, s.sel_bin = v;
   __syncthreads();
   return d;
 }
@@ -256,20 +224,18 @@ __device__ inline uint32_t descend(SelectCtx& c, uint32_t lim, bool by_mass, u64
                                    double& target, SelectSmem& s, int* s_i) {
   uint32_t prefix = 0;
   before = Bin{};
-  for (int level = 0; level < N_LEVELS; ++level) {
-    const Bins v = level_hist(c, level, prefix, lim, by_mass, s);
-    Bin mine{}, total{};
-#pragma unroll
-    for (int j = 0; j < BINS_PER_THREAD; ++j) mine = add(mine, v.b[j]);
-    const Bin excl = scan_bins(mine, total, s);
-    if (level == 0) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    const Bin v = level_hist(c, shift, prefix, lim, by_mass, s);
+    Bin total{};
+    const Bin excl = scan_bins(v, total, s);
+    if (shift == 24) {
       if (!by_mass && need >= total.c) return 0xffffffffu;  // host: k >= the number of candidates keeps all
       target = by_mass ? double(p) * mass_value(total.h, total.l) : 0.0;
     }
     const int d = choose_bin(v, excl, before, by_mass, need, target, s, s_i);
     before = add(before, s.sel_excl);
     at = s.sel_bin;
-    prefix = (prefix << LEVEL_BITS[level]) | uint32_t(d);
+    prefix = (prefix << 8) | uint32_t(d);
   }
   return prefix;
 }
