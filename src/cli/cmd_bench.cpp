@@ -238,7 +238,8 @@ Expected<json> bench_one(const BenchOptions& o, const std::string& what, const M
     for (auto& p : t->prefill) {
       j["prefill"].push_back({{"tokens", p.n_tokens}, {"ms", p.ms}, {"eager_ms", p.eager_ms},
                               {"tokens_per_s", p.n_tokens / (p.ms * 1e-3)}});
-      std::fprintf(human(o), "  prefill %5d tokens      %9.3f ms   %9.0f tokens/s   (first use of the length: %.3f ms)\n",
+      std::fprintf(human(o),
+                   "  prefill %5d tokens      %9.3f ms   %9.0f tokens/s   (first use of the length: %.3f ms)\n",
                    p.n_tokens, p.ms, p.n_tokens / (p.ms * 1e-3), p.eager_ms);
     }
     for (auto& d : t->decode) print_decode(o, j, name, d, read_tbps);

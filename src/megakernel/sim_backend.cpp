@@ -46,8 +46,8 @@ class SimBackend final : public Backend {
       return make_error("megakernel-sim backend: sample_last takes greedy parameters or a temperature and min-p");
     if (last_logits_.empty()) return make_error("megakernel-sim backend: sample_last before any forward");
     const int n = int(last_logits_.size());
-    const int32_t id = greedy ? cpu::argmax(last_logits_.data(), n)
-                              : sample_draw(last_logits_.data(), n, SampleParams{p.temperature, p.min_p, p.seed, 0}, draw);
+    const SampleParams sp{p.temperature, p.min_p, p.seed, 0};
+    const int32_t id = greedy ? cpu::argmax(last_logits_.data(), n) : sample_draw(last_logits_.data(), n, sp, draw);
     if (id < 0) return make_error("megakernel-sim backend: no finite logit to draw from");
     return id;
   }

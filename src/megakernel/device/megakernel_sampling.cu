@@ -93,7 +93,8 @@ Expected<int32_t> MegakernelBackend::sample_last(const SamplingParams& p, uint64
     // The argmax the forward found: the layered prefill's, or the 1-token step's Argmax instruction's (put_token:
     // tokens[step + 1], lowest id on ties).
     if (last_logits_ == Logits::Prefill) return prefill_->sample_last(p, draw);
-    if (last_logits_ == Logits::Own) return cuda::drawn_token(stream_, tokens_ + 1, config_.n_vocab, "megakernel: sample_last");
+    if (last_logits_ == Logits::Own)
+      return cuda::drawn_token(stream_, tokens_ + 1, config_.n_vocab, "megakernel: sample_last");
   } else if (!can_decode_sample(p)) {
     return sample_params_error(p);
   }
