@@ -11,9 +11,20 @@
 
 #include "core/dtype.h"
 #include "cuda/common/cuda_check.h"
+#include "megakernel/config.h"
 #include "model/weights.h"
 
 namespace mk::gpu_test {
+
+// A random test model's shape for the backend tests: family, head dim, q / kv heads, tied LM head, vocabulary, and
+// the checkpoint dtype of its weights (each test builds its ModelConfig from it).
+struct ModelCase {
+  Family f;
+  int D, n_head, n_kv;
+  bool tied;
+  int vocab;
+  DType dtype;
+};
 
 template <class T>
 struct DeviceArray {

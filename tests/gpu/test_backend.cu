@@ -101,19 +101,12 @@ void expect_qkv_path(const ModelConfig& c, bool fused, F&& f) {
 }
 
 TEST(Backend, RandomModelsMatchCpu) {
-  struct Case {
-    Family f;
-    int D, n_head, n_kv;
-    bool tied;
-    int vocab;
-    DType dtype;
-  };
-  for (const Case& c : {Case{Family::Llama, 64, 4, 2, true, 1001, DType::BF16},
-                        Case{Family::Llama, 32, 4, 4, false, 512, DType::BF16},
-                        Case{Family::Qwen2, 64, 6, 2, false, 999, DType::BF16},
-                        Case{Family::Qwen3, 128, 4, 1, true, 768, DType::BF16},
-                        Case{Family::Qwen3, 64, 8, 2, false, 640, DType::BF16},
-                        Case{Family::Llama, 64, 2, 1, false, 300, DType::F32}}) {
+  for (const ModelCase& c : {ModelCase{Family::Llama, 64, 4, 2, true, 1001, DType::BF16},
+                             ModelCase{Family::Llama, 32, 4, 4, false, 512, DType::BF16},
+                             ModelCase{Family::Qwen2, 64, 6, 2, false, 999, DType::BF16},
+                             ModelCase{Family::Qwen3, 128, 4, 1, true, 768, DType::BF16},
+                             ModelCase{Family::Qwen3, 64, 8, 2, false, 640, DType::BF16},
+                             ModelCase{Family::Llama, 64, 2, 1, false, 300, DType::F32}}) {
     ModelConfig cfg = small_config(c.f, c.D, c.n_head, c.n_kv, c.tied, c.vocab);
     SCOPED_TRACE(cat(cfg.architecture, " D ", c.D, " heads ", c.n_head, "/", c.n_kv, c.tied ? " tied" : "", " vocab ",
                      c.vocab, " ", dtype_name(c.dtype)));

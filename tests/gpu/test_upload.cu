@@ -92,22 +92,15 @@ void expect_layout(const Model& m, const cuda::DeviceWeights& d, bool pair) {
 }
 
 TEST(Upload, StagedEqualsPageable) {
-  struct Case {
-    Family f;
-    int D, n_head, n_kv;
-    bool tied;
-    int vocab;
-    DType dtype;
-  };
   struct Ring {
     int n;
     size_t bytes;
   };
-  for (const Case& k : {Case{Family::Llama, 64, 4, 2, true, 1001, DType::BF16},
-                        Case{Family::Llama, 32, 6, 2, false, 515, DType::F16},
-                        Case{Family::Qwen2, 64, 6, 2, false, 999, DType::F32},
-                        Case{Family::Qwen3, 128, 4, 1, true, 768, DType::BF16},
-                        Case{Family::Llama, 64, 4, 2, false, 40000, DType::BF16}}) {
+  for (const ModelCase& k : {ModelCase{Family::Llama, 64, 4, 2, true, 1001, DType::BF16},
+                             ModelCase{Family::Llama, 32, 6, 2, false, 515, DType::F16},
+                             ModelCase{Family::Qwen2, 64, 6, 2, false, 999, DType::F32},
+                             ModelCase{Family::Qwen3, 128, 4, 1, true, 768, DType::BF16},
+                             ModelCase{Family::Llama, 64, 4, 2, false, 40000, DType::BF16}}) {
     ModelConfig cfg = upload_config(k.f, k.D, k.n_head, k.n_kv, k.tied, k.vocab);
     Model m = make_random_model(cfg, k.dtype, 7 + k.vocab);
     for (bool pair : {false, true}) {

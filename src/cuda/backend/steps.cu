@@ -96,6 +96,20 @@ __global__ void __launch_bounds__(1024) finish_step_grid_kernel(StepState* st, i
   stop_prefetch_share(stop);  // after the step's work: the next step waits for this block, not for the L2
 }
 
+// What `enqueue` puts on `stream`, captured, instantiated and uploaded (so that its first replay costs no more than
+// the next). Relaxed mode: the first launch of a kernel variant sets its attributes, which is not a stream operation.
+template <class Enqueue>
+Status capture_graph(cudaStream_t stream, const char* what, cudaGraphExec_t* out, Enqueue&& enqueue) {
+  MK_TRY(cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cat("capturing ", what).c_str()));
+  enqueue();
+  cudaGraph_t g = nullptr;
+  MK_TRY(cuda_status(cudaStreamEndCapture(stream, &g), cat("capturing ", what).c_str()));
+  const cudaError_t err = cudaGraphInstantiate(out, g, 0);
+  cudaGraphDestroy(g);
+  MK_TRY(cuda_status(err, cat("instantiating ", what).c_str()));
+  return cuda_status(cudaGraphUpload(*out, stream), cat("uploading ", what).c_str());
+}
+
 }  // namespace
 
 #ifdef MK_ATTENTION_LIB
@@ -304,15 +318,8 @@ Status CudaBackend::run_prefill_chunk(int T, bool logits) {
 }
 
 Status CudaBackend::capture_prefill(int T, bool logits, cudaGraphExec_t* out) {
-  // Relaxed, as the decode capture: first launches of a kernel set its attributes (not stream operations).
-  MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing a prefill graph"));
-  enqueue_prefill_chunk(Stream(stream_, opt_.pdl), T, logits);
-  cudaGraph_t g = nullptr;
-  MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing a prefill graph"));
-  cudaError_t err = cudaGraphInstantiate(out, g, 0);
-  cudaGraphDestroy(g);
-  MK_TRY(cuda_status(err, "instantiating a prefill graph"));
-  return cuda_status(cudaGraphUpload(*out, stream_), "uploading a prefill graph");
+  return capture_graph(stream_, "a prefill graph", out,
+                       [&] { enqueue_prefill_chunk(Stream(stream_, opt_.pdl), T, logits); });
 }
 
 Status CudaBackend::ensure_graph() {
@@ -325,16 +332,9 @@ Status CudaBackend::ensure_graph() {
 }
 
 Status CudaBackend::capture_steps(int n_steps, int n_split, cudaGraphExec_t* out) {
-  // Relaxed: the first launch of each kernel variant sets its attributes (not a stream operation).
-  MK_TRY(cuda_status(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "capturing the decode graph"));
-  for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl), n_split);
-  cudaGraph_t g = nullptr;
-  MK_TRY(cuda_status(cudaStreamEndCapture(stream_, &g), "capturing the decode graph"));
-  cudaError_t err = cudaGraphInstantiate(out, g, 0);
-  cudaGraphDestroy(g);
-  MK_TRY(cuda_status(err, "instantiating the decode graph"));
-  // Uploaded now, so that a variant's first replay (when the sequence outgrows the previous one) costs no more.
-  return cuda_status(cudaGraphUpload(*out, stream_), "uploading the decode graph");
+  return capture_graph(stream_, "the decode graph", out, [&] {
+    for (int i = 0; i < n_steps; ++i) enqueue_decode(Stream(stream_, opt_.pdl), n_split);
+  });
 }
 
 // Any variant is correct for any sequence (the decode kernel splits the actual length); the choice is speed only.

@@ -89,18 +89,13 @@ Expected<int> MegakernelBackend::decode_layered(int32_t token, int pos, const Sa
 }
 
 Expected<int32_t> MegakernelBackend::sample_last(const SamplingParams& p, uint64_t draw) {
-  if (p.greedy() && p.repetition_penalty == 1.f) {
-    // The argmax the forward found: the layered prefill's, or the 1-token step's Argmax instruction's (put_token:
-    // tokens[step + 1], lowest id on ties).
-    if (last_logits_ == Logits::Prefill) return prefill_->sample_last(p, draw);
-    if (last_logits_ == Logits::Own)
-      return cuda::drawn_token(stream_, tokens_ + 1, config_.n_vocab, "megakernel: sample_last");
-  } else if (!can_decode_sample(p)) {
-    return sample_params_error(p);
-  }
+  const bool greedy = p.greedy() && p.repetition_penalty == 1.f;
+  if (!greedy && !can_decode_sample(p)) return sample_params_error(p);
   switch (last_logits_) {
-    case Logits::Prefill: return prefill_->sample_last(p, draw);
+    case Logits::Prefill: return prefill_->sample_last(p, draw);  // greedy too: the layered prefill's argmax
     case Logits::Own: {
+      // Greedy: the 1-token step's Argmax instruction already chose (put_token: tokens[step + 1], lowest id on ties).
+      if (greedy) return cuda::drawn_token(stream_, tokens_ + 1, config_.n_vocab, "megakernel: sample_last");
       const float* logits = ws_ + schedule_.layout.logits;  // written by the last launch (forward synchronised it)
       if (prefill_) return prefill_->sample_logits(logits, p, draw);
       // No layered backend: a temperature / min-p draw (draws_in_argmax) by the allocating launcher.
