@@ -277,6 +277,10 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   }
   __syncthreads();
   const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
+  // decode_combine 4 (never with CL; launch_decode keeps it to one-wave grids): the last used split combines;
+  // its own partial stays in shared memory (s_part, as CL's).
+  const bool flags = !CL && (p.combine & 4);
+  const bool designated = flags && split == n_used - 1;
   for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
     const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     float mx = -INFINITY;
@@ -302,7 +306,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
     if (n_used == 1) {  // the only split: final output
       store_bf16x4(p.out + (head0 + i) * D + d, acc);
       if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
-    } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
+    } else if (CL || designated) {  // this split's partial, kept on chip: [HROWS][D] f32 + [HROWS] LSE
       float* s_part = s_o + W * HROWS * D;
       *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
       if (d == 0) s_part[HROWS * D + i] = lse2;
@@ -338,29 +342,74 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
 
   // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
   TR_STAMP(3);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
-  __syncthreads();
+  const int64_t chunk = int64_t(b) * gridDim.y + blockIdx.y;
+  if (flags) {
+    unsigned* fl = p.split_flags + chunk * p.n_split;
+    if (!designated) {
+      // The barrier orders every thread's partial stores before thread 0's release (cumulative): the combiner's
+      // acquire of the flag makes them visible. No atomic: the CTA leaves without a round trip's wait.
+      __syncthreads();
+      if (threadIdx.x == 0) st_release_u32(fl + split, FLAG_SET);
+      TR_STAMP(4);
+      TR_STAMP(5);
+      TR_STORE(0);
+      return;
+    }
+    wait_split_flags(fl, n_used - 1);
+    __syncthreads();  // every thread's partial loads below come after the acquires
+  } else if (p.combine & 2) {
+    __syncthreads();  // the partial stores before thread 0's release; its acquire before the loads below
+    if (threadIdx.x == 0) s_last = arrive_last_acq_rel(p.counters + chunk, unsigned(n_used));
+    __syncthreads();
+  } else {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = arrive_last(p.counters + chunk, unsigned(n_used));
+    __syncthreads();
+  }
   TR_STAMP(4);
-  if (!s_last) {
+  if (!flags && !s_last) {
     TR_STAMP(5);
     TR_STORE(0);
     return;
   }
-  __threadfence();
-  // One pass per (head, 4 dims) with a running max, so that every split's loads are independent (in flight
-  // together, 8 per unrolled step) instead of the LSEs first and the outputs after.
+  if (!flags && !(p.combine & 2)) __threadfence();
+  // One pass per (head, 4 dims) with a running max, so that every split's loads are independent instead of the
+  // LSEs first and the outputs after: 8 splits in flight per unrolled step, or (combine 1) up to 16 splits'
+  // loads issued before the first merge. The designated combiner (combine 4) merges its own partial last, from
+  // shared memory: the split order, hence the bits, of the counter combine.
+  const int n_ws = designated ? n_used - 1 : n_used;  // partials read from the workspace
+  const float* s_part = reinterpret_cast<const float*>(smem_raw) + W * HROWS * D;
   for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
     const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     const int64_t row0 = (head0 + i) * p.n_split;
     float m = -INFINITY, sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p.combine & 1) {
+      for (int sp0 = 0; sp0 < n_ws; sp0 += 16) {
+        float l[16];
+        float4 v[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          l[j] = -INFINITY;
+          v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (sp0 + j < n_ws) {
+            l[j] = __ldcg(p.lse_part + row0 + sp0 + j);
+            v[j] = __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp0 + j) * D + d));
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 16; ++j) merge_split(l[j], v[j], m, sum, acc);
+      }
+    } else {
 #pragma unroll 8
-    for (int sp = 0; sp < n_used; ++sp) {
-      merge_split(__ldcg(p.lse_part + row0 + sp), __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)),
-                  m, sum, acc);
+      for (int sp = 0; sp < n_ws; ++sp) {
+        merge_split(__ldcg(p.lse_part + row0 + sp),
+                    __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)), m, sum, acc);
+      }
     }
+    if (designated)
+      merge_split(s_part[HROWS * D + i], *reinterpret_cast<const float4*>(s_part + i * D + d), m, sum, acc);
     store_merged<D>(p, head0 + i, d, m, sum, acc);
   }
   TR_STAMP(5);
