@@ -22,28 +22,25 @@
 
 namespace mk::cuda::attn {
 
+constexpr int HOP_BN = 128;  // keys per K/V tile
+constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes measured 6-10% slower: RESULTS.md, session 12)
+
 #ifndef MK_ATTN_Q_IN_REGS_D128
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
 #endif
-// Measurement switches for an A/B build (bench/attention_build.sh ATTN_CARRY, RESULTS.md session 12):
-// MK_ATTN_BN176 = 1: every head dim 128 launch on 176-key tiles; MK_ATTN_KV_BOX_ROWS: rows per K/V TMA box of
-// the 128-key tiles (64; 16 to time small boxes).
-#ifndef MK_ATTN_BN176
-#define MK_ATTN_BN176 0
+// Measurement switches for A/B builds (RESULTS.md, session 12): the producer reads the next tile's block-table
+// entries one tile ahead (1) or just before the tile (0); K/V ring stages at head dim 64.
+#ifndef MK_ATTN_ROW_AHEAD
+#define MK_ATTN_ROW_AHEAD 1
 #endif
-#ifndef MK_ATTN_KV_BOX_ROWS
-#define MK_ATTN_KV_BOX_ROWS 64
-#endif
-#ifndef MK_ATTN_LEAN_D128  // 1: head dim 128 without the polynomial on the lean 128-key instance
-#define MK_ATTN_LEAN_D128 0
+#ifndef MK_ATTN_STAGES_D64
+#define MK_ATTN_STAGES_D64 4
 #endif
 
-// Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups, keys per tile)
-// instance.
-template <int D, int NWG, int BN_ = 128>
+// Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
+template <int D, int NWG>
 struct HopperCfg {
   static constexpr int BM = 64 * NWG;              // query rows per CTA (64 per consumer warpgroup)
-  static constexpr int BN = BN_;                   // keys per K/V tile
   static constexpr int THREADS = 128 * (NWG + 1);
   static constexpr int CONSUMER_WARPS = 4 * NWG;
   // Registers per thread after setmaxnreg: the producer warpgroup gives its share to the consumers
@@ -52,21 +49,14 @@ struct HopperCfg {
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
   static_assert(128 * PRODUCER_REGS + 128 * NWG * CONSUMER_REGS <= 65536, "register file budget");
   static_assert(NWG == 2 || NWG == 3, "2 or 3 consumer warpgroups (named barriers 1..NWG)");
-  static_assert(BN == 128 || (BN == 176 && D == 128 && NWG == 2), "128-key tiles, or 176 at head dim 128");
-  // Rows per K/V TMA box: a box never crosses a KV page (block sizes are multiples of 64, tiles start at
-  // multiples of BN, and BN is a multiple of CH).
-  static constexpr int CH = BN == 128 ? MK_ATTN_KV_BOX_ROWS : 16;
-  static_assert(BN % CH == 0 && 64 % CH == 0 && BN / CH <= 32, "whole boxes per tile, one producer lane each");
-  // 176-key tiles: 2 stages (3 x 2 x 44 KB would not fit beside Q).
-  static constexpr int STAGES = BN == 176 ? 2 : D == 64 ? 4 : 3;
+  static constexpr int STAGES = D == 64 ? MK_ATTN_STAGES_D64 : 3;
   // S = Q K^T as an RS wgmma with this warpgroup's Q rows in registers (32 per thread at D=128), instead of SS
   // (Q re-read from shared memory by every Q K^T): cuts the shared-memory reads of Q K^T by a third. Measured
-  // on the H200 (same call, ABBA): D=128 non-causal +2.6% (576 -> 591 TFLOP/s), causal within noise. Not with
-  // 176-key tiles: S, O and P take 196 registers there.
-  static constexpr bool Q_IN_REGS = MK_ATTN_Q_IN_REGS_D128 && D == 128 && BN == 128;
+  // on the H200 (same call, ABBA): D=128 non-causal +2.6% (576 -> 591 TFLOP/s), causal within noise.
+  static constexpr bool Q_IN_REGS = MK_ATTN_Q_IN_REGS_D128 && D == 128;
   static constexpr int ATOMS = D / 64;                     // 64-column (128-byte) swizzle atoms per row
   static constexpr int Q_BYTES = BM * D * 2;               // [ATOMS][BM rows][128 B]
-  static constexpr int KV_BYTES = BN * D * 2;              // [ATOMS][BN rows][128 B]
+  static constexpr int KV_BYTES = HOP_BN * D * 2;          // [ATOMS][128 rows][128 B]
   static constexpr int Q_OFF = 0;
   static constexpr int K_OFF = Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
@@ -76,26 +66,26 @@ struct HopperCfg {
   static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "swizzle atoms must stay 1024-byte aligned");
 };
 
-// Pool row of the first key of this lane's CH-row box of the K/V tile at key n0 (lanes < BN / CH), or -1 where
-// the box is not whole inside kv_len (the warp copies it). The lanes read the block table at once, one entry
-// each, and the row serves the K and the V tile (lane 0 reading one entry per box, serially, twice per tile,
-// was the producer of the 176-key build that measured 2.8x slower: RESULTS.md, session 12).
-template <int BN, int CH>
+// Pool row of the first key of this lane's HOP_BOX-row box of the K/V tile at key n0 (lanes < HOP_BN / HOP_BOX;
+// a box never crosses a KV page: block sizes are multiples of 64), or -1 where the box is not whole inside kv_len
+// (the warp copies it). The lanes read the block table at once, one entry each, and the row serves the K and the
+// V tile. (Lane 0 reading one entry per box after an integer division, serially, for K and again for V, cost
+// 4-5% at 128-key tiles and made 176-key tiles in 16-row boxes 2.8x slower: RESULTS.md, session 12.)
 __device__ __forceinline__ int box_row(const PrefillParams& p, const int32_t* bt_row, int n0, int kv_len, int lane) {
-  const int pos0 = n0 + lane * CH;
-  if (lane >= BN / CH || pos0 + CH > kv_len) return -1;
+  const int pos0 = n0 + lane * HOP_BOX;
+  if (lane >= HOP_BN / HOP_BOX || pos0 + HOP_BOX > kv_len) return -1;
   return bt_row[pos0 / p.block_size] * p.block_size + pos0 % p.block_size;
 }
 
-// Producer warp: fills one [ATOMS][BN][64] tile of K or V for keys [n0, n0 + BN), n0 < kv_len. Whole CH-row
+// Producer warp: fills one [ATOMS][128][64] tile of K or V for keys [n0, n0 + 128), n0 < kv_len. Whole 64-row
 // boxes go by TMA, each issued by its lane (row from box_row); in the sequence's last tile, the partial and
 // empty boxes are copied by the warp's lanes (rows past kv_len zero-filled, so that stale pool memory, possibly
 // NaN, never meets a zero probability) in the TMA's 128-byte swizzle, then made visible to the async proxy.
-template <int D, int BN, int CH>
+template <int D>
 __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const CUtensorMap* map, const bf16* pool,
                                              const PrefillParams& p, const int32_t* bt_row, int hk, int n0,
                                              int kv_len, int row, int lane) {
-  constexpr int ATOMS = D / 64;
+  constexpr int ATOMS = D / 64, BN = HOP_BN, CH = HOP_BOX;
   uint32_t bytes = BN * 128 * ATOMS;
   if (n0 + BN > kv_len) {
     const int n_whole = (kv_len - n0) / CH;  // boxes by TMA; the others are copied
@@ -150,12 +140,12 @@ __device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int& m
   b = u / p.n_head;
 }
 
-template <int D, int NWG, bool POLY, int BN>
-__global__ void __launch_bounds__(HopperCfg<D, NWG, BN>::THREADS, 1)
+template <int D, int NWG, bool POLY>
+__global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     prefill_hopper_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                           const __grid_constant__ CUtensorMap tmap_v, const PrefillParams p) {
-  using L = HopperCfg<D, NWG, BN>;
-  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS, BM = L::BM, CH = L::CH;
+  using L = HopperCfg<D, NWG>;
+  constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS, BM = L::BM, BN = HOP_BN;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   bf16* s_q = reinterpret_cast<bf16*>(smem + L::Q_OFF);
@@ -207,16 +197,21 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG, BN>::THREADS, 1)
             tma_load_3d(reinterpret_cast<char*>(s_q) + a * BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
                         q0 + m0 + c * 64);
       }
+      // This lane's box row of the tile (box_row); with MK_ATTN_ROW_AHEAD the next tile's block-table read is in
+      // flight while this tile waits for its ring slots.
+      int row = box_row(p, bt_row, 0, kv_len, lane);
 #pragma unroll 1
       for (int it = 0; it < n_tiles; ++it) {
         const int st = it % STAGES;
         const uint32_t ph = (it / STAGES) & 1;
         const int n0 = it * BN;
-        const int row = box_row<BN, CH>(p, bt_row, n0, kv_len, lane);  // read in flight during the waits
+        if (!MK_ATTN_ROW_AHEAD) row = box_row(p, bt_row, n0, kv_len, lane);
+        const int row_next = MK_ATTN_ROW_AHEAD && it + 1 < n_tiles ? box_row(p, bt_row, n0 + BN, kv_len, lane) : -1;
         mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
-        produce_tile<D, BN, CH>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
+        produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
         mbar_wait(&v_empty[st], ph ^ 1);
-        produce_tile<D, BN, CH>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, n0, kv_len, row, lane);
+        produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, n0, kv_len, row, lane);
+        row = row_next;
       }
     }
     return;
@@ -284,8 +279,6 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG, BN>::THREADS, 1)
       const uint32_t koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
       if constexpr (L::Q_IN_REGS)
         wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
-      else if constexpr (BN == 176)
-        wgmma_m64n176k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
       else
         wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
     }
@@ -405,42 +398,35 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG, BN>::THREADS, 1)
   store_out_rows<D, DT>(p.out, p.lse, p.n_head, o, m_run, l_run, row_in_seq, q_len, q0, h, t);
 }
 
-template <int D, int NWG, bool POLY, int BN>
+template <int D, int NWG, bool POLY>
 cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  using L = HopperCfg<D, NWG, BN>;
+  using L = HopperCfg<D, NWG>;
   CUtensorMap mq, mk, mv;
   cudaError_t e = make_tensor_map_3d(&mq, p.q, D, p.n_head, total_q);
-  if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows, L::CH);
-  if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows, L::CH);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows, HOP_BOX);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows, HOP_BOX);
   if (e != cudaSuccess) return e;
   static bool attr_set = false;  // raise the dynamic shared-memory limit once per process (per instance)
   if (!attr_set) {
-    e = cudaFuncSetAttribute(prefill_hopper_kernel<D, NWG, POLY, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(prefill_hopper_kernel<D, NWG, POLY>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              L::BYTES);
     if (e != cudaSuccess) return e;
     attr_set = true;
   }
   const int64_t n_ctas = int64_t((p.max_seqlen_q + L::BM - 1) / L::BM) * p.n_head * p.batch;
   if (n_ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  prefill_hopper_kernel<D, NWG, POLY, BN><<<unsigned(n_ctas), L::THREADS, L::BYTES, s>>>(mq, mk, mv, p);
+  prefill_hopper_kernel<D, NWG, POLY><<<unsigned(n_ctas), L::THREADS, L::BYTES, s>>>(mq, mk, mv, p);
   return cudaGetLastError();
 }
 
-// Instance for the FA-4 (a) setting. Head dim 64: the lean instance (no polynomial variants) when no fraction
-// is asked for; head dim 128 runs the POLY = true instance (with the fraction 0 at run time): in one call on the
-// H200 the lean instance measured +1.5% causal at 64 but -2.5% non-causal at 128 (RESULTS, round 5).
-// MK_ATTN_BN176 (measurement build): head dim 128 without the polynomial on the lean 176-key instance, for
-// non-causal launches (1) or all (2).
+// Instance for the FA-4 (a) setting: the lean instance (no polynomial variants, a smaller loop) when no fraction
+// is asked for, else the POLY = true instance. (Head dim 128 ran the POLY = true instance with the fraction 0
+// until session 12, from one round-5 call where lean measured -2.5%; with the lane-parallel producer lean measured
+// +1.8% non-causal, causal within noise: RESULTS.md, session 12.)
 template <int D, int NWG>
 cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  if constexpr (D == 128 && MK_ATTN_BN176 != 0) {
-    if (p.n_poly == 0 && (MK_ATTN_BN176 == 2 || !p.causal))
-      return launch_prefill_hopper_inst<D, NWG, false, 176>(p, total_q, pool_rows, s);
-  }
-  if constexpr (D == 64 || MK_ATTN_LEAN_D128) {
-    if (p.n_poly == 0) return launch_prefill_hopper_inst<D, NWG, false, 128>(p, total_q, pool_rows, s);
-  }
-  return launch_prefill_hopper_inst<D, NWG, true, 128>(p, total_q, pool_rows, s);
+  if (p.n_poly == 0) return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
+  return launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s);
 }
 
 }  // namespace mk::cuda::attn

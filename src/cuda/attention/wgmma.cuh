@@ -1,6 +1,6 @@
 // Thin inline-PTX wrappers of the Hopper warpgroup MMA (wgmma) and shared-memory matrix descriptors used by the
-// FA3-style prefill kernel (generated shapes only: m64n128k16 SS or RS (K-major B) or m64n176k16 SS for S = Q K^T,
-// m64n{64,128}k16 RS for O += P V).
+// FA3-style prefill kernel (generated shapes only: m64n128k16 SS or RS (K-major B) for S = Q K^T, m64n{64,128}k16
+// RS for O += P V).
 // Accumulator layout per warp w of the warpgroup (rows 16w..16w+15), per 8-column chunk j: d[j][0..1] =
 // (row g, cols 8j+2t..+1), d[j][2..3] = (row g+8, same cols), g = lane/4, t = lane%4 -- the mma.sync m16n8
 // layout, so the softmax code is shared with the FA2 kernel.
@@ -43,17 +43,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t 
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
       : MK_WGMMA_D16(d)
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
-// D[64x176] (+)= A[64x16] (smem, K-major) * B[16x176] (smem, K-major: stored [176][16]); scale_d = 0 overwrites
-// (S = Q K^T over 176-key tiles).
-__device__ __forceinline__ void wgmma_m64n176k16_ss(float (&d)[22][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}, %88, %89, p, 1, 1, 0, 0;\n}\n"
-      : MK_WGMMA_D16(d), MK_WGMMA_D4(d, 16), MK_WGMMA_D4(d, 17), MK_WGMMA_D4(d, 18), MK_WGMMA_D4(d, 19),
-        MK_WGMMA_D4(d, 20), MK_WGMMA_D4(d, 21)
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
