@@ -472,8 +472,8 @@ void decode_tma_table() {
 }
 
 // 'deccomb': the split combine (AttentionOptions::decode_combine: 1 = all partial loads in flight, 2 = one
-// acquire-release arrival, 4 = designated combiner with per-split flags) under the early contract against its
-// default, in one process, in mirrored order (then 5 with 3 / 1 ring stages before the wait).
+// acquire-release arrival, 4 = designated combiner with per-split flags, 8 = the last ticket combines) under the
+// early contract, in one process, in mirrored order (then 9 with 3 ring stages before the wait, and 5).
 cuda::AttentionOptions comb_opts(bool early, int combine, int stages = 0) {
   cuda::AttentionOptions o = v6_opts(early, stages);
   o.decode_combine = combine;
@@ -482,30 +482,28 @@ cuda::AttentionOptions comb_opts(bool early, int combine, int stages = 0) {
 
 void decode_comb_table() {
   const double ceiling = decode_read_ceiling();
-  const int order[] = {0, 1, 2, 5, 7, 7, 5, 2, 1, 0};
+  const int order[] = {0, 2, 3, 9, 8, 8, 9, 3, 2, 0};
   for_each_variant_shape([&](DecodeSetup& st, int batch) {
     if (batch == 64) {  // one split: no combine runs, whatever the mode (a check that nothing else changed)
-      for (int c : {0, 5, 5, 0}) decode_time(st, true, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);
+      for (int c : {0, 2, 9, 9, 2, 0}) decode_time(st, true, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);
       return;
     }
     for (int c : order) decode_time(st, true, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);
-    decode_time(st, true, comb_opts(true, 5, 3), "early_c5_s3", ceiling);
-    decode_time(st, true, comb_opts(true, 5, 1), "early_c5_s1", ceiling);
-    if (batch == 1) {
-      decode_time(st, false, comb_opts(true, 0), "early_c0", ceiling);  // hot
-      decode_time(st, false, comb_opts(true, 5), "early_c5", ceiling);  // hot
-    }
+    decode_time(st, true, comb_opts(true, 9, 3), "early_c9_s3", ceiling);
+    decode_time(st, true, comb_opts(true, 5), "early_c5", ceiling);
+    if (batch == 1)
+      for (int c : {0, 2, 9}) decode_time(st, false, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);  // hot
   });
 }
 
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (default options; the early contract with its default and decode_combine 1 / 2 /
-// 5, 5 with 3 ring stages before the wait), averaged over calls 4..59: where the time between two calls' ends
+// cold calls at 32k, batch 1 (the early contract with decode_combine 0 / 2 / 3 / 8 / 9, and 9 with 3 ring
+// stages before the wait), averaged over calls 4..59: where the time between two calls' ends
 // goes (placement of the next call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[6] = {"default", "early", "early_c1", "early_c2", "early_c5", "early_c5_s3"};
-  const cuda::AttentionOptions opts[6] = {comb_opts(false, 0), comb_opts(true, 0), comb_opts(true, 1),
-                                          comb_opts(true, 2), comb_opts(true, 5), comb_opts(true, 5, 3)};
+  const char* names[6] = {"early_c0", "early_c2", "early_c3", "early_c8", "early_c9", "early_c9_s3"};
+  const cuda::AttentionOptions opts[6] = {comb_opts(true, 0), comb_opts(true, 2), comb_opts(true, 3),
+                                          comb_opts(true, 8), comb_opts(true, 9), comb_opts(true, 9, 3)};
   for (int d : {64, 128})
     for (int variant = 0; variant < (d == 64 ? 6 : 5); ++variant) {
     DecodeSetup st(d, 32768, 1);

@@ -26,7 +26,7 @@ struct DecodeCase {
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
   int early_stages = 0;    // AttentionOptions::decode_early_stages
   int tma = -1;            // AttentionOptions::decode_tma
-  int combine = 0;         // AttentionOptions::decode_combine
+  int combine = 2;         // AttentionOptions::decode_combine
   bool nan_past_len = false;  // the device pool's rows past each length (within its blocks) hold NaN
 };
 
@@ -384,12 +384,12 @@ TEST(AttentionSanitize, DecodeCluster) {
   }
 }
 
-// decode_combine 1 / 2 / 4 and their sums merge the same partials in the same split order as the counter
+// decode_combine 1 / 2 / 4 / 8 and their sums merge the same partials in the same split order as the counter
 // combine (0): output and LSE bit-equal to it, on a poisoned workspace and again on the used one (the flags
 // and counters must be left reset); cases with fewer used splits than launched (short sequences: the
 // designated combiner is another split per sequence), a single used split, 16-head chunks (GQA 24), live rows
 // g + 8, TMA and cp.async tiles with and without the early contract, and a grid over one wave (batch 64 x 3
-// splits: combine 4 falls back to the counter). Each first result is also checked against the reference.
+// splits: combine 4 falls back to the counter, 8 runs over several waves). Each first result is also checked against the reference.
 void combine_bits_equal(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, DecodeCase c, uint32_t seed) {
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
@@ -410,7 +410,7 @@ void combine_bits_equal(const std::vector<int>& kv_lens, int n_head, int n_kv_he
   a.lse = d_lse.ptr;
   std::vector<uint16_t> out0;
   std::vector<float> lse0;
-  for (int combine : {0, 1, 2, 4, 5, 7}) {
+  for (int combine : {0, 1, 2, 3, 5, 8, 9, 15}) {
     c.combine = combine;
     SCOPED_TRACE(cat("D=", d, " H=", n_head, "/", n_kv_head, " batch=", batch, " splits=", c.splits, " tma=", c.tma,
                      " early_kv=", c.early_kv, " combine=", combine));
@@ -490,7 +490,7 @@ TEST(AttentionDecode, CombineFlagsAcrossLayouts) {
   std::vector<uint16_t> want[48];
   for (int round = 0; round < 2; ++round)
     for (int splits : {3, 5, 47, 3, 2, 47, 16})
-      for (int combine : {5, 0, 7, 4}) {
+      for (int combine : {5, 0, 9, 8, 2}) {
         SCOPED_TRACE(cat("round ", round, " splits=", splits, " combine=", combine));
         DecodeCase c;
         c.splits = splits;
@@ -514,10 +514,10 @@ TEST(AttentionDecode, CombineFlagsAcrossLayouts) {
   }
 }
 
-// The flag combine and the acquire-release arrival under memcheck / racecheck (small: 2 x 3 splits).
+// The ticket and flag combines and the acquire-release arrival under memcheck / racecheck (small: 2 x 3 splits).
 TEST(AttentionSanitize, DecodeCombine) {
   for (int d : {64, 128})
-    for (int combine : {5, 2}) {
+    for (int combine : {9, 5, 2}) {
       DecodeCase c;
       c.splits = 3;
       c.combine = combine;

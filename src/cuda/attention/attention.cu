@@ -190,8 +190,8 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
     return make_error(fn, ": decode_early_stages ", opt.decode_early_stages, " is not supported (supported: 0 = default, 1, 2, 3)");
   if (opt.decode_tma < -1 || opt.decode_tma > 2)
     return make_error(fn, ": decode_tma ", opt.decode_tma, " is not supported (supported: -1 = default, 0 = cp.async, 1, 2)");
-  if (opt.decode_combine < 0 || opt.decode_combine > 7)
-    return make_error(fn, ": decode_combine ", opt.decode_combine, " is not supported (supported: bits 1, 2, 4; 0 .. 7)");
+  if (opt.decode_combine < 0 || opt.decode_combine > 15)
+    return make_error(fn, ": decode_combine ", opt.decode_combine, " is not supported (supported: bits 1, 2, 4, 8; 0 .. 15)");
   if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
     return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
   if (opt.decode_ctas_per_sm < 0 || opt.decode_ctas_per_sm > 2 || (opt.decode_ctas_per_sm == 2 && opt.decode_warps == 8))

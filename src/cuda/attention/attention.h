@@ -137,11 +137,13 @@ struct AttentionOptions {
   // Decode: how the splits of a (sequence, kv head) are combined (bits; measured in bench/attention.cpp
   // 'deccomb', bench/RESULTS.md session 12). 1 = the combining CTA loads up to 16 splits' partials at once
   // (one round trip) before merging them in split order (same bits); 2 = the arrival counter with one
-  // acquire-release atomic by one thread instead of fences by every thread; 4 = a designated combiner (the last
-  // used split) keeps its own partial on chip and waits for per-split flags that the other splits set after
-  // their partials (a fence and a store, no atomic round trip before they exit); only where the grid fits one
-  // wave of CTAs (the combiner waits for CTAs that must all be resident), else the counter combine.
-  int decode_combine = 0;
+  // acquire-release atomic by one thread instead of fences by every thread (the default: 32k batch 1 -0.2 us
+  // at head dim 64, -0.4 at 128); 4 = a designated combiner (the last used split) keeps its own partial on chip
+  // and waits for per-split flags that the other splits set after their partials (a fence and a store, no
+  // atomic round trip before they exit), only where the grid fits one wave of CTAs (else as without 4); 8 =
+  // every split takes a ticket at its loop's end and the last one combines (its own partial on chip, the
+  // others' by flags as 4; any grid). 0 = fences and a relaxed arrival (the previous default).
+  int decode_combine = 2;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.

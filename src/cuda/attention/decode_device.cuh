@@ -148,8 +148,8 @@ __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int 
 // serialised ~16 arrivals into ~8 us, measured). A word without the magic (the workspace's first use: fresh or
 // poisoned) means the add landed on garbage: the arrival is redone by compare-and-swap, which replaces the
 // garbage by MAGIC|1 (so that add is never counted) or counts on a word another arrival already replaced.
-__device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
-  unsigned long long v = atomicAdd(ctr, 1ull);
+// ticket_last: the same from the value an arrival's add returned (v), issued earlier by the caller.
+__device__ __forceinline__ bool ticket_last(unsigned long long* ctr, unsigned long long v, unsigned n) {
   unsigned count;
   if ((v >> 32) == CTR_MAGIC) {
     count = unsigned(v) + 1;
@@ -168,6 +168,9 @@ __device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n)
   if (count < n) return false;
   atomicExch(ctr, CTR_MAGIC << 32);
   return true;
+}
+__device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
+  return ticket_last(ctr, atomicAdd(ctr, 1ull), n);
 }
 
 // decode_combine 2: arrive_last by one thread with acquire-release semantics, so that neither the publishing
@@ -212,10 +215,11 @@ __device__ __forceinline__ void st_release_u32(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// The designated combiner: flags [0, n) set, one thread each (acquire); each cleared once seen (the next
-// launch's splits set them again only after this grid has completed: their PDL wait / stream order).
-__device__ __forceinline__ void wait_split_flags(unsigned* fl, int n) {
+// The combiner: flags [0, n) but its own (self) set, one thread each (acquire); each cleared once seen (the
+// next launch's splits set them again only after this grid has completed: their PDL wait / stream order).
+__device__ __forceinline__ void wait_split_flags(unsigned* fl, int n, int self) {
   for (int sp = threadIdx.x; sp < n; sp += blockDim.x) {
+    if (sp == self) continue;
     while (ld_acquire_u32(fl + sp) != FLAG_SET) {
     }
     fl[sp] = 0u;
