@@ -72,7 +72,8 @@ for d in "${order[@]}"; do
   tb=$(date +%s.%N)
   cat "$OUT/settle_cur.log" >> "$OUT/settle.log"
   clk=""; [ -n "$smi" ] && clk=" | $(loaded_clock "$ta" "$tb")"
-  echo "settle #$n $d rc=$rc ($(el)): $(grep '^\[prefill\]' "$OUT/settle_cur.log" | awk '{print $(NF-1)}' | tr '\n' ' ')$clk"
+  tf=$(grep '^\[prefill\]' "$OUT/settle_cur.log" | awk '{print $(NF-1)}' | tr '\n' ' ')
+  echo "settle #$n $d rc=$rc ($(el)): $tf$clk"
 done
 if [ -n "${SETTLE_CLOCK_BUILDS:-}" ]; then  # sustained: A B B A over the listed builds
   cb=(${SETTLE_CLOCK_BUILDS}); co=("${cb[@]}")

@@ -23,18 +23,10 @@
 namespace mk::cuda::attn {
 
 constexpr int HOP_BN = 128;  // keys per K/V tile
-constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes measured 6-10% slower: RESULTS.md, session 12)
+constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes: up to 10% slower, RESULTS.md session 12)
 
 #ifndef MK_ATTN_Q_IN_REGS_D128
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
-#endif
-// Measurement switches for A/B builds (RESULTS.md, session 12): the producer reads the next tile's block-table
-// entries one tile ahead (1) or just before the tile (0); K/V ring stages at head dim 64.
-#ifndef MK_ATTN_ROW_AHEAD
-#define MK_ATTN_ROW_AHEAD 1
-#endif
-#ifndef MK_ATTN_STAGES_D64
-#define MK_ATTN_STAGES_D64 4
 #endif
 
 // Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
@@ -49,7 +41,8 @@ struct HopperCfg {
   static constexpr int CONSUMER_REGS = NWG == 2 ? 240 : 160;
   static_assert(128 * PRODUCER_REGS + 128 * NWG * CONSUMER_REGS <= 65536, "register file budget");
   static_assert(NWG == 2 || NWG == 3, "2 or 3 consumer warpgroups (named barriers 1..NWG)");
-  static constexpr int STAGES = D == 64 ? MK_ATTN_STAGES_D64 : 3;
+  // K/V ring stages (6 at head dim 64 measured no faster than 4: RESULTS.md, session 12).
+  static constexpr int STAGES = D == 64 ? 4 : 3;
   // S = Q K^T as an RS wgmma with this warpgroup's Q rows in registers (32 per thread at D=128), instead of SS
   // (Q re-read from shared memory by every Q K^T): cuts the shared-memory reads of Q K^T by a third. Measured
   // on the H200 (same call, ABBA): D=128 non-causal +2.6% (576 -> 591 TFLOP/s), causal within noise.
@@ -197,21 +190,18 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
             tma_load_3d(reinterpret_cast<char*>(s_q) + a * BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
                         q0 + m0 + c * 64);
       }
-      // This lane's box row of the tile (box_row); with MK_ATTN_ROW_AHEAD the next tile's block-table read is in
-      // flight while this tile waits for its ring slots.
-      int row = box_row(p, bt_row, 0, kv_len, lane);
 #pragma unroll 1
       for (int it = 0; it < n_tiles; ++it) {
         const int st = it % STAGES;
         const uint32_t ph = (it / STAGES) & 1;
         const int n0 = it * BN;
-        if (!MK_ATTN_ROW_AHEAD) row = box_row(p, bt_row, n0, kv_len, lane);
-        const int row_next = MK_ATTN_ROW_AHEAD && it + 1 < n_tiles ? box_row(p, bt_row, n0 + BN, kv_len, lane) : -1;
+        // This lane's box of the tile; the block-table read is in flight during the ring waits. (Reading it one
+        // tile ahead measured the same: RESULTS.md, session 12.)
+        const int row = box_row(p, bt_row, n0, kv_len, lane);
         mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
         produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
         mbar_wait(&v_empty[st], ph ^ 1);
         produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, n0, kv_len, row, lane);
-        row = row_next;
       }
     }
     return;
@@ -420,12 +410,14 @@ cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, 
 }
 
 // Instance for the FA-4 (a) setting: the lean instance (no polynomial variants, a smaller loop) when no fraction
-// is asked for, else the POLY = true instance. (Head dim 128 ran the POLY = true instance with the fraction 0
-// until session 12, from one round-5 call where lean measured -2.5%; with the lane-parallel producer lean measured
-// +1.8% non-causal, causal within noise: RESULTS.md, session 12.)
+// is asked for, else the POLY = true instance; head dim 128 causal stays on the POLY = true instance (with the
+// fraction 0 at run time). Measured with the lane-parallel producer (RESULTS.md, session 12): lean at head dim
+// 128 +1.8% non-causal, and 1-2% below the POLY instance causal in all four comparisons of two calls (within
+// each run's spread, but never above it).
 template <int D, int NWG>
 cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  if (p.n_poly == 0) return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
+  if (p.n_poly == 0 && (D == 64 || !p.causal))
+    return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
   return launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s);
 }
 
