@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [deccomb] [dectrace] [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -471,41 +471,16 @@ void decode_tma_table() {
   });
 }
 
-// 'deccomb': the split combine (AttentionOptions::decode_combine: 1 = all partial loads in flight, 2 = one
-// acquire-release arrival, 4 = designated combiner with per-split flags, 8 = the last ticket combines) under the
-// early contract, in one process, in mirrored order (then 9 with 3 ring stages before the wait, and 5).
-cuda::AttentionOptions comb_opts(bool early, int combine, int stages = 0) {
-  cuda::AttentionOptions o = v6_opts(early, stages);
-  o.decode_combine = combine;
-  return o;
-}
-
-void decode_comb_table() {
-  const double ceiling = decode_read_ceiling();
-  const int order[] = {0, 2, 3, 9, 8, 8, 9, 3, 2, 0};
-  for_each_variant_shape([&](DecodeSetup& st, int batch) {
-    if (batch == 64) {  // one split: no combine runs, whatever the mode (a check that nothing else changed)
-      for (int c : {0, 2, 9, 9, 2, 0}) decode_time(st, true, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);
-      return;
-    }
-    for (int c : order) decode_time(st, true, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);
-    decode_time(st, true, comb_opts(true, 9, 3), "early_c9_s3", ceiling);
-    decode_time(st, true, comb_opts(true, 5), "early_c5", ceiling);
-    if (batch == 1)
-      for (int c : {0, 2, 9}) decode_time(st, false, comb_opts(true, c), ("early_c" + std::to_string(c)).c_str(), ceiling);  // hot
-  });
-}
-
 // 'dectrace' (only with decode.cu built with MK_DECODE_TRACE=1): per-CTA globaltimer stamps of 64 back-to-back
-// cold calls at 32k, batch 1 (the early contract with decode_combine 0 / 2 / 3 / 8 / 9, and 9 with 3 ring
-// stages before the wait), averaged over calls 4..59: where the time between two calls' ends
-// goes (placement of the next call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
+// cold calls at 32k, batch 1 (default options; the early contract with its default; cp.async and TMA variants
+// under it), averaged over calls 4..59: where the time between two calls' ends goes (placement of the next
+// call's CTAs, PDL wait release, K/V loop, publish + arrival, last CTA's combine).
 void decode_trace() {
-  const char* names[6] = {"early_c0", "early_c2", "early_c3", "early_c8", "early_c9", "early_c9_s3"};
-  const cuda::AttentionOptions opts[6] = {comb_opts(true, 0), comb_opts(true, 2), comb_opts(true, 3),
-                                          comb_opts(true, 8), comb_opts(true, 9), comb_opts(true, 9, 3)};
+  const char* names[6] = {"default", "early", "early_cp", "tma1_early_s1", "tma1_early_s3", "tma2_early_s2"};
+  const cuda::AttentionOptions opts[6] = {tma_opts(false, -1), tma_opts(true, -1), tma_opts(true, 0),
+                                          tma_opts(true, 1, 1), tma_opts(true, 1, 3), tma_opts(true, 2, 2)};
   for (int d : {64, 128})
-    for (int variant = 0; variant < (d == 64 ? 6 : 5); ++variant) {
+    for (int variant = 0; variant < (d == 64 ? 6 : 2); ++variant) {
     DecodeSetup st(d, 32768, 1);
     const cuda::AttentionOptions opt = opts[variant];
     const int calls = 64, ctas = cuda::attention_decode_splits(1, HKV, st.len, opt) * HKV;
@@ -580,7 +555,7 @@ void decode_trace() {
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
        want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
-       want_v6 = false, want_tma = false, want_comb = false;
+       want_v6 = false, want_tma = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -593,7 +568,6 @@ int main(int argc, char** argv) {
     want_trace |= a == "dectrace";
     want_v6 |= a == "decv6";
     want_tma |= a == "dectma";
-    want_comb |= a == "deccomb";
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
     g_no_hopper |= a == "nohopper";
@@ -605,7 +579,6 @@ int main(int argc, char** argv) {
   if (want_clust) decode_cluster();
   if (want_v6) decode_v6();
   if (want_tma) decode_tma_table();
-  if (want_comb) decode_comb_table();
   if (want_trace) decode_trace();
   if (want_decode) decode_table(quick);
   if (want_prefill) prefill_table(quick);

@@ -5,7 +5,6 @@
 // decode right after kv_append in one stream (PDL).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "cuda/attention/attn_internal.h"
@@ -26,7 +25,6 @@ struct DecodeCase {
   bool cluster = false;    // AttentionOptions::decode_cluster_combine
   int early_stages = 0;    // AttentionOptions::decode_early_stages
   int tma = -1;            // AttentionOptions::decode_tma
-  int combine = 2;         // AttentionOptions::decode_combine
   bool nan_past_len = false;  // the device pool's rows past each length (within its blocks) hold NaN
 };
 
@@ -41,7 +39,6 @@ cuda::AttentionOptions decode_options(const DecodeCase& c) {
   opt.decode_cluster_combine = c.cluster;
   opt.decode_early_stages = c.early_stages;
   opt.decode_tma = c.tma;
-  opt.decode_combine = c.combine;
   return opt;
 }
 
@@ -70,7 +67,7 @@ void run_decode(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int 
                    kv_lens.size(), " first len=", kv_lens[0], " max_seqlen_k=", c.max_seqlen_k, " pdl=", c.pdl, " warps=", c.warps,
                    " ctas_per_sm=", c.ctas_per_sm, " early_kv=", c.early_kv,
                    " l2_prefetch_tiles=", c.l2_prefetch_tiles, " cluster=", c.cluster, " early_stages=", c.early_stages,
-                   " tma=", c.tma, " combine=", c.combine, " nan_past_len=", c.nan_past_len));
+                   " tma=", c.tma, " nan_past_len=", c.nan_past_len));
   std::mt19937 rng(seed);
   const int batch = int(kv_lens.size());
   PagedCache cache;
@@ -382,149 +379,6 @@ TEST(AttentionSanitize, DecodeCluster) {
     c.ctas_per_sm = 2;
     run_decode({130, 17}, 8, 2, d, 64, c, 36);
   }
-}
-
-// decode_combine 1 / 2 / 4 / 8 and their sums merge the same partials in the same split order as the counter
-// combine (0): output and LSE bit-equal to it, on a poisoned workspace and again on the used one (the flags
-// and counters must be left reset); cases with fewer used splits than launched (short sequences: the
-// designated combiner is another split per sequence), a single used split, 16-head chunks (GQA 24), live rows
-// g + 8, TMA and cp.async tiles with and without the early contract, and a grid over one wave (batch 64 x 3
-// splits: combine 4 falls back to the counter, 8 runs over several waves). Each first result is also checked against the reference.
-void combine_bits_equal(const std::vector<int>& kv_lens, int n_head, int n_kv_head, int d, DecodeCase c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int batch = int(kv_lens.size());
-  PagedCache cache;
-  cache.build(rng, kv_lens, 64, n_kv_head, d);
-  if (c.nan_past_len) poison_past_lengths(cache, kv_lens);
-  const int max_k = *std::max_element(kv_lens.begin(), kv_lens.end());
-  std::vector<uint16_t> q_bits;
-  std::vector<float> q;
-  random_bf16(rng, size_t(batch) * n_head * d, 2.f, q_bits, q);
-  DevBuf<uint16_t> d_q, d_out(q_bits.size());
-  DevBuf<float> d_lse(size_t(batch) * n_head);
-  DevBuf<int32_t> d_lens;
-  d_q.upload(q_bits);
-  d_lens.upload(std::vector<int32_t>(kv_lens.begin(), kv_lens.end()));
-  DevBuf<float> d_ws(cuda::attention_decode_workspace_bytes(batch, n_head, n_kv_head, d, max_k, decode_options(c)) / 4 + 4);
-  cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, batch, n_head, max_k);
-  a.lse = d_lse.ptr;
-  std::vector<uint16_t> out0;
-  std::vector<float> lse0;
-  for (int combine : {0, 1, 2, 3, 5, 8, 9, 15}) {
-    c.combine = combine;
-    SCOPED_TRACE(cat("D=", d, " H=", n_head, "/", n_kv_head, " batch=", batch, " splits=", c.splits, " tma=", c.tma,
-                     " early_kv=", c.early_kv, " combine=", combine));
-    d_ws.poison();
-    for (int call = 0; call < 2; ++call) {
-      d_out.poison();
-      d_lse.poison();
-      const Status st = cuda::attention_decode(nullptr, a, decode_options(c));
-      ASSERT_TRUE(st.ok()) << st.message();
-      ATT_CUDA_CHECK(cudaDeviceSynchronize());
-      if (combine == 0 && call == 0) {
-        out0 = d_out.download();
-        lse0 = d_lse.download();
-        continue;
-      }
-      EXPECT_TRUE(d_out.download() == out0) << "call " << call << ": output differs from the counter combine's";
-      const std::vector<float> lse = d_lse.download();
-      EXPECT_EQ(0, std::memcmp(lse.data(), lse0.data(), lse.size() * sizeof(float))) << "call " << call << ": LSE";
-    }
-  }
-  std::vector<int32_t> cu(batch + 1);
-  for (int b = 0; b <= batch; ++b) cu[b] = b;
-  std::vector<double> ref(q.size()), naive(q.size());
-  const float scale = 1.f / std::sqrt(float(d));
-  cpu::attention_prefill(ref.data(), nullptr, q.data(), cu.data(), kv_lens.data(), cache.host(), batch, n_head, scale, true);
-  cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), kv_lens.data(), cache.host(), batch, n_head, scale,
-                         true, cpu::RefPrecision::NAIVE_BF16);
-  bool finite = false;
-  EXPECT_LE(rel_err_bf16(out0, ref, &finite), 2.0 * rel_err_d(naive, ref) + 1e-4);
-  EXPECT_TRUE(finite);
-}
-
-TEST(AttentionDecode, CombineModesBitEqual) {
-  uint32_t seed = 2100;
-  for (int d : {64, 128})
-    for (const auto& [early, tma] : {std::pair{false, -1}, std::pair{true, -1}, std::pair{true, 0}}) {
-      DecodeCase c;
-      c.early_kv = early;
-      c.tma = tma;
-      c.nan_past_len = true;
-      for (int splits : {2, 3, 16, 33, 0}) {
-        c.splits = splits;
-        for (int ratio : {4, 12}) combine_bits_equal({1, 65, 700, 64 * 9 + 1, 3000}, 2 * ratio, 2, d, c, seed++);
-      }
-      c.splits = 0;
-      combine_bits_equal({20000, 3}, 48, 2, d, c, seed++);  // GQA 24: two 16-head chunks per kv head
-      if (early && tma == -1) combine_bits_equal({32768}, 32, 8, d, c, seed++);  // the issue's shape: 8 x 16 splits
-    }
-  std::vector<int> lens(64);
-  std::mt19937 rng(seed);
-  for (int& l : lens) l = 1 + int(rng() % 3000);
-  DecodeCase c;
-  c.splits = 3;  // 64 x 8 x 3 CTAs: more than one wave, combine 4 falls back
-  combine_bits_equal(lens, 32, 8, 64, c, seed++);
-}
-
-// One workspace (poisoned once) through calls that alternate the counter and the flag combine and change the
-// split layout: flags left behind by one layout must never be taken by another.
-TEST(AttentionDecode, CombineFlagsAcrossLayouts) {
-  std::mt19937 rng(2200);
-  const int n_head = 24, n_kv = 2, bs = 64, d = 64;
-  const std::vector<int> lens = {3000, 700};
-  PagedCache cache;
-  cache.build(rng, lens, bs, n_kv, d);
-  std::vector<uint16_t> q_bits;
-  std::vector<float> q;
-  random_bf16(rng, size_t(2) * n_head * d, 2.f, q_bits, q);
-  DevBuf<uint16_t> d_q, d_out(q_bits.size());
-  DevBuf<int32_t> d_lens;
-  d_q.upload(q_bits);
-  d_lens.upload(lens);
-  DecodeCase big;
-  big.splits = 47;
-  DevBuf<float> d_ws(cuda::attention_decode_workspace_bytes(2, n_head, n_kv, d, 3000, decode_options(big)) / 4 + 4);
-  d_ws.poison();
-  const cuda::AttentionDecodeArgs a = decode_args(cache, d_q, d_out, d_lens, d_ws, 2, n_head, 3000);
-  std::vector<uint16_t> want[48];
-  for (int round = 0; round < 2; ++round)
-    for (int splits : {3, 5, 47, 3, 2, 47, 16})
-      for (int combine : {5, 0, 9, 8, 2}) {
-        SCOPED_TRACE(cat("round ", round, " splits=", splits, " combine=", combine));
-        DecodeCase c;
-        c.splits = splits;
-        c.combine = combine;
-        d_out.poison();
-        ASSERT_TRUE(cuda::attention_decode(nullptr, a, decode_options(c)).ok());
-        ATT_CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<uint16_t> out = d_out.download();
-        if (want[splits].empty()) want[splits] = out;
-        EXPECT_TRUE(out == want[splits]);
-      }
-  const std::vector<int32_t> cu = {0, 1, 2};
-  std::vector<double> ref(q.size()), naive(q.size());
-  cpu::attention_prefill(ref.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, 0.125f, true);
-  cpu::attention_prefill(naive.data(), nullptr, q.data(), cu.data(), lens.data(), cache.host(), 2, n_head, 0.125f,
-                         true, cpu::RefPrecision::NAIVE_BF16);
-  for (int splits : {2, 3, 5, 16, 47}) {
-    bool finite = false;
-    EXPECT_LE(rel_err_bf16(want[splits], ref, &finite), 2.0 * rel_err_d(naive, ref) + 1e-4) << "splits " << splits;
-    EXPECT_TRUE(finite);
-  }
-}
-
-// The ticket and flag combines and the acquire-release arrival under memcheck / racecheck (small: 2 x 3 splits).
-TEST(AttentionSanitize, DecodeCombine) {
-  for (int d : {64, 128})
-    for (int combine : {9, 5, 2}) {
-      DecodeCase c;
-      c.splits = 3;
-      c.combine = combine;
-      run_decode({200, 1}, 24, 2, d, 64, c, 51);  // the second sequence uses one split
-      c.early_kv = true;
-      run_decode({300, 130}, 8, 2, d, 64, c, 52);
-    }
 }
 
 TEST(AttentionDecode, Batch64) {

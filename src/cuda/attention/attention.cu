@@ -168,9 +168,7 @@ size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, in
   const size_t rows = size_t(batch) * n_head * attention_decode_splits(batch, n_kv_head, max_seqlen_k, opt);
   const size_t part = (rows * (size_t(head_dim) + 1) * sizeof(float) + 15) / 16 * 16;
   const size_t group = n_kv_head > 0 ? size_t(std::max(1, n_head / n_kv_head)) : 1;
-  const size_t chunks = size_t(batch) * n_kv_head * ((group + 15) / 16);
-  const size_t n_split = rows / std::max<size_t>(1, size_t(batch) * n_head);
-  return part + chunks * sizeof(unsigned long long) + chunks * n_split * sizeof(unsigned);  // counters, flags
+  return part + size_t(batch) * n_kv_head * ((group + 15) / 16) * sizeof(unsigned long long);
 }
 
 Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const AttentionOptions& opt) {
@@ -190,8 +188,6 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
     return make_error(fn, ": decode_early_stages ", opt.decode_early_stages, " is not supported (supported: 0 = default, 1, 2, 3)");
   if (opt.decode_tma < -1 || opt.decode_tma > 2)
     return make_error(fn, ": decode_tma ", opt.decode_tma, " is not supported (supported: -1 = default, 0 = cp.async, 1, 2)");
-  if (opt.decode_combine < 0 || opt.decode_combine > 15)
-    return make_error(fn, ": decode_combine ", opt.decode_combine, " is not supported (supported: bits 1, 2, 4, 8; 0 .. 15)");
   if (opt.decode_warps != 0 && opt.decode_warps != 4 && opt.decode_warps != 8)
     return make_error(fn, ": decode_warps ", opt.decode_warps, " is not supported (supported: 0 = default, 4, 8)");
   if (opt.decode_ctas_per_sm < 0 || opt.decode_ctas_per_sm > 2 || (opt.decode_ctas_per_sm == 2 && opt.decode_warps == 8))
@@ -216,8 +212,6 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.lse_part = p.o_part + rows * a.kv.head_dim;
   p.counters = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.workspace) +
                                                      (rows * (size_t(a.kv.head_dim) + 1) * sizeof(float) + 15) / 16 * 16);
-  p.split_flags = reinterpret_cast<unsigned*>(p.counters + size_t(a.batch) * a.kv.n_kv_head * ((p.group + 15) / 16));
-  p.combine = opt.decode_combine;
   attn::DecodeLaunch l;
   l.pdl = opt.decode_pdl;
   l.warps = opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS;

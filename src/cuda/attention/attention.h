@@ -134,16 +134,6 @@ struct AttentionOptions {
   // decode_early_stages default then 2), else 0 (without the contract, or several waves such as batch 64 x 4k,
   // TMA measured 1-2% slower). bench/RESULTS.md "Decode attention v7".
   int decode_tma = -1;
-  // Decode: how the splits of a (sequence, kv head) are combined (bits; measured in bench/attention.cpp
-  // 'deccomb', bench/RESULTS.md session 12). 1 = the combining CTA loads up to 16 splits' partials at once
-  // (one round trip) before merging them in split order (same bits); 2 = the arrival counter with one
-  // acquire-release atomic by one thread instead of fences by every thread (the default: 32k batch 1 -0.2 us
-  // at head dim 64, -0.4 at 128); 4 = a designated combiner (the last used split) keeps its own partial on chip
-  // and waits for per-split flags that the other splits set after their partials (a fence and a store, no
-  // atomic round trip before they exit), only where the grid fits one wave of CTAs (else as without 4); 8 =
-  // every split takes a ticket at its loop's end and the last one combines (its own partial on chip, the
-  // others' by flags as 4; any grid). 0 = fences and a relaxed arrival (the previous default).
-  int decode_combine = 2;
 };
 
 // Prefill / chunked prefill / any multi-token attention over the paged cache.
@@ -212,8 +202,7 @@ bool attention_decode_rope_fits(int n_head, int n_kv_head, int head_dim);
 // Split count that attention_decode will use for this shape on the current device (>= 1).
 int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const AttentionOptions& opt = {});
 // Scratch the decode needs: partial outputs [batch, n_head, n_split, head_dim] f32 + partial LSE + one 8-byte
-// arrival counter per (sequence, kv head, 16-head chunk) + one 4-byte flag per split of each (decode_combine
-// 4). One workspace per stream: calls that may run
+// arrival counter per (sequence, kv head, 16-head chunk). One workspace per stream: calls that may run
 // concurrently need their own.
 size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
                                         const AttentionOptions& opt = {});

@@ -47,10 +47,6 @@ struct DecodeParams {
   float* o_part;    // [batch, n_head, n_split, D] f32, each split's output normalised by its own sum
   float* lse_part;  // [batch, n_head, n_split] (log2 units)
   unsigned long long* counters;  // [batch, n_kv_head * ceil(group / 16)] split arrivals (self-resetting)
-  unsigned* split_flags;  // [batch, n_kv_head * ceil(group / 16), n_split] partial-published flags (combine 4, 8;
-                          // cleared by the combiner)
-  int combine;            // AttentionOptions::decode_combine (bits 1 / 2 / 4 / 8; launch_decode drops 4 where
-                          // the grid does not fit one wave)
   int early_stages;  // EARLY: ring stages issued before the PDL wait, 1 .. 3 (= the whole ring; thirds of it with
                      // 6-stage TMA rings); 0 = the default of launch_decode (DECODE_TMA_EARLY_STAGES with TMA
                      // tiles; 3 at head dim 64 with one 4-warp CTA per SM, no cluster; else 2)

@@ -179,11 +179,6 @@ cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, c
   DecodeParams q = p;
   if (q.early_stages <= 0)  // the whole ring before the wait where it measured faster (head dim 64, 192 KB ring)
     q.early_stages = l.tma > 0 ? DECODE_TMA_EARLY_STAGES : head_dim == 64 && l.ctas_per_sm == 1 && l.warps == 4 && !l.cluster ? 3 : 2;
-  // The designated combiner (combine 4) waits for the other splits of its grid: only where every CTA is resident
-  // at once (one CTA per SM is the most any build is sure of; PDL starts the next grid only once every CTA of
-  // this one has started, so that grid cannot take their SMs).
-  const int64_t ctas = int64_t(q.n_split) * q.n_kv_head * ((q.group + HROWS - 1) / HROWS) * q.batch;
-  if ((q.combine & 4) && (l.cluster || ctas > sm_count())) q.combine &= ~4;
   return head_dim == 64 ? launch_d<64>(q, s, l) : launch_d<128>(q, s, l);
 }
 

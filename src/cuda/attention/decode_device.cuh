@@ -143,13 +143,18 @@ __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int 
   }
 }
 
-// Arrival on a (sequence, kv head) counter [CTR_MAGIC:32 | count:32]; returns true for the n-th arrival, which
-// resets the word to MAGIC|0 for the next launch. Steady state: one atomicAdd (a compare-and-swap loop here
-// serialised ~16 arrivals into ~8 us, measured). A word without the magic (the workspace's first use: fresh or
-// poisoned) means the add landed on garbage: the arrival is redone by compare-and-swap, which replaces the
-// garbage by MAGIC|1 (so that add is never counted) or counts on a word another arrival already replaced.
-// ticket_last: the same from the value an arrival's add returned (v), issued earlier by the caller.
-__device__ __forceinline__ bool ticket_last(unsigned long long* ctr, unsigned long long v, unsigned n) {
+// Arrival on a (sequence, kv head) counter [CTR_MAGIC:32 | count:32] by one thread of the CTA; returns true for
+// the n-th arrival, which resets the word to MAGIC|0 for the next launch. Steady state: one atomicAdd (a
+// compare-and-swap loop here serialised ~16 arrivals into ~8 us, measured) with acquire-release semantics, so
+// that no thread needs a fence of its own: the CTA barrier before the call orders every thread's partial stores
+// before the release (cumulative), the one after it orders the acquire before every thread's partial loads
+// (measured -0.2..-0.4 us per batch-1 call against fence.sc by every thread before and after a relaxed add:
+// bench/RESULTS.md session 12). A word without the magic (the workspace's first use: fresh or poisoned) means
+// the add landed on garbage: the arrival is redone by compare-and-swap, which replaces the garbage by MAGIC|1 (so
+// that add is never counted) or counts on a word another arrival already replaced; then a fence (acquire).
+__device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
+  unsigned long long v;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(v) : "l"(ctr) : "memory");
   unsigned count;
   if ((v >> 32) == CTR_MAGIC) {
     count = unsigned(v) + 1;
@@ -164,66 +169,11 @@ __device__ __forceinline__ bool ticket_last(unsigned long long* ctr, unsigned lo
       }
       v = prev;
     }
-  }
-  if (count < n) return false;
-  atomicExch(ctr, CTR_MAGIC << 32);
-  return true;
-}
-__device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
-  return ticket_last(ctr, atomicAdd(ctr, 1ull), n);
-}
-
-// decode_combine 2: arrive_last by one thread with acquire-release semantics, so that neither the publishing
-// CTA's threads nor the last one's need a fence of their own: the CTA barrier before the call orders every
-// thread's partial stores before the release (cumulative), the one after it orders the acquire before every
-// thread's partial loads. The garbage-repair path (first use) uses arrive_last's compare-and-swap and a fence.
-__device__ __forceinline__ bool arrive_last_acq_rel(unsigned long long* ctr, unsigned n) {
-  unsigned long long v;
-  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(v) : "l"(ctr) : "memory");
-  unsigned count;
-  if ((v >> 32) == CTR_MAGIC) {
-    count = unsigned(v) + 1;
-  } else {
-    v += 1;
-    for (;;) {
-      const unsigned long long nv = (v >> 32) == CTR_MAGIC ? v + 1 : (CTR_MAGIC << 32) | 1ull;
-      const unsigned long long prev = atomicCAS(ctr, v, nv);
-      if (prev == v) {
-        count = unsigned(nv);
-        break;
-      }
-      v = prev;
-    }
     __threadfence();
   }
   if (count < n) return false;
   atomicExch(ctr, CTR_MAGIC << 32);
   return true;
-}
-
-// decode_combine 4: a split's flag word holds FLAG_SET from its publication until the designated combiner has
-// seen it and cleared it (0), all within one launch. Any other value (0, a previous layout's partial bits, the
-// workspace's first contents) means "not yet": a stale word equals this pattern only by chance (2^-32 per
-// word of random bits; not a repeated byte, so no fill pattern matches).
-constexpr unsigned FLAG_SET = 0x5ee1ab1eu;
-__device__ __forceinline__ unsigned ld_acquire_u32(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_u32(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-// The combiner: flags [0, n) but its own (self) set, one thread each (acquire); each cleared once seen (the
-// next launch's splits set them again only after this grid has completed: their PDL wait / stream order).
-__device__ __forceinline__ void wait_split_flags(unsigned* fl, int n, int self) {
-  for (int sp = threadIdx.x; sp < n; sp += blockDim.x) {
-    if (sp == self) continue;
-    while (ld_acquire_u32(fl + sp) != FLAG_SET) {
-    }
-    fl[sp] = 0u;
-  }
 }
 
 __device__ __forceinline__ void store_bf16x4(bf16* dst, float4 v) {

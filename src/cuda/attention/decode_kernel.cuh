@@ -257,13 +257,6 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   __syncthreads();  // all rings drained: the shared memory is reused below
   TR_STAMP(2);
 
-  // decode_combine 8 (not CL): a ticket per split at its loop's end; the last ticket's CTA combines, keeping its
-  // own partial on chip, once the others' flags are set (they are all running: each took a ticket, so no
-  // residency assumption). The ticket's round trip overlaps the warp combine below.
-  const int64_t chunk = int64_t(b) * gridDim.y + blockIdx.y;
-  const bool ticket = !CL && (p.combine & 8) && n_used > 1;
-  unsigned long long tk = 0;
-  if (ticket && threadIdx.x == 0) tk = atomicAdd(p.counters + chunk, 1ull);
   // Combine the warps: s_o [W][HROWS][D] f32.
   float* s_o = reinterpret_cast<float*>(smem_raw);
 #pragma unroll
@@ -282,14 +275,8 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
       }
     }
   }
-  if (ticket && threadIdx.x == 0) s_last = ticket_last(p.counters + chunk, tk, unsigned(n_used));
   __syncthreads();
   const int64_t head0 = int64_t(b) * p.n_head + h0;  // [batch, n_head] row of head h0
-  // decode_combine 4 (never with CL; launch_decode keeps it to one-wave grids): the last used split combines;
-  // 8: the last ticket's. The combiner's own partial stays in shared memory (s_part, as CL's); the others'
-  // are published with flags.
-  const bool flags = !CL && (ticket || (p.combine & 4));
-  const bool designated = ticket ? s_last != 0 : flags && split == n_used - 1;
   for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
     const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     float mx = -INFINITY;
@@ -315,7 +302,7 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
     if (n_used == 1) {  // the only split: final output
       store_bf16x4(p.out + (head0 + i) * D + d, acc);
       if (p.lse && d == 0) p.lse[head0 + i] = lse2 * LN2;
-    } else if (CL || designated) {  // this split's partial, kept on chip: [HROWS][D] f32 + [HROWS] LSE
+    } else if constexpr (CL) {  // this split's partial, read by the cluster below: [HROWS][D] f32 + [HROWS] LSE
       float* s_part = s_o + W * HROWS * D;
       *reinterpret_cast<float4*>(s_part + i * D + d) = acc;
       if (d == 0) s_part[HROWS * D + i] = lse2;
@@ -350,77 +337,40 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   }
 
   // Publish the partial, then arrive; the last arrival combines all splits of this (sequence, kv head chunk).
+  // arrive_last is one acquire-release atomic by thread 0: the first barrier orders the CTA's partial stores
+  // before it, the second its acquire before the last CTA's partial loads (no fence by the other threads).
   TR_STAMP(3);
-  if (flags) {
-    unsigned* fl = p.split_flags + chunk * p.n_split;
-    if (!designated) {
-      // The barrier orders every thread's partial stores before thread 0's release (cumulative): the combiner's
-      // acquire of the flag makes them visible. No atomic: the CTA leaves without a round trip's wait.
-      __syncthreads();
-      if (threadIdx.x == 0) st_release_u32(fl + split, FLAG_SET);
-      TR_STAMP(4);
-      TR_STAMP(5);
-      TR_STORE(0);
-      return;
-    }
-    wait_split_flags(fl, n_used, split);
-    __syncthreads();  // every thread's partial loads below come after the acquires
-  } else if (p.combine & 2) {
-    __syncthreads();  // the partial stores before thread 0's release; its acquire before the loads below
-    if (threadIdx.x == 0) s_last = arrive_last_acq_rel(p.counters + chunk, unsigned(n_used));
-    __syncthreads();
-  } else {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = arrive_last(p.counters + chunk, unsigned(n_used));
-    __syncthreads();
-  }
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = arrive_last(p.counters + (int64_t(b) * gridDim.y + blockIdx.y), unsigned(n_used));
+  __syncthreads();
   TR_STAMP(4);
-  if (!flags && !s_last) {
+  if (!s_last) {
     TR_STAMP(5);
     TR_STORE(0);
     return;
   }
-  if (!flags && !(p.combine & 2)) __threadfence();
   // One pass per (head, 4 dims) with a running max, so that every split's loads are independent instead of the
-  // LSEs first and the outputs after: 8 splits in flight per unrolled step, or (combine 1) up to 16 splits'
-  // loads issued before the first merge. A combiner of mode 4 / 8 takes its own partial from shared memory in
-  // its place of the split order: the order, hence the bits, of the counter combine.
-  const int own = designated ? split : -1;
-  const float* s_part = reinterpret_cast<const float*>(smem_raw) + W * HROWS * D;
+  // LSEs first and the outputs after: up to 16 splits' loads issued before the first merge (one round trip;
+  // measured -0..-0.3 us against 8 per step, bench/RESULTS.md session 12), merged in split order.
   for (int idx = threadIdx.x; idx < n_h * (D / 4); idx += THREADS) {
     const int i = idx / (D / 4), d = (idx % (D / 4)) * 4;
     const int64_t row0 = (head0 + i) * p.n_split;
     float m = -INFINITY, sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (p.combine & 1) {
-      for (int sp0 = 0; sp0 < n_used; sp0 += 16) {
-        float l[16];
-        float4 v[16];
+    for (int sp0 = 0; sp0 < n_used; sp0 += 16) {
+      float l[16];
+      float4 v[16];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-          l[j] = -INFINITY;
-          v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-          if (sp0 + j < n_used && sp0 + j != own) {
-            l[j] = __ldcg(p.lse_part + row0 + sp0 + j);
-            v[j] = __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp0 + j) * D + d));
-          } else if (sp0 + j == own) {
-            l[j] = s_part[HROWS * D + i];
-            v[j] = *reinterpret_cast<const float4*>(s_part + i * D + d);
-          }
+      for (int j = 0; j < 16; ++j) {
+        l[j] = -INFINITY;  // past n_used: merge_split skips it
+        v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (sp0 + j < n_used) {
+          l[j] = __ldcg(p.lse_part + row0 + sp0 + j);
+          v[j] = __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp0 + j) * D + d));
         }
+      }
 #pragma unroll
-        for (int j = 0; j < 16; ++j) merge_split(l[j], v[j], m, sum, acc);
-      }
-    } else {
-#pragma unroll 8
-      for (int sp = 0; sp < n_used; ++sp) {
-        if (sp == own)
-          merge_split(s_part[HROWS * D + i], *reinterpret_cast<const float4*>(s_part + i * D + d), m, sum, acc);
-        else
-          merge_split(__ldcg(p.lse_part + row0 + sp),
-                      __ldcg(reinterpret_cast<const float4*>(p.o_part + (row0 + sp) * D + d)), m, sum, acc);
-      }
+      for (int j = 0; j < 16; ++j) merge_split(l[j], v[j], m, sum, acc);
     }
     store_merged<D>(p, head0 + i, d, m, sum, acc);
   }
