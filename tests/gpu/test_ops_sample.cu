@@ -1,9 +1,13 @@
 // The on-device sampler (src/cuda/ops/sample.cuh, sample_select.cuh) against the host Sampler (runtime/sampler.cpp) on
 // random logits: the same id for every (temperature, top-k, top-p, min-p, seed, draw) from one block and from grids of
 // 7 and 64 blocks, at vocabulary sizes from tiny to Llama 3's and odd ones, with NaN and infinite entries, peaked and
-// flat distributions, and logits rounded to a grid so that many candidates tie at the top-k / top-p boundaries. The
-// host rule and its statistics are tested in tests/runtime/test_sampler.cpp; here only the equality.
-// Run: test_gpu --gtest_filter='Sample*'
+// flat distributions, and logits rounded to a grid so that many candidates tie at the top-k / top-p boundaries, with a
+// fresh scratch per draw and one scratch reused over hundreds (as the backend draws). The host rule and its statistics
+// are tested in tests/runtime/test_sampler.cpp; here only the equality.
+// Run: test_gpu --gtest_filter='Sample*' (MK_SAMPLE_TIMING=1 also times the grid draw: Sample.GridDrawTiming)
+#include <cstdlib>
+#include <memory>
+
 #include "core/philox.h"
 #include "cuda/ops/sample.h"
 #include "gpu_test_util.h"
@@ -116,6 +120,120 @@ TEST(Sample, TiesAtTheBoundaryEqualHostSampler) {
   top2[100] = top2[600] = 9.f;
   n_draws += compare_rules(top2, {{1.f, 1, 1.f, 0.f}, {0.5f, 0, 1e-4f, 0.f}, {1.f, 2, 1.f, 0.f}}, "two maxima");
   EXPECT_EQ(n_draws, (2 * 2 * 14 + 4 + 3) * 4 * 3);
+}
+
+// One grid_sample scratch for `blocks` blocks, zeroed, carved as sample.cu's launcher does.
+struct Scratch {
+  void* base = nullptr;
+  cuda::GridSampleScratch sc;
+  explicit Scratch(int blocks) {
+    size_t sizes[6], total = 0;
+    cuda::grid_sample_scratch_sizes(blocks, sizes);
+    for (size_t b : sizes) total += (b + 255) / 256 * 256;
+    CUDA_CHECK(cudaMalloc(&base, total));
+    CUDA_CHECK(cudaMemset(base, 0, total));
+    char* p[6];
+    p[0] = static_cast<char*>(base);
+    for (int i = 1; i < 6; ++i) p[i] = p[i - 1] + (sizes[i - 1] + 255) / 256 * 256;
+    sc = {reinterpret_cast<double*>(p[0]), reinterpret_cast<int*>(p[1]), reinterpret_cast<unsigned*>(p[2]),
+          reinterpret_cast<unsigned long long*>(p[3]), reinterpret_cast<unsigned*>(p[4]), reinterpret_cast<int*>(p[5])};
+  }
+  ~Scratch() { cudaFree(base); }
+};
+
+// Logits whose top-k / top-p boundaries fall in long runs of near or exact ties: nearly flat, exactly flat, and
+// coarse ties (each radix level of the selection keeps thousands of candidates).
+std::vector<std::vector<float>> long_run_logits(std::mt19937& rng) {
+  std::vector<std::vector<float>> out;
+  out.push_back(randn(128256, rng, 1e-4f, 0.5f));   // all within ~1e-3 of each other
+  out.push_back(std::vector<float>(131071, -2.f));  // all equal
+  std::vector<float> c = randn(128256, rng, 0.3f);
+  for (float& x : c) x = std::round(x / 0.125f) * 0.125f;  // ~10k ties per value
+  out.push_back(c);
+  return out;
+}
+
+// The backend's way of drawing: one scratch reused draw after draw (the grid draw must leave its ticket, barrier
+// and histograms ready for the next draw), rules and vocabularies changing between draws, 7 and 64 blocks; every
+// draw equal to the host Sampler's.
+TEST(Sample, ReusedScratchEqualsHostSampler) {
+  std::mt19937 rng(41);
+  std::vector<std::vector<float>> rows;
+  for (int V : {7, 1000, 50257, 128256, 131071})
+    for (float sigma : {0.9f, 3.f, 12.f}) rows.push_back(randn(size_t(V), rng, sigma));
+  for (auto& r : long_run_logits(rng)) rows.push_back(r);
+  const std::vector<cuda::SampleRule> rules = {
+      {1.f, 0, 1.f, 0.f},  {1.f, 0, 0.9f, 0.f}, {1.f, 40, 1.f, 0.f},    {0.7f, 40, 0.95f, 0.05f}, {1.f, 1, 1.f, 0.f},
+      {1.f, 0, 1e-6f, 0.f}, {1.f, 0, 0.999999f, 0.f}, {0.6f, 0, 1.f, 0.1f}, {1.f, 100000, 0.5f, 0.f}};
+  std::vector<int32_t> want;  // [pass][row][rule], draw index = position
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& row : rows)
+      for (const cuda::SampleRule& r : rules) want.push_back(host_draw(row, r, 7, want.size()));
+  std::vector<std::unique_ptr<DeviceArray<float>>> d;
+  for (const auto& row : rows) d.push_back(std::make_unique<DeviceArray<float>>(row));
+  int n = 0;
+  for (int blocks : {7, 64}) {
+    Scratch scratch(blocks);
+    DeviceArray<int32_t> out(1);
+    uint64_t draw = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t row = 0; row < rows.size(); ++row) {
+        const int V = int(rows[row].size());
+        for (const cuda::SampleRule& r : rules) {
+          SCOPED_TRACE(cat("blocks ", blocks, " V ", V, " row ", row, " T ", r.temperature, " top_k ", r.top_k,
+                           " top_p ", r.top_p, " min_p ", r.min_p, " draw ", draw));
+          out.poison();
+          cuda::sample_token(cuda::Stream(nullptr, false), d[row]->p, V, r, 7, draw, out.p, blocks, scratch.sc);
+          EXPECT_EQ(out.download()[0], want[draw]);
+          ++draw, ++n;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(n, 2 * 2 * 18 * 9);
+}
+
+// The long-run logits through the fresh-scratch launcher too, with the rules of the other tests.
+TEST(Sample, LongRunsOfTiesEqualHostSampler) {
+  std::mt19937 rng(43);
+  int n_draws = 0;
+  for (auto& row : long_run_logits(rng)) n_draws += compare_rules(row, top_rules(int(row.size())), "long runs");
+  EXPECT_EQ(n_draws, 3 * 11 * 4 * 3);
+}
+
+// Measurement, not a check (MK_SAMPLE_TIMING=1): microseconds per grid draw of 64 blocks at the Llama 3 vocabulary
+// (sample_token, back-to-back launches; no max hint, so every block also scans the logits for their max) on logits
+// shaped like the random 1B model's (sigma 0.9) and a peakier row (sigma 3).
+TEST(Sample, GridDrawTiming) {
+  if (!std::getenv("MK_SAMPLE_TIMING")) GTEST_SKIP() << "set MK_SAMPLE_TIMING=1 to time the grid draw";
+  std::mt19937 rng(3);
+  const int V = 128256, blocks = 64, reps = 200;
+  Scratch scratch(blocks);
+  DeviceArray<int32_t> out(1);
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  const std::pair<const char*, cuda::SampleRule> rules[] = {
+      {"temp", {1.f, 0, 1.f, 0.f}},           {"minp0.05", {1.f, 0, 1.f, 0.05f}}, {"topk40", {1.f, 40, 1.f, 0.f}},
+      {"topp0.9", {1.f, 0, 0.9f, 0.f}},       {"topp0.95+T0.7", {0.7f, 0, 0.95f, 0.f}},
+      {"topk40+topp0.95", {1.f, 40, 0.95f, 0.f}}};
+  for (float sigma : {0.9f, 3.f}) {
+    DeviceArray<float> d(randn(size_t(V), rng, sigma));
+    for (const auto& [name, r] : rules) {
+      for (int i = 0; i < 20; ++i)
+        cuda::sample_token(cuda::Stream(nullptr, false), d.p, V, r, 1, uint64_t(i), out.p, blocks, scratch.sc);
+      CUDA_CHECK(cudaEventRecord(e0));
+      for (int i = 0; i < reps; ++i)
+        cuda::sample_token(cuda::Stream(nullptr, false), d.p, V, r, 1, uint64_t(i), out.p, blocks, scratch.sc);
+      CUDA_CHECK(cudaEventRecord(e1));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      std::printf("grid draw sigma %.1f %-16s %6.2f us\n", sigma, name, 1e3f * ms / reps);
+    }
+  }
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
 }
 
 TEST(Sample, NoFiniteLogitIsMinusOne) {
