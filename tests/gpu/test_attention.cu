@@ -150,7 +150,7 @@ TEST(AttentionPrefill, AutoTakesSimpleForShortQueries) {
   EXPECT_GT(told_apart[1], 0) << "SIMPLE and HOPPER gave the same bits on every long case: the test proves nothing";
 }
 
-// The default options (no polynomial): the lean instances (head dim 64; 128 non-causal).
+// The default options (no polynomial): the lean instances, causal and not, at both head dims.
 TEST(AttentionPrefill, HopperDefaultsMatchReference) { prefill_sweep(cuda::PrefillKernel::HOPPER, {}, 0.f); }
 TEST(AttentionPrefill, HopperNoOverlapMatchesReference) {
   prefill_sweep(cuda::PrefillKernel::HOPPER, {.overlap = false});
@@ -182,6 +182,8 @@ TEST(AttentionSanitize, PrefillSmall) {
   run_prefill({{130, 5}, {400, 200}, 4, 2, 64, 128, true, 1.f,
                opts(cuda::PrefillKernel::HOPPER, 0.25f, true, {.pingpong = false, .wgs = 2})}, 9);
   run_prefill({{300}, {700}, 2, 1, 128, 128, false, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 10);
+  // head dim 128 causal (its own instance), ragged: work tiles past a short sequence's queries are skipped
+  run_prefill({{300, 70}, {700, 200}, 4, 1, 128, 64, true, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 11);
 }
 
 TEST(AttentionPrefill, RefusesBadInput) {

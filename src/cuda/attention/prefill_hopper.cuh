@@ -29,6 +29,13 @@ constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes: up to 10% sl
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
 #endif
 
+#ifndef MK_ATTN_DESC_AT
+// 1: wgmma descriptors as one per tile and operand plus a constant offset per wgmma (wgmma_desc_at) instead of a
+// full descriptor per wgmma; bit-identical operands, fewer instructions in the ping-pong turn (RESULTS.md, session
+// 12, att2: prepared, not yet measured on a GPU).
+#define MK_ATTN_DESC_AT 0
+#endif
+
 // Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
 template <int D, int NWG>
 struct HopperCfg {
@@ -261,6 +268,27 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     }
   }
 
+#if MK_ATTN_DESC_AT
+  // Descriptors: one per tile and operand, then a constant offset per wgmma (wgmma_desc_at).
+  const uint64_t q_desc = wgmma_desc(q_addr, 16, 1024);
+  auto issue_qk = [&](float (&sc)[NT][4], int st) {
+    const uint64_t k_desc = wgmma_desc(smem_u32(s_k(st)), 16, 1024);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
+      const uint32_t koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
+      if constexpr (L::Q_IN_REGS)
+        wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], wgmma_desc_at(k_desc, koff), kk > 0);
+      else
+        wgmma_m64n128k16_ss(sc, wgmma_desc_at(q_desc, qoff), wgmma_desc_at(k_desc, koff), kk > 0);
+    }
+  };
+  auto issue_pv = [&](const uint32_t (&pf)[NT / 2][4], int st) {
+    const uint64_t v_desc = wgmma_desc(smem_u32(s_v(st)), BN * 128, 1024);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t dv = wgmma_desc_at(v_desc, kk * 16 * 128);
+#else
   auto issue_qk = [&](float (&sc)[NT][4], int st) {
     const uint32_t k_addr = smem_u32(s_k(st));
 #pragma unroll
@@ -278,6 +306,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
+#endif
       if constexpr (D == 64) wgmma_m64n64k16_rs(o, pf[kk], dv);
       else wgmma_m64n128k16_rs(o, pf[kk], dv);
     }
@@ -410,13 +439,14 @@ cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, 
 }
 
 // Instance for the FA-4 (a) setting: the lean instance (no polynomial variants, a smaller loop) when no fraction
-// is asked for, else the POLY = true instance; head dim 128 causal stays on the POLY = true instance (with the
-// fraction 0 at run time). Measured with the lane-parallel producer (RESULTS.md, session 12): lean at head dim
-// 128 +1.8% non-causal, and 1-2% below the POLY instance causal in all four comparisons of two calls (within
-// each run's spread, but never above it).
+// is asked for, else the POLY = true instance. Measured (RESULTS.md, session 12): lean at head dim 128 +1.8%
+// non-causal (att, call 1); causal, in one call with both runs of each build ABBA, lean +4.0% over the POLY
+// instance at fraction 0 (att2, call 1: 590 vs 568 TFLOP/s; att's earlier calls had lean 1-2% below, within
+// their 6% spread). The POLY instance runs its exponentials before the warpgroup's own P V wait (the fraction
+// switch's branches keep ptxas from hoisting the wait above them), the lean one after it.
 template <int D, int NWG>
 cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
-  if (p.n_poly == 0 && (D == 64 || !p.causal))
+  if (p.n_poly == 0)
     return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
   return launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s);
 }

@@ -20,6 +20,14 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lbo,
   return d;
 }
 
+// desc (from wgmma_desc) moved by `off` bytes: a 32-bit add to the start-address field (bits 0-13, address >> 4),
+// which cannot carry into the next field because shared-memory addresses stay below 2^18. One uniform add per
+// wgmma instead of wgmma_desc's mask / shift / or chain, which ptxas otherwise issues inside the ping-pong turn.
+__device__ __forceinline__ uint64_t wgmma_desc_at(uint64_t desc, uint32_t off) {
+  const uint32_t lo = uint32_t(desc) + (off >> 4), hi = uint32_t(desc >> 32);
+  return (uint64_t(hi) << 32) | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Output operand lists of the wgmma wrappers below: a warpgroup's fp32 accumulator fragment d[rows][4] read and
