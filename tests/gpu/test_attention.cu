@@ -182,7 +182,7 @@ TEST(AttentionSanitize, PrefillSmall) {
   run_prefill({{130, 5}, {400, 200}, 4, 2, 64, 128, true, 1.f,
                opts(cuda::PrefillKernel::HOPPER, 0.25f, true, {.pingpong = false, .wgs = 2})}, 9);
   run_prefill({{300}, {700}, 2, 1, 128, 128, false, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 10);
-  // head dim 128 causal (its own instance), ragged: work tiles past a short sequence's queries are skipped
+  // head dim 128 causal on the default (lean) instance, ragged: CTAs past a short sequence's queries return early
   run_prefill({{300, 70}, {700, 200}, 4, 1, 128, 64, true, 1.f, opts(cuda::PrefillKernel::HOPPER, 0.f)}, 11);
 }
 
