@@ -24,6 +24,21 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return r;
 }
 
+// Device-scope hand-offs between blocks without a fence: a fence (MEMBAR.GPU) waits for the SM's in-flight memory
+// operations, which under PDL include the next kernel's early weight loads (bench/RESULTS.md, session 12: the decode
+// attention's split arrival). Pattern: the block's writes, bar.sync, then thread 0's release (cumulative over what the
+// barrier ordered before it); the reader's thread 0 acquires, then bar.sync before the block reads.
+__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Timestamps for in-kernel traces (benchmarks): the GPU-wide nanosecond clock, comparable across SMs.
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;

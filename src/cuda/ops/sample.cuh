@@ -205,12 +205,12 @@ __device__ inline int32_t grid_sample(const float* logits, int n_vocab, const Sa
   if (tid == 0) {
     sc.part[b] = total;
     sc.kept[b] = kept;
-    __threadfence();  // the sums are visible before the ticket
-    s_last = atomicAdd(sc.counter, 1u) == unsigned(G - 1);
+    // The ticket releases the sums above and acquires the other blocks' (no fences: device.cuh); the barrier below
+    // orders the last block's reads after thread 0's acquire.
+    s_last = atom_add_acq_rel_gpu(sc.counter, 1u) == unsigned(G - 1);
   }
   __syncthreads();
   if (!s_last) return GRID_SAMPLE_OTHER;
-  __threadfence();
   // Every block has passed the selection's barriers: its scratch is cleared for the next draw.
   for (int i = tid; i < n_levels * 3 * SAMPLE_SELECT_BINS; i += nt) sc.hist[i] = 0;
   if (tid == 0 && n_levels > 0) *sc.barrier = 0;

@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cuda/common/device.cuh"
 #include "cuda/ops/sample.h"
 
 namespace mk::cuda::sample_detail {
@@ -85,16 +86,15 @@ struct SelectCtx {
 };
 
 // Every block waits for every other. Ticket order: the counter only grows within a draw (the draw's last block
-// resets it).
+// resets it). Without fences (device.cuh, atom_add_acq_rel_gpu): the barrier orders the block's histogram atomics
+// before thread 0's release; its acquire reads every arrival's, and the second barrier orders the block's reads after.
 __device__ inline void grid_barrier(unsigned* bar, int G) {
-  __syncthreads();  // this block's atomics and stores are issued
+  __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();  // ... and visible at device scope before its arrival
-    const unsigned ticket = atomicAdd(bar, 1u);
+    const unsigned ticket = atom_add_acq_rel_gpu(bar, 1u);
     const unsigned goal = (ticket / unsigned(G) + 1u) * unsigned(G);
-    while (*reinterpret_cast<volatile unsigned*>(bar) < goal) {
+    while (ld_acquire_gpu(bar) < goal) {
     }
-    __threadfence();  // the others' writes are seen by the reads that follow
   }
   __syncthreads();
 }
