@@ -29,13 +29,6 @@ constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes: up to 10% sl
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
 #endif
 
-#ifndef MK_ATTN_DESC_AT
-// 1: wgmma descriptors as one per tile and operand plus a constant offset per wgmma (wgmma_desc_at) instead of a
-// full descriptor per wgmma; bit-identical operands, fewer instructions in the ping-pong turn (RESULTS.md, session
-// 12, att2: prepared, not yet measured on a GPU).
-#define MK_ATTN_DESC_AT 0
-#endif
-
 // Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
 template <int D, int NWG>
 struct HopperCfg {
@@ -54,6 +47,11 @@ struct HopperCfg {
   // (Q re-read from shared memory by every Q K^T): cuts the shared-memory reads of Q K^T by a third. Measured
   // on the H200 (same call, ABBA): D=128 non-causal +2.6% (576 -> 591 TFLOP/s), causal within noise.
   static constexpr bool Q_IN_REGS = MK_ATTN_Q_IN_REGS_D128 && D == 128;
+  // wgmma descriptors as one per tile and operand plus a constant offset per wgmma (wgmma_desc_at) instead of a full
+  // descriptor per wgmma: the same operands, the head dim 64 ping-pong turn 104 -> 59 instructions. Measured on the
+  // H200 (same call, ABBA, 16k B=2): D=64 +1.5% non-causal, +1.2% causal; D=128 -0.7% non-causal, +-0 causal, so
+  // head dim 64 only (RESULTS.md, session 12 closing round).
+  static constexpr bool DESC_AT = D == 64;
   static constexpr int ATOMS = D / 64;                     // 64-column (128-byte) swizzle atoms per row
   static constexpr int Q_BYTES = BM * D * 2;               // [ATOMS][BM rows][128 B]
   static constexpr int KV_BYTES = HOP_BN * D * 2;          // [ATOMS][128 rows][128 B]
@@ -268,45 +266,30 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     }
   }
 
-#if MK_ATTN_DESC_AT
-  // Descriptors: one per tile and operand, then a constant offset per wgmma (wgmma_desc_at).
+  // Descriptors (HopperCfg::DESC_AT): one per tile and operand plus an offset per wgmma, or a full one per wgmma.
   const uint64_t q_desc = wgmma_desc(q_addr, 16, 1024);
   auto issue_qk = [&](float (&sc)[NT][4], int st) {
-    const uint64_t k_desc = wgmma_desc(smem_u32(s_k(st)), 16, 1024);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
-      const uint32_t koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
-      if constexpr (L::Q_IN_REGS)
-        wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], wgmma_desc_at(k_desc, koff), kk > 0);
-      else
-        wgmma_m64n128k16_ss(sc, wgmma_desc_at(q_desc, qoff), wgmma_desc_at(k_desc, koff), kk > 0);
-    }
-  };
-  auto issue_pv = [&](const uint32_t (&pf)[NT / 2][4], int st) {
-    const uint64_t v_desc = wgmma_desc(smem_u32(s_v(st)), BN * 128, 1024);
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint64_t dv = wgmma_desc_at(v_desc, kk * 16 * 128);
-#else
-  auto issue_qk = [&](float (&sc)[NT][4], int st) {
     const uint32_t k_addr = smem_u32(s_k(st));
+    const uint64_t k_desc = wgmma_desc(k_addr, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t qoff = (kk / 4) * BM * 128 + (kk % 4) * 32;  // atom, then 32 B per 16 columns
       const uint32_t koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
+      const uint64_t dk = L::DESC_AT ? wgmma_desc_at(k_desc, koff) : wgmma_desc(k_addr + koff, 16, 1024);
       if constexpr (L::Q_IN_REGS)
-        wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
+        wgmma_m64n128k16_rs_kmajor(sc, q_frag[kk], dk, kk > 0);
       else
-        wgmma_m64n128k16_ss(sc, wgmma_desc(q_addr + qoff, 16, 1024), wgmma_desc(k_addr + koff, 16, 1024), kk > 0);
+        wgmma_m64n128k16_ss(sc, L::DESC_AT ? wgmma_desc_at(q_desc, qoff) : wgmma_desc(q_addr + qoff, 16, 1024), dk,
+                            kk > 0);
     }
   };
   auto issue_pv = [&](const uint32_t (&pf)[NT / 2][4], int st) {
     const uint32_t v_addr = smem_u32(s_v(st));
+    const uint64_t v_desc = wgmma_desc(v_addr, BN * 128, 1024);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint64_t dv = wgmma_desc(v_addr + kk * 16 * 128, BN * 128, 1024);
-#endif
+      const uint32_t voff = kk * 16 * 128;
+      const uint64_t dv = L::DESC_AT ? wgmma_desc_at(v_desc, voff) : wgmma_desc(v_addr + voff, BN * 128, 1024);
       if constexpr (D == 64) wgmma_m64n64k16_rs(o, pf[kk], dv);
       else wgmma_m64n128k16_rs(o, pf[kk], dv);
     }
