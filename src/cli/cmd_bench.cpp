@@ -97,7 +97,6 @@ Expected<std::unique_ptr<cuda::CudaBackend>> build(const std::string& what, cons
 //   early-trigger, late-trigger   CudaBackendOptions::early_trigger on / off
 //   temp           decode steps draw at temperature 1 on the device (seed 1) instead of the argmax
 //   sample<N>      CudaBackendOptions::sample_blocks = N (the draw over N blocks; with temp)
-//   threads<N>     CudaBackendOptions::sample_threads = N (threads per draw block)
 //   topk<K>, topp<P>   decode steps draw at temperature 1 (seed 1) with top_k = K / top_p = P on the device (e.g.
 //                  topk40, topp0.9, topk40+topp0.95)
 //   stopsteps<S>   CudaBackendOptions::stop_graph_steps = S, and the stop-id rows (the default variant always has them)
@@ -162,7 +161,6 @@ Expected<Variant> parse_variant(const std::string& name) {
     else if (f == "late-trigger") v.opt.early_trigger = false;
     else if (f == "temp") v.sampling.temperature = 1.f, v.sampling.seed = 1;
     else if (num("sample") >= 1) v.opt.sample_blocks = int(num("sample"));
-    else if (num("threads") >= 1) v.opt.sample_threads = int(num("threads"));
     else if (num("topk") >= 1) v.sampling.temperature = 1.f, v.sampling.seed = 1, v.sampling.top_k = int(num("topk"));
     else if (float p = f.starts_with("topp") ? parse_unit(f.substr(4)) : -1.f; p > 0.f)
       v.sampling.temperature = 1.f, v.sampling.seed = 1, v.sampling.top_p = p;
@@ -170,7 +168,7 @@ Expected<Variant> parse_variant(const std::string& name) {
     else
       return make_error("--variants: '", f, "' in '", name,
                         "' is not a variant feature (expected rope-kernel, rope-fused, graph, eager+pdl, steps<K>, stopsteps<S>, "
-                        "stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, threads<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
+                        "stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-{qkv,attn,o,gu,down}, joined by '+')");
   }
   return v;
 }
@@ -357,7 +355,7 @@ Command add_bench_command(CLI::App& parent) {
                 "Also time decode in every ablation variant (RoPE kernel, no PDL, no graph, late residual and K/V reads, 8 steps per graph launch)");
   sub->add_option("--variants", opts->variants,
                   "Ablation variants to time at the first context: '+'-joined features (rope-kernel, rope-fused, graph, "
-                  "eager+pdl, steps<K>, stopsteps<S>, stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, threads<N>, topk<K>, topp<P>, skip-<kernel>)")
+                  "eager+pdl, steps<K>, stopsteps<S>, stop-prefetch, stop-noprefetch, late-add, late-kv, rope-attn, rope-matvec, h-f32, early-trigger, late-trigger, temp, sample<N>, topk<K>, topp<P>, skip-<kernel>)")
       ->delimiter(',');
   return {sub, [opts] { return run_bench(*opts); }};
 }

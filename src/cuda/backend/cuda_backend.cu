@@ -47,10 +47,6 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const ModelConfig& co
                       config.n_embd, ", ", config.n_ff, ")");
   if (opt.sample_blocks < 1 || opt.sample_blocks > 1024)
     return make_error("sample_blocks must be in [1, 1024] blocks drawing a sampled token, got ", opt.sample_blocks);
-  if (opt.sample_threads < 256 || opt.sample_threads > 1024 || opt.sample_threads % 32 != 0 ||
-      opt.sample_threads < opt.sample_blocks)
-    return make_error("sample_threads must be a multiple of 32 in [256, 1024] and at least sample_blocks (",
-                      opt.sample_blocks, "), got ", opt.sample_threads);
   int dev = 0, n_sm = 0;
   if (cudaGetDevice(&dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && opt.sample_blocks > n_sm)

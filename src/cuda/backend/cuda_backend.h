@@ -87,9 +87,6 @@ struct CudaBackendOptions {
   // 1024 and the GPU's SM count: with top-k / top-p the blocks wait for each other). H200, 1B (bench/RESULTS.md session 8): 1 block 0.8305 ms/token, 64 blocks 0.7489, 132 blocks 0.7559;
   // greedy 0.7350.
   int sample_blocks = 64;
-  // Threads per block of that grid draw (a multiple of 32 in [256, 1024], at least sample_blocks): fewer leave room on
-  // the drawing SMs for the next step's first kernel, whose blocks start early under PDL.
-  int sample_threads = 1024;
   // Decode: cuda/attention's decode streams the K/V rows below the newest before its PDL wait
   // (AttentionOptions::decode_early_kv). Its contract holds here: the kernel before it (the QKV matvec with the RoPE
   // epilogue, or the RoPE kernel; the plain QKV matvec under rope_in_attention, with the newest row written by the

@@ -234,7 +234,7 @@ void CudaBackend::enqueue_decode(const Stream& s, int n_split, const StopCheck& 
   matvec(s, lm_head_args(x_));
   const float* logits = logits_;
   if (opt_.sample_blocks > 1)
-    launch(s, dim3(unsigned(opt_.sample_blocks)), dim3(unsigned(opt_.sample_threads)), 0, finish_step_grid_kernel, state_, tokens_out_,
+    launch(s, dim3(unsigned(opt_.sample_blocks)), dim3(1024), 0, finish_step_grid_kernel, state_, tokens_out_,
            max_context_, x_, weights_.tok_embd, E, logits, c.n_vocab, sample_scratch_, stop);
   else
     launch(s, dim3(1), dim3(1024), 0, finish_step_kernel, state_, tokens_out_, max_context_, x_, weights_.tok_embd, E,
