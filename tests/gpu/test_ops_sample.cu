@@ -4,8 +4,7 @@
 // flat distributions, and logits rounded to a grid so that many candidates tie at the top-k / top-p boundaries, with a
 // fresh scratch per draw and one scratch reused over hundreds (as the backend draws). The host rule and its statistics
 // are tested in tests/runtime/test_sampler.cpp; here only the equality.
-// Run: test_gpu --gtest_filter='Sample*' (MK_SAMPLE_TIMING=1 also times the grid draw: Sample.GridDrawTiming)
-#include <cstdlib>
+// Run: test_gpu --gtest_filter='Sample*'
 #include <memory>
 
 #include "core/philox.h"
@@ -199,41 +198,6 @@ TEST(Sample, LongRunsOfTiesEqualHostSampler) {
   int n_draws = 0;
   for (auto& row : long_run_logits(rng)) n_draws += compare_rules(row, top_rules(int(row.size())), "long runs");
   EXPECT_EQ(n_draws, 3 * 11 * 4 * 3);
-}
-
-// Measurement, not a check (MK_SAMPLE_TIMING=1): microseconds per grid draw of 64 blocks at the Llama 3 vocabulary
-// (sample_token, back-to-back launches; no max hint, so every block also scans the logits for their max) on logits
-// shaped like the random 1B model's (sigma 0.9) and a peakier row (sigma 3).
-TEST(Sample, GridDrawTiming) {
-  if (!std::getenv("MK_SAMPLE_TIMING")) GTEST_SKIP() << "set MK_SAMPLE_TIMING=1 to time the grid draw";
-  std::mt19937 rng(3);
-  const int V = 128256, blocks = 64, reps = 200;
-  Scratch scratch(blocks);
-  DeviceArray<int32_t> out(1);
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  const std::pair<const char*, cuda::SampleRule> rules[] = {
-      {"temp", {1.f, 0, 1.f, 0.f}},           {"minp0.05", {1.f, 0, 1.f, 0.05f}}, {"topk40", {1.f, 40, 1.f, 0.f}},
-      {"topp0.9", {1.f, 0, 0.9f, 0.f}},       {"topp0.95+T0.7", {0.7f, 0, 0.95f, 0.f}},
-      {"topk40+topp0.95", {1.f, 40, 0.95f, 0.f}}};
-  for (float sigma : {0.9f, 3.f}) {
-    DeviceArray<float> d(randn(size_t(V), rng, sigma));
-    for (const auto& [name, r] : rules) {
-      for (int i = 0; i < 20; ++i)
-        cuda::sample_token(cuda::Stream(nullptr, false), d.p, V, r, 1, uint64_t(i), out.p, blocks, scratch.sc);
-      CUDA_CHECK(cudaEventRecord(e0));
-      for (int i = 0; i < reps; ++i)
-        cuda::sample_token(cuda::Stream(nullptr, false), d.p, V, r, 1, uint64_t(i), out.p, blocks, scratch.sc);
-      CUDA_CHECK(cudaEventRecord(e1));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      std::printf("grid draw sigma %.1f %-16s %6.2f us\n", sigma, name, 1e3f * ms / reps);
-    }
-  }
-  CUDA_CHECK(cudaEventDestroy(e0));
-  CUDA_CHECK(cudaEventDestroy(e1));
 }
 
 TEST(Sample, NoFiniteLogitIsMinusOne) {
