@@ -4,7 +4,7 @@
 // Decode: context 4k/32k/128k, batch 1/8/64, head dim 64/128: us, TB/s of K+V bytes and % of the read ceiling
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
-// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu]
+// Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu] [knobs]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -18,6 +18,7 @@ int main() {
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../tests/gpu/test_attention_fixture.h"
 #include "cuda/common/bench_timing.h"
@@ -139,6 +140,39 @@ void settle() {
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     for (bool causal : {false, true}) prefill_point(st, 2, 16384, d, causal, cuda::AttentionOptions{}, "settle");
+  }
+}
+
+// 'knobs': the Hopper prefill's run-time switches on the table's shapes where cuDNN led (batch 4 at 1k-4k keys; 16k
+// batch 2 for reference), each against the defaults in mirrored order (defaults, switches..., switches reversed,
+// defaults), to see whether a per-shape choice would win there.
+void knobs() {
+  struct Knob {
+    const char* tag;
+    void (*set)(cuda::AttentionOptions&);
+  };
+  const Knob all[] = {{"knob default", [](cuda::AttentionOptions&) {}},
+                      {"knob nwg2", [](cuda::AttentionOptions& o) { o.hopper_consumer_warpgroups = 2; }},
+                      {"knob no-lpt", [](cuda::AttentionOptions& o) { o.hopper_lpt_schedule = false; }},
+                      {"knob no-pingpong", [](cuda::AttentionOptions& o) { o.hopper_pingpong = false; }},
+                      {"knob no-overlap", [](cuda::AttentionOptions& o) { o.hopper_overlap = false; }}};
+  const struct {
+    int d, seq, batch;
+  } shapes[] = {{64, 4096, 4}, {128, 1024, 4}, {128, 4096, 4}, {64, 16384, 2}, {128, 16384, 2}};
+  for (const auto& sh : shapes) {
+    PrefillSetup st(sh.batch, sh.seq, sh.d);
+    for (bool causal : {false, true}) {
+      std::vector<const Knob*> order;
+      for (const Knob& k : all)
+        if (sh.d == 64 || std::string(k.tag) != "knob nwg2") order.push_back(&k);  // 2 consumer WGs only at 128
+      for (int i = int(order.size()) - 1; i >= 0; --i) order.push_back(order[size_t(i)]);
+      for (const Knob* k : order) {
+        cuda::AttentionOptions o;
+        o.prefill_kernel = cuda::PrefillKernel::HOPPER;
+        k->set(o);
+        prefill_point(st, sh.batch, sh.seq, sh.d, causal, o, k->tag);
+      }
+    }
   }
 }
 
@@ -555,7 +589,7 @@ void decode_trace() {
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
        want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
-       want_v6 = false, want_tma = false;
+       want_v6 = false, want_tma = false, want_knobs = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -570,6 +604,7 @@ int main(int argc, char** argv) {
     want_tma |= a == "dectma";
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
+    want_knobs |= a == "knobs";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
@@ -586,6 +621,7 @@ int main(int argc, char** argv) {
   if (want_settle) settle();
   if (want_clock) clock_probe();
   if (want_ncu) ncu_target();
+  if (want_knobs) knobs();
   return 0;
 }
 #endif
