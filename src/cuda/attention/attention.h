@@ -81,8 +81,9 @@ struct AttentionOptions {
   // HOPPER kernel: consumer warpgroups of 64 query rows per CTA. 0 = the default per head dim (3 at 64, 2 at
   // 128); 2 or 3 at head dim 64, 2 at 128.
   int hopper_consumer_warpgroups = 0;
-  // HOPPER kernel: CTA order longest-processing-time first (the heaviest row blocks of every head in an
-  // L2-sized group of heads first, the light ones last) instead of head after head.
+  // HOPPER kernel, causal: CTA order longest-processing-time first (the heaviest row blocks of every head in an
+  // L2-sized group of heads first, the light ones last) instead of head after head. Non-causal launches always go
+  // head after head (equal row blocks: the order only changes L2 reuse, which head after head keeps better).
   bool hopper_lpt_schedule = true;
   // Decode: number of KV splits per (sequence, kv head), 1 .. 1024; 0 chooses from max_seqlen_k, the batch
   // and the SM count.
