@@ -21,6 +21,9 @@ struct SamplingParams {
   uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.f || top_k == 1; }
+  // Greedy over the raw logits (no repetition penalty to apply first): the token is their argmax, which a device
+  // loop or a forward's fused argmax can choose without the host.
+  bool argmax_only() const { return greedy() && repetition_penalty == 1.f; }
 };
 
 // Checks the ranges above; returns an empty string when valid, else a message naming the parameter.

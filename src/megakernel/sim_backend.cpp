@@ -41,7 +41,7 @@ class SimBackend final : public Backend {
   // "On the device" as the GPU backends: from the last forward's logits, the argmax (the Argmax instruction's rule,
   // cpu::argmax) or the draw decode_sample_until takes (sample_draw, the host Sampler's rule) at index `draw`.
   Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override {
-    const bool greedy = p.greedy() && p.repetition_penalty == 1.f;
+    const bool greedy = p.argmax_only();
     if (!greedy && !can_decode_sample(p))
       return make_error("megakernel-sim backend: sample_last takes greedy parameters or a temperature and min-p");
     if (last_logits_.empty()) return make_error("megakernel-sim backend: sample_last before any forward");

@@ -125,8 +125,7 @@ Expected<GenerateResult> Engine::generate(std::span<const int32_t> prompt, const
   // 10; greedy's, session 11). Tokens past a stop are
   // dropped and uncached; a backend that checks the EOS ids on the device (max_stop_ids) ends a call at an EOS itself
   // (nothing to drop).
-  const bool device_greedy =
-      opts.sampling.greedy() && opts.sampling.repetition_penalty == 1.f && backend_.has_decode_greedy();
+  const bool device_greedy = opts.sampling.argmax_only() && backend_.has_decode_greedy();
   const bool device_sample = !opts.sampling.greedy() && backend_.can_decode_sample(opts.sampling);
   const bool on_device = device_greedy || device_sample;
   // The EOS ids go to the device when the backend checks that many there (else the host's check below is all).

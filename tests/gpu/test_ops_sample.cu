@@ -121,21 +121,15 @@ TEST(Sample, TiesAtTheBoundaryEqualHostSampler) {
   EXPECT_EQ(n_draws, (2 * 2 * 14 + 4 + 3) * 4 * 3);
 }
 
-// One grid_sample scratch for `blocks` blocks, zeroed, carved as sample.cu's launcher does.
+// One grid_sample scratch for `blocks` blocks, zeroed (sample.h grid_sample_scratch_at).
 struct Scratch {
   void* base = nullptr;
   cuda::GridSampleScratch sc;
   explicit Scratch(int blocks) {
-    size_t sizes[6], total = 0;
-    cuda::grid_sample_scratch_sizes(blocks, sizes);
-    for (size_t b : sizes) total += (b + 255) / 256 * 256;
+    const size_t total = cuda::grid_sample_scratch_bytes(blocks);
     CUDA_CHECK(cudaMalloc(&base, total));
     CUDA_CHECK(cudaMemset(base, 0, total));
-    char* p[6];
-    p[0] = static_cast<char*>(base);
-    for (int i = 1; i < 6; ++i) p[i] = p[i - 1] + (sizes[i - 1] + 255) / 256 * 256;
-    sc = {reinterpret_cast<double*>(p[0]), reinterpret_cast<int*>(p[1]), reinterpret_cast<unsigned*>(p[2]),
-          reinterpret_cast<unsigned long long*>(p[3]), reinterpret_cast<unsigned*>(p[4]), reinterpret_cast<int*>(p[5])};
+    sc = cuda::grid_sample_scratch_at(base, blocks);
   }
   ~Scratch() { cudaFree(base); }
 };

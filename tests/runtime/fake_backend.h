@@ -68,7 +68,7 @@ class FakeBackend final : public Backend {
   // The choice from the last forward's logits: with device_greedy the argmax (greedy parameters), with device_sample a
   // Sampler at draw `draw`, as decode_sample draws. fail_sample_last: an injected failure.
   Expected<int32_t> sample_last(const SamplingParams& p, uint64_t draw) override {
-    const bool greedy = device_greedy && p.greedy() && p.repetition_penalty == 1.f;
+    const bool greedy = device_greedy && p.argmax_only();
     if (!greedy && !can_decode_sample(p)) return Backend::sample_last(p, draw);
     ++n_sample_last;
     if (fail_sample_last) return make_error("fake: injected sample_last failure");

@@ -90,6 +90,12 @@ TEST(Sampler, RepetitionPenaltyHandChecked) {
   std::vector<float> l2{2.f, -2.f, 1.f};
   const std::vector<int32_t> h2{0};
   EXPECT_EQ(s.sample(l2, h2), 2);
+  // So greedy with a penalty is not the raw logits' argmax: not for a device argmax (SamplingParams::argmax_only).
+  EXPECT_TRUE(p.greedy());
+  EXPECT_FALSE(p.argmax_only());
+  EXPECT_TRUE(SamplingParams{}.argmax_only());
+  EXPECT_TRUE((SamplingParams{.temperature = 0.8f, .top_k = 1}.argmax_only()));
+  EXPECT_FALSE((SamplingParams{.temperature = 0.8f}.argmax_only()));
 }
 
 TEST(Sampler, TopKKeepsTies) {

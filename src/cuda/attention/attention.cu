@@ -79,6 +79,12 @@ void fill_paged(P& p, const A& a) {
   p.scale_log2 = scale_log2(a.scale, a.kv.head_dim);
 }
 
+// Bytes of the decode workspace before its arrival counters: partial outputs [rows, head_dim] f32 and partial LSEs
+// [rows], rounded up to 16 (attention_decode_workspace_bytes, attention_decode).
+size_t decode_partials_bytes(size_t rows, int head_dim) {
+  return (rows * (size_t(head_dim) + 1) * sizeof(float) + 15) / 16 * 16;
+}
+
 }  // namespace
 
 Status attention_prefill(cudaStream_t stream, const AttentionPrefillArgs& a, const AttentionOptions& opt) {
@@ -168,7 +174,7 @@ int attention_decode_splits(int batch, int n_kv_head, int max_seqlen_k, const At
 size_t attention_decode_workspace_bytes(int batch, int n_head, int n_kv_head, int head_dim, int max_seqlen_k,
                                         const AttentionOptions& opt) {
   const size_t rows = size_t(batch) * n_head * attention_decode_splits(batch, n_kv_head, max_seqlen_k, opt);
-  const size_t part = (rows * (size_t(head_dim) + 1) * sizeof(float) + 15) / 16 * 16;
+  const size_t part = decode_partials_bytes(rows, head_dim);
   const size_t group = n_kv_head > 0 ? size_t(std::max(1, n_head / n_kv_head)) : 1;
   return part + size_t(batch) * n_kv_head * ((group + 15) / 16) * sizeof(unsigned long long);
 }
@@ -213,7 +219,7 @@ Status attention_decode(cudaStream_t stream, const AttentionDecodeArgs& a, const
   p.o_part = static_cast<float*>(a.workspace);
   p.lse_part = p.o_part + rows * a.kv.head_dim;
   p.counters = reinterpret_cast<unsigned long long*>(static_cast<char*>(a.workspace) +
-                                                     (rows * (size_t(a.kv.head_dim) + 1) * sizeof(float) + 15) / 16 * 16);
+                                                     decode_partials_bytes(rows, a.kv.head_dim));
   attn::DecodeLaunch l;
   l.pdl = opt.decode_pdl;
   l.warps = opt.decode_warps == 8 ? 8 : attn::DECODE_WARPS;

@@ -1,8 +1,10 @@
-// Device helpers of the split-KV decode kernel (decode_kernel.cuh): tile sizes, the MK_DECODE_TRACE stamps, PDL
-// controls, the L2 prefetch of a warp's first tiles, the last-CTA arrival and bf16 stores. Included only by
-// decode.cu (through decode_kernel.cuh): everything is in that translation unit's anonymous namespace.
+// Device helpers of the split-KV decode kernel (decode_kernel.cuh): tile sizes, the MK_DECODE_TRACE stamps, the L2
+// prefetch of a warp's first tiles, the last-CTA arrival and bf16 stores (PDL controls: cuda/common/device.cuh).
+// Included only by decode.cu (through decode_kernel.cuh): everything is in that translation unit's anonymous
+// namespace.
 #pragma once
 #include "cuda/attention/attn_common.cuh"
+#include "cuda/common/device.cuh"  // PDL controls, globaltimer_ns, sm_id, atom_add_acq_rel_gpu
 #include "cuda/attention/attn_internal.h"
 
 namespace mk::cuda::attn {
@@ -78,12 +80,7 @@ __device__ __forceinline__ void tma_zero_rows(bf16* s_v, int n_valid, int tk, in
 #if MK_DECODE_TRACE
 __device__ unsigned long long* g_trace;  // [tickets][8]: id word, then 6 stamps (ns) and 0
 __device__ unsigned g_trace_ticket, g_trace_cap;
-__device__ __forceinline__ unsigned long long gtime() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define TR_STAMP(k) (tr_[k] = gtime())
+#define TR_STAMP(k) (tr_[k] = globaltimer_ns())
 // Tickets are taken at a CTA's end; call N + 1's CTAs end after their PDL wait, i.e. after call N completed, so
 // every CTA of call N holds a smaller ticket than any of call N + 1.
 #define TR_STORE(last)                                                                                       \
@@ -91,8 +88,7 @@ __device__ __forceinline__ unsigned long long gtime() {
     if (threadIdx.x == 0 && g_trace) {                                                                       \
       const unsigned tk = atomicAdd(&g_trace_ticket, 1u);                                                    \
       if (tk < g_trace_cap) {                                                                                \
-        unsigned smid;                                                                                       \
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));                                                    \
+        const unsigned smid = sm_id();                                                                       \
         unsigned long long* r = g_trace + 8ull * tk;                                                         \
         r[0] = blockIdx.x | (unsigned long long)blockIdx.y << 16 | (unsigned long long)smid << 32 |          \
                (unsigned long long)(last) << 48;                                                             \
@@ -105,9 +101,6 @@ __device__ __forceinline__ unsigned long long gtime() {
 #define TR_STAMP(k) ((void)0)
 #define TR_STORE(last) ((void)0)
 #endif
-
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void griddep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t ld_b32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
@@ -153,8 +146,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const DecodeParams& p, int 
 // the add landed on garbage: the arrival is redone by compare-and-swap, which replaces the garbage by MAGIC|1 (so
 // that add is never counted) or counts on a word another arrival already replaced; then a fence (acquire).
 __device__ __forceinline__ bool arrive_last(unsigned long long* ctr, unsigned n) {
-  unsigned long long v;
-  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(v) : "l"(ctr) : "memory");
+  unsigned long long v = atom_add_acq_rel_gpu(ctr, 1ull);
   unsigned count;
   if ((v >> 32) == CTR_MAGIC) {
     count = unsigned(v) + 1;

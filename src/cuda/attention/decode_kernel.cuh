@@ -70,8 +70,8 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
   // Without EARLY everything below reads q / seq_lens / K/V that the previous kernel may have written.
   if constexpr (!EARLY) {
     if (p.l2_prefetch_tiles > 0) prefetch_first_tiles<D, W, TK>(p, b, split, hk, threadIdx.x / 32, threadIdx.x % 32);
-    griddep_wait();
-    griddep_launch();
+    pdl_wait();
+    pdl_launch_dependents();
     TR_STAMP(1);
   }
 
@@ -179,8 +179,8 @@ __device__ __forceinline__ void decode_body(const DecodeParams& p, const CUtenso
       issue(n_pre);
       if constexpr (!TMA) cp_async_commit();
     }
-    griddep_wait();  // q, the workspace and the newest K/V row are read / written only after this
-    griddep_launch();
+    pdl_wait();  // q, the workspace and the newest K/V row are read / written only after this
+    pdl_launch_dependents();
     TR_STAMP(1);
     load_q();
   }

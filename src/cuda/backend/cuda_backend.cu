@@ -79,8 +79,7 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
   gemm_ = std::move(*g);
 
   const size_t E = c.n_embd, F = c.n_ff, Q = c.q_dim(), KV = c.kv_dim(), V = c.n_vocab, C = opt_.prefill_chunk;
-  size_t ss[6];  // grid_sample's scratch (ops/sample.h)
-  grid_sample_scratch_sizes(opt_.sample_blocks, ss);
+  void* sample_scratch = nullptr;  // grid_sample's (ops/sample.h), zeroed with the arena as the rest
   std::vector<std::pair<void**, size_t>> bufs = {
       {reinterpret_cast<void**>(&state_), sizeof(StepState)},
       {reinterpret_cast<void**>(&tokens_out_), size_t(max_context_) * 4},
@@ -92,12 +91,7 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
       {reinterpret_cast<void**>(&hb_), F * 2},
       {reinterpret_cast<void**>(&logits_), V * 4},
       {reinterpret_cast<void**>(&drawn_), 4},
-      {reinterpret_cast<void**>(&sample_scratch_.part), ss[0]},
-      {reinterpret_cast<void**>(&sample_scratch_.kept), ss[1]},
-      {reinterpret_cast<void**>(&sample_scratch_.counter), ss[2]},  // zeroed with the arena, as the rest
-      {reinterpret_cast<void**>(&sample_scratch_.hist), ss[3]},
-      {reinterpret_cast<void**>(&sample_scratch_.barrier), ss[4]},
-      {reinterpret_cast<void**>(&sample_scratch_.ties), ss[5]},
+      {&sample_scratch, grid_sample_scratch_bytes(opt_.sample_blocks)},
       {reinterpret_cast<void**>(&inv_freq_), size_t(c.head_dim) * 2},
       {reinterpret_cast<void**>(&tokens_), C * 4},
       {reinterpret_cast<void**>(&px_), C * E * 4},
@@ -122,6 +116,7 @@ Status CudaBackend::init(const DeviceKvCache* shared_kv) {
     *b.first = p;
     p += align_up(b.second);
   }
+  sample_scratch_ = grid_sample_scratch_at(sample_scratch, opt_.sample_blocks);
   std::vector<float> inv_freq;
   cpu::rope_inv_freq(inv_freq, c.rope, c.head_dim);
   MK_TRY(cuda_status(cudaMemcpy(inv_freq_, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice),
@@ -294,7 +289,7 @@ Status CudaBackend::begin_decode(int32_t token, int pos, const SamplingParams& s
 }
 
 Expected<int32_t> CudaBackend::sample_last(const SamplingParams& p, uint64_t draw) {
-  if (!p.greedy() || p.repetition_penalty != 1.f) return sample_logits(logits_, p, draw);
+  if (!p.argmax_only()) return sample_logits(logits_, p, draw);
   // The forward's own argmax (lowest id on ties, as decode_greedy_until): a prefill leaves the LM head's packed
   // maximum, a 1-token step its finish kernel's choice (which also clears the packed one).
   StepState s{};

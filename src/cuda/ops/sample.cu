@@ -44,18 +44,11 @@ void sample_token(const Stream& s, const float* logits, int n_vocab, const Sampl
                   uint64_t draw, int32_t* out, int blocks) {
   if (blocks <= 1) return sample_token(s, logits, n_vocab, rule, seed, draw, out, 1, GridSampleScratch{});
   MK_CHECK(blocks <= 1024);
-  size_t sizes[6], total = 0;
-  grid_sample_scratch_sizes(blocks, sizes);
-  for (size_t b : sizes) total += (b + 255) / 256 * 256;
+  const size_t total = grid_sample_scratch_bytes(blocks);
   void* scratch = nullptr;
   CUDA_CHECK(cudaMallocAsync(&scratch, total, s.stream));
   CUDA_CHECK(cudaMemsetAsync(scratch, 0, total, s.stream));
-  char* p[6];
-  p[0] = static_cast<char*>(scratch);
-  for (int i = 1; i < 6; ++i) p[i] = p[i - 1] + (sizes[i - 1] + 255) / 256 * 256;
-  const GridSampleScratch sc{reinterpret_cast<double*>(p[0]), reinterpret_cast<int*>(p[1]),
-                             reinterpret_cast<unsigned*>(p[2]), reinterpret_cast<unsigned long long*>(p[3]),
-                             reinterpret_cast<unsigned*>(p[4]), reinterpret_cast<int*>(p[5])};
+  const GridSampleScratch sc = grid_sample_scratch_at(scratch, blocks);
   sample_token(s, logits, n_vocab, rule, seed, draw, out, blocks, sc);
   CUDA_CHECK(cudaFreeAsync(scratch, s.stream));
 }

@@ -47,6 +47,24 @@ inline void grid_sample_scratch_sizes(int blocks, size_t out[6]) {
   out[5] = size_t(blocks) * sizeof(int);
 }
 
+// One block of memory for all of a GridSampleScratch: its bytes (each buffer 256-byte aligned), and the scratch
+// carved from such a block at `base` (the allocating sample_token below, tests).
+inline size_t grid_sample_scratch_bytes(int blocks) {
+  size_t sizes[6], total = 0;
+  grid_sample_scratch_sizes(blocks, sizes);
+  for (size_t b : sizes) total += (b + 255) / 256 * 256;
+  return total;
+}
+inline GridSampleScratch grid_sample_scratch_at(void* base, int blocks) {
+  size_t sizes[6];
+  grid_sample_scratch_sizes(blocks, sizes);
+  char* p[6];
+  p[0] = static_cast<char*>(base);
+  for (int i = 1; i < 6; ++i) p[i] = p[i - 1] + (sizes[i - 1] + 255) / 256 * 256;
+  return {reinterpret_cast<double*>(p[0]), reinterpret_cast<int*>(p[1]), reinterpret_cast<unsigned*>(p[2]),
+          reinterpret_cast<unsigned long long*>(p[3]), reinterpret_cast<unsigned*>(p[4]), reinterpret_cast<int*>(p[5])};
+}
+
 // *out = the id the host Sampler draws from logits[n_vocab] (device, f32; with top-k / top-p n_vocab <=
 // SAMPLE_SELECT_MAX_VOCAB) with `rule`, draw `draw` of `seed` (-1 when
 // no logit is finite). blocks = 1: block_sample, one block of 1024 threads; more (at most 1024, and at most the number

@@ -89,7 +89,7 @@ Expected<int> MegakernelBackend::decode_layered(int32_t token, int pos, const Sa
 }
 
 Expected<int32_t> MegakernelBackend::sample_last(const SamplingParams& p, uint64_t draw) {
-  const bool greedy = p.greedy() && p.repetition_penalty == 1.f;
+  const bool greedy = p.argmax_only();
   if (!greedy && !can_decode_sample(p)) return sample_params_error(p);
   switch (last_logits_) {
     case Logits::Prefill: return prefill_->sample_last(p, draw);  // greedy too: the layered prefill's argmax
