@@ -5,6 +5,7 @@
 // measured in the same process; CUDA-graph replays rotating over > L2 of buffers (peers: attention_decode_peers.py).
 // Prints 'RESULT {json}' lines (bench/attention_peers.py joins them with the peers) and a table.
 // Usage: attention [prefill] [ablation] [decode] [quick] [settle] [decfocus] [decclust] [decv6] [dectma] [dectrace] [clock] [ncu] [knobs]
+//                  [pfocus] [ptrace]
 #if !defined(MK_HAVE_CUDA)
 #include <cstdio>
 int main() {
@@ -140,6 +141,114 @@ void settle() {
   for (int d : {64, 128}) {
     PrefillSetup st(2, 16384, d);
     for (bool causal : {false, true}) prefill_point(st, 2, 16384, d, causal, cuda::AttentionOptions{}, "settle");
+  }
+}
+
+// 'pfocus': the defaults on the shapes where cuDNN leads or is close (head dim 128 at 4k batch 4 and 1k batch 4) and
+// the 16k batch 2 targets, non-causal and causal, so that builds can be compared in ABBA order with the cuDNN
+// peers on the same rows (bench/attention_settle.sh with SETTLE_MODE=pfocus).
+void prefill_focus() {
+  const struct {
+    int d, seq, batch;
+  } shapes[] = {{128, 4096, 4}, {128, 1024, 4}, {64, 4096, 4}, {128, 16384, 2}, {64, 16384, 2}};
+  for (const auto& sh : shapes) {
+    PrefillSetup st(sh.batch, sh.seq, sh.d);
+    for (bool causal : {false, true})
+      prefill_point(st, sh.batch, sh.seq, sh.d, causal, cuda::AttentionOptions{}, "pfocus");
+  }
+}
+
+// 'ptrace' (only with prefill_hopper_d*.cu built with MK_PREFILL_TRACE=1): per-CTA globaltimer stamps of one
+// default launch (after 3 untraced ones) per shape: where an SM's time goes (CTA prologue up to the first S, the
+// K/V loop, the epilogue, the gaps between consecutive CTAs on an SM, the SMs idle before their first and after
+// their last CTA), as % of SMs x the launch's span, and per-CTA means.
+void prefill_trace() {
+  const struct {
+    int d, seq, batch;
+    bool causal;
+  } shapes[] = {{128, 4096, 4, false}, {128, 4096, 4, true}, {128, 4096, 1, true}, {128, 16384, 2, false},
+                {128, 16384, 2, true}, {64, 4096, 4, true}, {64, 16384, 2, false}, {64, 16384, 2, true}};
+  for (const auto& sh : shapes) {
+    PrefillSetup st(sh.batch, sh.seq, sh.d);
+    st.args.causal = sh.causal;
+    const cuda::AttentionOptions o;
+    for (int i = 0; i < 3; ++i) MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());
+    const size_t cap = size_t(sh.seq / 64 + 1) * HQ * sh.batch;
+    DevBuf<unsigned long long> buf(cap * 8);
+    ATT_CUDA_CHECK(cudaMemset(buf.ptr, 0, buf.n * 8));
+    auto arm = sh.d == 64 ? cuda::attn::prefill_trace_arm_d64 : cuda::attn::prefill_trace_arm_d128;
+    if (arm(buf.ptr, buf.n * 8) != cudaSuccess) {
+      std::printf("[ptrace] not a trace build (MK_PREFILL_TRACE=0)\n");
+      return;
+    }
+    MK_CHECK(cuda::attention_prefill(nullptr, st.args, o).ok());
+    ATT_CUDA_CHECK(cudaDeviceSynchronize());
+    ATT_CUDA_CHECK(arm(nullptr, 0));
+    const std::vector<unsigned long long> r = buf.download();
+    struct Cta {
+      double t[7];
+      unsigned sm;
+      int nt;
+    };
+    std::vector<Cta> ctas;
+    for (size_t i = 0; i < cap; ++i) {
+      const unsigned long long* w = &r[i * 8];
+      if (w[0] == 0) continue;  // past the grid
+      Cta c{};
+      for (int k = 0; k < 7; ++k) c.t[k] = double(w[k]);
+      c.sm = unsigned(w[7] >> 32) & 0xfff;
+      c.nt = int(w[7] >> 44);
+      if (c.nt == 0xfffff || c.nt == 0) continue;
+      ctas.push_back(c);
+    }
+    if (ctas.empty()) continue;
+    double t0 = 1e30, t1 = 0;
+    auto end_of = [](const Cta& c) { return std::max(c.t[4], c.t[5]); };
+    for (const Cta& c : ctas) {
+      t0 = std::min(t0, c.t[0]);
+      t1 = std::max(t1, end_of(c));
+    }
+    std::vector<std::vector<const Cta*>> per_sm(1024);
+    int n_sm = 0;
+    for (const Cta& c : ctas) {
+      if (per_sm[c.sm].empty()) ++n_sm;
+      per_sm[c.sm].push_back(&c);
+    }
+    double gaps = 0, head = 0, tail = 0, busy = 0, pre = 0, loop = 0, post = 0, to_q = 0, wg_lag = 0, end_lag = 0;
+    double tiles = 0, loop_tiles = 0, last_start = 0;
+    int n_gaps = 0;
+    for (auto& v : per_sm) {
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end(), [](const Cta* a, const Cta* b) { return a->t[0] < b->t[0]; });
+      head += v.front()->t[0] - t0;
+      tail += t1 - end_of(*v.back());
+      last_start = std::max(last_start, v.back()->t[0]);
+      for (size_t i = 1; i < v.size(); ++i, ++n_gaps) gaps += v[i]->t[0] - end_of(*v[i - 1]);
+    }
+    for (const Cta& c : ctas) {
+      busy += end_of(c) - c.t[0];
+      pre += c.t[2] - c.t[0];
+      loop += c.t[3] - c.t[2];
+      post += end_of(c) - c.t[3];
+      to_q += c.t[1] - c.t[0];
+      wg_lag += c.t[6] - c.t[2];
+      end_lag += c.t[5] - c.t[4];
+      tiles += c.nt;
+      loop_tiles += c.nt - 1;
+    }
+    const double span = t1 - t0, total = span * n_sm, n = double(ctas.size());
+    const double flops = 4.0 * sh.batch * HQ * double(sh.seq) * sh.seq * sh.d / (sh.causal ? 2 : 1);
+    std::printf("[ptrace] D=%d S=%d B=%d causal=%d: %zu CTAs on %d SMs, span %.1f us (%.1f TFLOP/s), %.2f tiles/CTA\n"
+                "  SM time: prologue %.1f%% | K/V loop %.1f%% | epilogue %.1f%% | gaps %.1f%% | head %.1f%% | tail %.1f%%"
+                " (last CTA start at %.1f us)\n"
+                "  per CTA (us): entry->Q %.2f, entry->first S %.2f (last WG +%.2f), loop %.1f ns per tile, last P V"
+                " + store %.2f (last WG ends +%.2f), gap to the next CTA %.2f\n",
+                sh.d, sh.seq, sh.batch, int(sh.causal), ctas.size(), n_sm, span * 1e-3, flops / (span * 1e-9) / 1e12,
+                tiles / n, 100 * pre / total, 100 * loop / total, 100 * post / total, 100 * gaps / total,
+                100 * head / total, 100 * tail / total, (last_start - t0) * 1e-3, to_q / n * 1e-3, pre / n * 1e-3,
+                wg_lag / n * 1e-3, loop_tiles > 0 ? loop / loop_tiles : 0.0, post / n * 1e-3, end_lag / n * 1e-3,
+                n_gaps ? gaps / n_gaps * 1e-3 : 0.0);
+    std::fflush(stdout);
   }
 }
 
@@ -589,7 +698,7 @@ void decode_trace() {
 int main(int argc, char** argv) {
   bool want_prefill = argc == 1, want_ablation = argc == 1, want_decode = argc == 1, quick = false, want_settle = false,
        want_focus = false, want_clust = false, want_trace = false, want_clock = false, want_ncu = false,
-       want_v6 = false, want_tma = false, want_knobs = false;
+       want_v6 = false, want_tma = false, want_knobs = false, want_pfocus = false, want_ptrace = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     want_prefill |= a == "prefill";
@@ -605,6 +714,8 @@ int main(int argc, char** argv) {
     want_clock |= a == "clock";
     want_ncu |= a == "ncu";
     want_knobs |= a == "knobs";
+    want_pfocus |= a == "pfocus";
+    want_ptrace |= a == "ptrace";
     g_no_hopper |= a == "nohopper";
   }
   cudaDeviceProp prop{};
@@ -622,6 +733,8 @@ int main(int argc, char** argv) {
   if (want_clock) clock_probe();
   if (want_ncu) ncu_target();
   if (want_knobs) knobs();
+  if (want_pfocus) prefill_focus();
+  if (want_ptrace) prefill_trace();
   return 0;
 }
 #endif

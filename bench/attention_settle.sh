@@ -13,6 +13,8 @@
 #   SETTLE_CLOCK_BUILDS="i j": then `attn_bench clock` (1.5 s of back-to-back launches per head dim) for those
 #   builds in ABBA order, each summarised by bench/attention_clock_summary.py (sustained rate at the power cap).
 #   SETTLE_PEERS=0 skips the cuDNN prefill peers.
+#   SETTLE_MODE: the attn_bench mode of the ABBA runs (default settle: 16k batch 2; pfocus: the shapes where cuDNN
+#   leads too); SETTLE_ROUNDS=2 repeats the ABBA sequence (ABBA ABBA).
 set -uo pipefail
 OUT=${OUT:-/tmp/attn_settle}; mkdir -p "$OUT"
 t0=$(date +%s)
@@ -37,8 +39,12 @@ check() {  # build index: tests then racecheck
 }
 check 0
 # ABBA: every build once forwards, once backwards.
-order=("${dirs[@]}")
-for ((i = ${#dirs[@]} - 1; i >= 0; --i)); do order+=("${dirs[i]}"); done
+mode=${SETTLE_MODE:-settle}
+order=()
+for ((r = 0; r < ${SETTLE_ROUNDS:-1}; ++r)); do
+  order+=("${dirs[@]}")
+  for ((i = ${#dirs[@]} - 1; i >= 0; --i)); do order+=("${dirs[i]}"); done
+done
 smi=""
 if [ "${SETTLE_CLOCK:-0}" = 1 ]; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader -lms 50 > "$OUT/clocks.log" 2>&1 &
@@ -67,7 +73,7 @@ for d in "${order[@]}"; do
   n=$((n + 1))
   echo "===== settle #$n $d" >> "$OUT/settle.log"
   ta=$(date +%s.%N)
-  timeout 30 "$d/attn_bench" settle > "$OUT/settle_cur.log" 2>&1
+  timeout 30 "$d/attn_bench" "$mode" > "$OUT/settle_cur.log" 2>&1
   rc=$?
   tb=$(date +%s.%N)
   cat "$OUT/settle_cur.log" >> "$OUT/settle.log"
@@ -100,7 +106,7 @@ if [ "${SETTLE_FOCUS:-1}" = 1 ]; then
   grep -E "^\s*(64|128) .* default " "$OUT/peers.log" | head -12
 fi
 if [ "${SETTLE_PEERS:-1}" = 1 ]; then
-  sed -i 's/"tag":"settle"/"tag":"table"/' "$OUT/settle_rows.log"
+  sed -i "s/\"tag\":\"$mode\"/\"tag\":\"table\"/" "$OUT/settle_rows.log"
   PYTHONUNBUFFERED=1 timeout 45 python3 bench/attention_peers.py "$OUT/settle_rows.log" --backends CUDNN \
     >> "$OUT/peers.log" 2>&1; echo "prefill peers rc=$? ($(el))"
   grep -E "^prefill" "$OUT/peers.log"

@@ -77,6 +77,11 @@ cudaError_t launch_prefill_simple_d128(const PrefillParams& p, cudaStream_t s);
 // total_q: rows of q; pool_rows: kv_n_blocks * kv_block_size (extents of the TMA tensor maps).
 cudaError_t launch_prefill_hopper_d64(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s);
 cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s);
+// Trace build only (prefill_hopper_d*.cu compiled with MK_PREFILL_TRACE=1): arms per-CTA globaltimer records of the
+// next launches of that head dim's Hopper prefill, 64 bytes per CTA indexed by blockIdx.x (prefill_hopper.cuh);
+// elsewhere returns cudaErrorNotSupported.
+cudaError_t prefill_trace_arm_d64(void* buf, size_t bytes);
+cudaError_t prefill_trace_arm_d128(void* buf, size_t bytes);
 // 3-D TMA map over a [rows, heads, D] bf16 tensor, box [64 rows, 1 head, 64 columns], 128-byte swizzle
 // (CUtensorMap is passed as void* so that this header needs no driver API header).
 // box_rows (<= 256) and l2_promotion (0, 64, 128 or 256 bytes) other than the defaults: the decode's TMA tiles.

@@ -9,6 +9,9 @@
 // Paged KV: each 64-row chunk of a tile is one TMA box at pool row block_table[pos / bs] * bs + pos % bs; a
 // chunk that runs past the sequence end is copied by the producer warp with plain loads and zero-filled
 // (so that stale pool memory, possibly NaN, never meets a zero probability in P V).
+// Epilogue: each consumer warpgroup writes its normalised output rows into its (free by then) rows of the Q buffer
+// and stores them with one TMA per 64 columns (4-byte stores from the registers only for a ragged sequence's last
+// rows): it halved the per-CTA epilogue (RESULTS.md, session 13 att4).
 // Instantiated per head dim in prefill_hopper_d*.cu. Reference: cpu::attention_prefill.
 // One CTA per work tile: persistent CTAs (one per SM looping over the tiles, static or dynamic order) measured
 // 7-24% slower on the H200 (bench/RESULTS.md, prefill v7), so the hardware's CTA scheduling stays.
@@ -19,6 +22,7 @@
 #include "cuda/attention/attn_internal.h"
 #include "cuda/attention/prefill_hopper_pipe.cuh"
 #include "cuda/attention/wgmma.cuh"
+#include "cuda/common/device.cuh"
 
 namespace mk::cuda::attn {
 
@@ -27,6 +31,28 @@ constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes: up to 10% sl
 
 #ifndef MK_ATTN_Q_IN_REGS_D128
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
+#endif
+// Thread 0 reads the first K tile's block-table entries at entry and issues Q's and (when whole) the first K tile's
+// TMA loads right after initialising the barriers, before the CTA-wide barrier and the producer's register
+// hand-over (the producer skips them): the first S waits for K, whose issue was the prologue's critical path.
+#ifndef MK_ATTN_EARLY_LOADS
+#define MK_ATTN_EARLY_LOADS 0
+#endif
+// MK_PREFILL_TRACE = 1 (a diagnostic build of the prefill objects only, never the library's): per-CTA globaltimer
+// stamps into the buffer armed by prefill_trace_arm_d64 / _d128 (attn_bench 'ptrace'). Record of CTA blockIdx.x,
+// 8 words: [0] CTA entry, [1] Q landed (first consumer warpgroup), [2] its first S landed, [3] its K/V loop done,
+// [4] its output stored, [5] the last warpgroup's output stored, [6] the last warpgroup's first S landed,
+// [7] blockIdx.x | smid << 32 | n_tiles << 44 (n_tiles = 0xfffff: the CTA had no rows).
+#ifndef MK_PREFILL_TRACE
+#define MK_PREFILL_TRACE 0
+#endif
+#if MK_PREFILL_TRACE
+static __device__ unsigned long long* g_ptrace;
+static __device__ unsigned g_ptrace_cap;  // records
+#define PTR_STAMP(k)                                                                                 \
+  do {                                                                                               \
+    if (g_ptrace && blockIdx.x < g_ptrace_cap) g_ptrace[8ull * blockIdx.x + (k)] = globaltimer_ns(); \
+  } while (0)
 #endif
 
 // Tile shape, register split and shared-memory layout of one (head dim, consumer warpgroups) instance.
@@ -119,9 +145,8 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
 // the heaviest row block (causal: the last, with the most key tiles). lpt_units == 0: unit by unit. Otherwise
 // longest-processing-time first within sections of lpt_units units (whose K/V fit in L2): every unit's
 // heaviest block, then every unit's next, ..., so that the light blocks fill the tail of the grid.
-__device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int& m_block, int& h, int& b) {
+__device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int lin, int& m_block, int& h, int& b) {
   const int units = p.n_head * p.batch;
-  const int lin = blockIdx.x;
   int u, m_rev;
   if (p.lpt_units > 0) {
     const int per_sec = n_m * p.lpt_units;
@@ -138,10 +163,53 @@ __device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int& m
   b = u / p.n_head;
 }
 
+// Epilogue of a consumer warpgroup whose 64 rows all lie inside the sequence: the rows divided
+// by their sums, in bf16, written by stmatrix into s_tile (this warpgroup's rows of the Q buffer, free by now: the
+// TMA's [ATOMS][BM rows][128 B] layout with the 128-byte swizzle), then stored by one TMA per 64-column atom; the
+// log-sum-exp as store_out_rows. bar_id: a named barrier of this warpgroup's 128 threads.
+template <int D, int DT, int BM>
+__device__ __forceinline__ void store_out_tile_tma(const CUtensorMap* tmap_o, float* lse, int n_head,
+                                                   const float (&o)[DT][4], const float (&m_run)[2],
+                                                   const float (&l_run)[2], const int (&row_in_seq)[2], int q0, int h,
+                                                   int m0_wg, char* s_tile, int bar_id, int warp, int lane) {
+  const int t = lane % 4;
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = l > 0.f ? 1.f / l : 0.f;
+    if (lse && t == 0)
+      lse[(int64_t(q0) + row_in_seq[r]) * n_head + h] = l > 0.f ? (m_run[r] + log2f(l)) * LN2 : -INFINITY;
+  }
+  // stmatrix x4 per pair of 8-column chunks (j, j + 1): matrices {rows 0-7, 8-15 of this warp's 16} x {j, j + 1};
+  // lane l gives the address of row l % 8 (+ 8 for matrices 1 and 3) of chunk j + l / 16.
+  const int r_l = warp * 16 + (lane % 8) + 8 * ((lane / 8) & 1);
+  const uint32_t base = smem_u32(s_tile) + r_l * 128;
+#pragma unroll
+  for (int j = 0; j < DT; j += 2) {
+    const int ch = j + lane / 16;
+    stmatrix_x4(base + (ch / 8) * BM * 128 + (((ch % 8) ^ (r_l & 7)) * 16),
+                pack_bf16(o[j][0] * inv[0], o[j][1] * inv[0]), pack_bf16(o[j][2] * inv[1], o[j][3] * inv[1]),
+                pack_bf16(o[j + 1][0] * inv[0], o[j + 1][1] * inv[0]),
+                pack_bf16(o[j + 1][2] * inv[1], o[j + 1][3] * inv[1]));
+  }
+  fence_proxy_async();  // this thread's shared-memory writes -> visible to the TMA (async proxy)
+  named_bar_sync(bar_id, 128);
+  if (warp == 0 && lane == 0) {
+#pragma unroll
+    for (int a = 0; a < D / 64; ++a) tma_store_3d(tmap_o, s_tile + a * BM * 128, a * 64, h, q0 + m0_wg);
+    bulk_commit();
+    bulk_wait_read_all();
+  }
+}
+
 template <int D, int NWG, bool POLY>
 __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     prefill_hopper_kernel(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
-                          const __grid_constant__ CUtensorMap tmap_v, const PrefillParams p) {
+                          const __grid_constant__ CUtensorMap tmap_v, const __grid_constant__ CUtensorMap tmap_o,
+                          const PrefillParams p) {
   using L = HopperCfg<D, NWG>;
   constexpr int STAGES = L::STAGES, ATOMS = L::ATOMS, BM = L::BM, BN = HOP_BN;
   extern __shared__ unsigned char smem_raw[];
@@ -157,9 +225,17 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   uint64_t* v_empty = k_empty + STAGES;
 
   int m_block, h, b;
-  cta_tile(p, (p.max_seqlen_q + BM - 1) / BM, m_block, h, b);
+#if MK_PREFILL_TRACE
+  if (threadIdx.x == 0) PTR_STAMP(0);
+#endif
+  const int n_m = (p.max_seqlen_q + BM - 1) / BM;
+  cta_tile(p, n_m, blockIdx.x, m_block, h, b);
   const int q0 = p.cu_seqlens_q[b], q_len = p.cu_seqlens_q[b + 1] - q0;
   const int m0 = m_block * BM;
+#if MK_PREFILL_TRACE
+  if (threadIdx.x == 0 && g_ptrace && blockIdx.x < g_ptrace_cap)
+    g_ptrace[8ull * blockIdx.x + 7] = blockIdx.x | (unsigned long long)sm_id() << 32 | 0xfffffull << 44;
+#endif
   if (m0 >= q_len) return;  // uniform for the CTA, before any barrier
   const int kv_len = min(p.seq_lens_k[b], p.kv_capacity);
   const int hk = h / p.group;
@@ -170,8 +246,21 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   // the ping-pong turns stay paired.
   const int n_tiles = (n_end + BN - 1) / BN;
   const int32_t* bt_row = p.block_table + int64_t(b) * p.max_blocks_per_seq;
+#if MK_PREFILL_TRACE
+  if (threadIdx.x == 0 && g_ptrace && blockIdx.x < g_ptrace_cap)
+    g_ptrace[8ull * blockIdx.x + 7] = blockIdx.x | (unsigned long long)sm_id() << 32 |
+                                      (unsigned long long)(n_tiles & 0xfffff) << 44;
+#endif
 
+  const bool k0_early = MK_ATTN_EARLY_LOADS && n_tiles > 0 && kv_len >= BN;  // the first K tile, whole
   if (threadIdx.x == 0) {
+#if MK_ATTN_EARLY_LOADS
+    int k0_row[BN / HOP_BOX];  // pool rows of the first K tile's boxes (block sizes are multiples of HOP_BOX)
+    if (k0_early)
+#pragma unroll
+      for (int c2 = 0; c2 < BN / HOP_BOX; ++c2)
+        k0_row[c2] = bt_row[c2 * HOP_BOX / p.block_size] * p.block_size + c2 * HOP_BOX % p.block_size;
+#endif
     mbar_init(q_full, 1);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&k_full[s], 1);
@@ -180,6 +269,22 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       mbar_init(&v_empty[s], L::CONSUMER_WARPS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#if MK_ATTN_EARLY_LOADS
+    mbar_arrive_expect_tx(q_full, L::Q_BYTES);
+    for (int c = 0; c < BM / 64; ++c)
+      for (int a = 0; a < ATOMS; ++a)
+        tma_load_3d(reinterpret_cast<char*>(s_q) + a * BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
+                    q0 + m0 + c * 64);
+    if (k0_early) {
+      mbar_arrive_expect_tx(&k_full[0], BN * 128 * ATOMS);
+#pragma unroll
+      for (int c2 = 0; c2 < BN / HOP_BOX; ++c2)
+#pragma unroll
+        for (int a = 0; a < ATOMS; ++a)
+          tma_load_3d(reinterpret_cast<char*>(s_k(0)) + a * BN * 128 + c2 * HOP_BOX * 128, &tmap_k, &k_full[0],
+                      a * 64, hk, k0_row[c2]);
+    }
+#endif
   }
   __syncthreads();  // barriers initialised before anyone waits on them
 
@@ -188,7 +293,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     setmaxnreg_dec<L::PRODUCER_REGS>();
     const int lane = threadIdx.x;
     if (lane < 32) {
-      if (lane == 0) {
+      if (lane == 0 && !MK_ATTN_EARLY_LOADS) {
         mbar_arrive_expect_tx(q_full, L::Q_BYTES);
         for (int c = 0; c < BM / 64; ++c)
           for (int a = 0; a < ATOMS; ++a)
@@ -203,8 +308,10 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
         // This lane's box of the tile; the block-table read is in flight during the ring waits. (Reading it one
         // tile ahead measured the same: RESULTS.md, session 12.)
         const int row = box_row(p, bt_row, n0, kv_len, lane);
-        mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
-        produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
+        if (!(k0_early && it == 0)) {     // (issued by thread 0 already)
+          mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
+          produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
+        }
         mbar_wait(&v_empty[st], ph ^ 1);
         produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, n0, kv_len, row, lane);
       }
@@ -246,6 +353,9 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   };
   if (pp && c == NWG - 1) named_bar_arrive(1, 256);
   mbar_wait(q_full, 0);
+#if MK_PREFILL_TRACE
+  if (threadIdx.x == 128) PTR_STAMP(1);
+#endif
   // Q in registers (L::Q_IN_REGS): A fragments of this warp's 16 rows, k-step kk: {row g, row g + 8} x
   // {columns 16kk + 2t, 16kk + 8 + 2t}, read from the TMA's 128-byte-swizzled tile (16-byte chunk ^ row % 8).
   uint32_t q_frag[L::Q_IN_REGS ? D / 16 : 1][4];
@@ -339,6 +449,10 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       turn_end();
       wgmma_wait<0>();
       fence_operands(s);
+#if MK_PREFILL_TRACE
+      if (threadIdx.x == 128) PTR_STAMP(2);
+      if (threadIdx.x == 128 * NWG) PTR_STAMP(6);
+#endif
       release(&k_empty[0]);
       mask(s, 0);
       softmax_scores(s, m_run, l_run, alpha, p_frag, p.scale_log2, p.rescale_threshold, n_poly);  // o == 0
@@ -374,6 +488,9 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       pack_p(s, p_frag);  // the previous P's registers are free now
     }
     pv_alone(p_frag, (n_tiles - 1) % STAGES, ((n_tiles - 1) / STAGES) & 1);
+#if MK_PREFILL_TRACE
+    if (threadIdx.x == 128) PTR_STAMP(3);
+#endif
   } else {
 #pragma unroll 1
     for (int it = 0; it < n_tiles; ++it) {
@@ -397,16 +514,27 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
   }
   if (pp && c == 0) named_bar_sync(1, 256);  // the last warpgroup's final arrive (see turn_begin)
 
-  store_out_rows<D, DT>(p.out, p.lse, p.n_head, o, m_run, l_run, row_in_seq, q_len, q0, h, t);
+  // The output: through shared memory and TMA where the warpgroup's 64 rows lie inside the sequence (measured
+  // faster than 4-byte stores from the registers: RESULTS.md, session 13 att4), else from the registers.
+  if (m0_wg + 64 <= q_len)
+    store_out_tile_tma<D, DT, BM>(&tmap_o, p.lse, p.n_head, o, m_run, l_run, row_in_seq, q0, h, m0_wg,
+                                  reinterpret_cast<char*>(s_q) + c * 64 * 128, 1 + NWG + c, warp, lane);
+  else
+    store_out_rows<D, DT>(p.out, p.lse, p.n_head, o, m_run, l_run, row_in_seq, q_len, q0, h, t);
+#if MK_PREFILL_TRACE
+  if (threadIdx.x == 128) PTR_STAMP(4);
+  if (threadIdx.x == 128 * NWG) PTR_STAMP(5);
+#endif
 }
 
 template <int D, int NWG, bool POLY>
 cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
   using L = HopperCfg<D, NWG>;
-  CUtensorMap mq, mk, mv;
+  CUtensorMap mq, mk, mv, mo;
   cudaError_t e = make_tensor_map_3d(&mq, p.q, D, p.n_head, total_q);
   if (e == cudaSuccess) e = make_tensor_map_3d(&mk, p.k, D, p.n_kv_head, pool_rows, HOP_BOX);
   if (e == cudaSuccess) e = make_tensor_map_3d(&mv, p.v, D, p.n_kv_head, pool_rows, HOP_BOX);
+  if (e == cudaSuccess) e = make_tensor_map_3d(&mo, p.out, D, p.n_head, total_q);
   if (e != cudaSuccess) return e;
   static bool attr_set = false;  // raise the dynamic shared-memory limit once per process (per instance)
   if (!attr_set) {
@@ -417,7 +545,7 @@ cudaError_t launch_prefill_hopper_inst(const PrefillParams& p, int64_t total_q, 
   }
   const int64_t n_ctas = int64_t((p.max_seqlen_q + L::BM - 1) / L::BM) * p.n_head * p.batch;
   if (n_ctas > 0x7fffffff) return cudaErrorInvalidConfiguration;
-  prefill_hopper_kernel<D, NWG, POLY><<<unsigned(n_ctas), L::THREADS, L::BYTES, s>>>(mq, mk, mv, p);
+  prefill_hopper_kernel<D, NWG, POLY><<<unsigned(n_ctas), L::THREADS, L::BYTES, s>>>(mq, mk, mv, mo, p);
   return cudaGetLastError();
 }
 
@@ -432,6 +560,21 @@ cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64
   if (p.n_poly == 0)
     return launch_prefill_hopper_inst<D, NWG, false>(p, total_q, pool_rows, s);
   return launch_prefill_hopper_inst<D, NWG, true>(p, total_q, pool_rows, s);
+}
+
+// prefill_trace_arm_d64 / _d128 (attn_internal.h): the record buffer of this file's instances (MK_PREFILL_TRACE).
+static inline cudaError_t prefill_trace_arm_here(void* buf, size_t bytes) {
+#if MK_PREFILL_TRACE
+  unsigned long long* ptr = static_cast<unsigned long long*>(buf);
+  const unsigned cap = unsigned(bytes / 64);
+  cudaError_t e = cudaMemcpyToSymbol(g_ptrace, &ptr, sizeof(ptr));
+  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_ptrace_cap, &cap, sizeof(cap));
+  return e;
+#else
+  (void)buf;
+  (void)bytes;
+  return cudaErrorNotSupported;
+#endif
 }
 
 }  // namespace mk::cuda::attn

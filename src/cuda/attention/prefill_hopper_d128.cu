@@ -7,4 +7,5 @@ namespace mk::cuda::attn {
 cudaError_t launch_prefill_hopper_d128(const PrefillParams& p, int64_t total_q, int64_t pool_rows, cudaStream_t s) {
   return launch_prefill_hopper<128, 2>(p, total_q, pool_rows, s);
 }
+cudaError_t prefill_trace_arm_d128(void* buf, size_t bytes) { return prefill_trace_arm_here(buf, bytes); }
 }  // namespace mk::cuda::attn

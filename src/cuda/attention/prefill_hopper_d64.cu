@@ -8,4 +8,5 @@ cudaError_t launch_prefill_hopper_d64(const PrefillParams& p, int64_t total_q, i
   return p.n_wg == 3 ? launch_prefill_hopper<64, 3>(p, total_q, pool_rows, s)
                      : launch_prefill_hopper<64, 2>(p, total_q, pool_rows, s);
 }
+cudaError_t prefill_trace_arm_d64(void* buf, size_t bytes) { return prefill_trace_arm_here(buf, bytes); }
 }  // namespace mk::cuda::attn
