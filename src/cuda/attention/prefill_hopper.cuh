@@ -32,12 +32,6 @@ constexpr int HOP_BOX = 64;  // rows per K/V TMA box (16-row boxes: up to 10% sl
 #ifndef MK_ATTN_Q_IN_REGS_D128
 #define MK_ATTN_Q_IN_REGS_D128 1  // S = Q K^T with Q in registers at D=128 (0: SS wgmma; RESULTS.md, round 5)
 #endif
-// Thread 0 reads the first K tile's block-table entries at entry and issues Q's and (when whole) the first K tile's
-// TMA loads right after initialising the barriers, before the CTA-wide barrier and the producer's register
-// hand-over (the producer skips them): the first S waits for K, whose issue was the prologue's critical path.
-#ifndef MK_ATTN_EARLY_LOADS
-#define MK_ATTN_EARLY_LOADS 0
-#endif
 // MK_PREFILL_TRACE = 1 (a diagnostic build of the prefill objects only, never the library's): per-CTA globaltimer
 // stamps into the buffer armed by prefill_trace_arm_d64 / _d128 (attn_bench 'ptrace'). Record of CTA blockIdx.x,
 // 8 words: [0] CTA entry, [1] Q landed (first consumer warpgroup), [2] its first S landed, [3] its K/V loop done,
@@ -252,15 +246,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
                                       (unsigned long long)(n_tiles & 0xfffff) << 44;
 #endif
 
-  const bool k0_early = MK_ATTN_EARLY_LOADS && n_tiles > 0 && kv_len >= BN;  // the first K tile, whole
   if (threadIdx.x == 0) {
-#if MK_ATTN_EARLY_LOADS
-    int k0_row[BN / HOP_BOX];  // pool rows of the first K tile's boxes (block sizes are multiples of HOP_BOX)
-    if (k0_early)
-#pragma unroll
-      for (int c2 = 0; c2 < BN / HOP_BOX; ++c2)
-        k0_row[c2] = bt_row[c2 * HOP_BOX / p.block_size] * p.block_size + c2 * HOP_BOX % p.block_size;
-#endif
     mbar_init(q_full, 1);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&k_full[s], 1);
@@ -269,22 +255,6 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
       mbar_init(&v_empty[s], L::CONSUMER_WARPS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#if MK_ATTN_EARLY_LOADS
-    mbar_arrive_expect_tx(q_full, L::Q_BYTES);
-    for (int c = 0; c < BM / 64; ++c)
-      for (int a = 0; a < ATOMS; ++a)
-        tma_load_3d(reinterpret_cast<char*>(s_q) + a * BM * 128 + c * 64 * 128, &tmap_q, q_full, a * 64, h,
-                    q0 + m0 + c * 64);
-    if (k0_early) {
-      mbar_arrive_expect_tx(&k_full[0], BN * 128 * ATOMS);
-#pragma unroll
-      for (int c2 = 0; c2 < BN / HOP_BOX; ++c2)
-#pragma unroll
-        for (int a = 0; a < ATOMS; ++a)
-          tma_load_3d(reinterpret_cast<char*>(s_k(0)) + a * BN * 128 + c2 * HOP_BOX * 128, &tmap_k, &k_full[0],
-                      a * 64, hk, k0_row[c2]);
-    }
-#endif
   }
   __syncthreads();  // barriers initialised before anyone waits on them
 
@@ -293,7 +263,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
     setmaxnreg_dec<L::PRODUCER_REGS>();
     const int lane = threadIdx.x;
     if (lane < 32) {
-      if (lane == 0 && !MK_ATTN_EARLY_LOADS) {
+      if (lane == 0) {
         mbar_arrive_expect_tx(q_full, L::Q_BYTES);
         for (int c = 0; c < BM / 64; ++c)
           for (int a = 0; a < ATOMS; ++a)
@@ -308,10 +278,8 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
         // This lane's box of the tile; the block-table read is in flight during the ring waits. (Reading it one
         // tile ahead measured the same: RESULTS.md, session 12.)
         const int row = box_row(p, bt_row, n0, kv_len, lane);
-        if (!(k0_early && it == 0)) {     // (issued by thread 0 already)
-          mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
-          produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
-        }
+        mbar_wait(&k_empty[st], ph ^ 1);  // fresh barrier: parity 1 counts as completed
+        produce_tile<D>(s_k(st), &k_full[st], &tmap_k, p.k, p, bt_row, hk, n0, kv_len, row, lane);
         mbar_wait(&v_empty[st], ph ^ 1);
         produce_tile<D>(s_v(st), &v_full[st], &tmap_v, p.v, p, bt_row, hk, n0, kv_len, row, lane);
       }
