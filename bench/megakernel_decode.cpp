@@ -77,9 +77,12 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 }
 
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
-// variants ("d,o": default, attn_short off (version 8's inline attention); also "pmax" all ring pages that
-// fit, "p4" / "p3" max - 1 / max - 2 pages, "pf" prefetch off, "lm" the dynamic LM head toggled (version
-// 10); MK_SET_LONG: the same for contexts above 32);
+// variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
+// variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
+// "lm" the dynamic LM head, "pf" prefetch, "o"
+// attn_short off (version 8's inline attention); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2
+// pages (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the in-kernel timing report of
+// every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -98,10 +101,20 @@ bool env_on(const char* name, bool def) {
   return v && *v ? std::atoi(v) != 0 : def;
 }
 int g_ctx = 32;  // the context being measured (MK_SET_LONG applies above 32)
-bool in_set(const std::string& id) {
+std::vector<std::string> variant_ids() {
   const char* v = g_ctx > 32 && std::getenv("MK_SET_LONG") ? std::getenv("MK_SET_LONG") : std::getenv("MK_SET");
   const std::string set = v && *v ? v : "d,o";
-  return ("," + set + ",").find("," + id + ",") != std::string::npos;
+  std::vector<std::string> out;
+  for (size_t a = 0; a <= set.size();) {
+    size_t b = set.find(',', a);
+    if (b == std::string::npos) b = set.size();
+    if (b > a) out.push_back(set.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+bool has_token(const std::string& id, const std::string& tok) {
+  return ("+" + id + "+").find("+" + tok + "+") != std::string::npos;
 }
 
 void bench_shape(const std::string& name, double gbs) {
@@ -138,29 +151,39 @@ void bench_shape(const std::string& name, double gbs) {
     } else if (!(*b)->set_random_context(ctx).ok()) {
       return;
     }
-    // Configurations: the default, then switches one at a time (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; };
+    // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
-    if (build == 1 || in_set("d")) vars.push_back({build == 1 ? (mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks") : "default", pf0, fl0, mi0, ro0});
     const int mp = (*b)->max_ring_pages();
-    if (build == 0) {
-      if (in_set("o") && (*b)->attn_short_max() > 0) vars.push_back({"attn_short off (v8 inline attention)", pf0, fl0, mi0, ro0, 0, 0});
-      if (in_set("pmax") && mp != (*b)->ring_pages()) vars.push_back({cat("ring ", mp, " pages (all that fit)"), pf0, fl0, mi0, ro0, mp});
-      if (in_set("p4")) vars.push_back({cat("ring ", mp - 1, " pages"), pf0, fl0, mi0, ro0, mp - 1});
-      if (in_set("p3") && mp > 3) vars.push_back({cat("ring ", mp - 2, " pages"), pf0, fl0, mi0, ro0, mp - 2});
+    if (build == 1) vars.push_back({mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks", pf0, fl0, mi0, ro0, 0, -1, -1, "d"});
+    for (const std::string& id : build == 1 ? std::vector<std::string>{} : variant_ids()) {
+      Variant v{"", pf0, fl0, mi0, ro0, 0, -1, -1, id};
+      if (id == "d") v.name = "default";
+      else if (id == "pmax") v.pages = mp, v.name = cat("ring ", mp, " pages (all that fit)");
+      else if (id == "p4") v.pages = mp - 1, v.name = cat("ring ", mp - 1, " pages");
+      else if (id == "p3") v.pages = mp - 2, v.name = cat("ring ", mp - 2, " pages");
+      else {
+        if (has_token(id, "o")) {
+          if ((*b)->attn_short_max() == 0) continue;
+          v.short_attn = 0;
+        }
+        if (has_token(id, "fl")) v.flags = !fl0;
+        if (has_token(id, "lm")) v.lm_dynamic = !ld0;
+        if (has_token(id, "pf")) v.prefetch = !pf0;
+        v.name = cat(id, ": flags ", int(v.flags));
+      }
+      vars.push_back(v);
     }
     // Version 7's switches (run-time, same build): flag-in-data publishing, the mid-layer residual, RoPE
     // cos/sin before the wait; each combination as bits (flags 1, mid 2, rope 4) toggled from the default.
     if (build == 0 && env_on("MK_V7", false))
       for (int v : {1, 2, 4, 3, 6, 7}) {
         const bool f = ((v & 1) != 0) != fl0, m = ((v & 2) != 0) != mi0, r = ((v & 4) != 0) != ro0;
-        vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, f, m, r});
+        vars.push_back({cat("v7 switch: flags ", int(f), " mid_resid ", int(m), " rope_early ", int(r)), pf0, f, m, r, 0, -1, -1, cat("v7_", v)});
       }
-    if (build == 0 && ctx == 32 && in_set("pf")) vars.push_back({"prefetch off", !pf0, fl0, mi0, ro0});
-    // Version 10's switch: "lm" the dynamic LM head toggled.
-    if (build == 0 && in_set("lm")) vars.push_back({cat("lm_dynamic ", int(!ld0)), pf0, fl0, mi0, ro0, 0, -1, !ld0});
+    std::vector<std::string> timed_ids;
     for (const Variant& v : vars) {
       (*b)->set_prefetch(v.prefetch);
       (*b)->set_flag_publish(v.flags);
@@ -180,7 +203,9 @@ void bench_shape(const std::string& name, double gbs) {
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
       // at every context, at ctx 32 also the other variants.
-      const bool timed = &v == &vars[0] || ctx == 32;
+      const bool first_run = std::find(timed_ids.begin(), timed_ids.end(), v.id) == timed_ids.end();
+      const bool timed = first_run && (&v == &vars[0] || ctx == 32 || env_on("MK_TIME", false));
+      if (timed) timed_ids.push_back(v.id);
       if (!timed || !(*b)->set_timing(true).ok()) {
         (*b)->set_ring_pages(pages0);
         continue;

@@ -233,6 +233,26 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   }
 }
 
+// Session 13: the split attention's merge reads its group's chunk partials from a shared-memory stage (flags: polled
+// into it; counters: copied after the wait), the same arithmetic in both protocols: counters and flags give
+// bit-identical logits (and match the CPU), on 7 SMs and all, for GQA 4 / head_dim 64 (16-byte staging), GQA 1
+// (records of 66 floats: the scalar staging) and head_dim 128; the default protocol with split attention is flags.
+TEST(Megakernel, SplitAttentionMergeStageBothProtocolsBitIdentical) {
+  for (int kc : {0, 1, 4}) {
+    const Case k = cases()[size_t(kc)];
+    SCOPED_TRACE(k.name);
+    Model m = make_random_model(k.c, DType::BF16, 82 + uint64_t(kc));
+    expect_modes_bit_identical(m, 47, 3,
+                               {MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}, MegakernelOptions{.attn_chunk_len = 16},
+                                MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5}},  // the stage grown past s_x
+                               2, [](MegakernelBackend& b, int mode) {
+                                 EXPECT_GT(b.schedule().layout.n_chunks, 1);
+                                 EXPECT_TRUE(b.flag_publish());  // the default
+                                 b.set_flag_publish(mode == 0);
+                               });
+  }
+}
+
 // Version 9: inline attention of short contexts in parallel phases (attn_short). Every family's case against
 // the CPU over 20 positions with a stage of 5 positions (the rest read from L2 in place) and with attn_short off
 // (attn_range, version 8's path); then 140 positions of GQA 4 / head_dim 64 and GQA 8 / head_dim 128 with the
@@ -351,6 +371,32 @@ TEST(Megakernel, DynamicLmHeadTiny) {
   std::vector<int32_t> out(3);
   ASSERT_TRUE(b->generate_greedy(argmax(a), 4, out, 3).ok());
   expect_cpu_greedy_prefix(m, prompt, out);
+}
+
+// The smallest split-attention run (7 SMs, chunks of 3 positions, 6 positions, then 3 steps in one launch), flags (the
+// default) and counters: compute-sanitizer's case for the merge stage.
+TEST(Megakernel, SplitAttentionTiny) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 96);
+  for (int flags : {1, 0}) {
+    auto b = make_mk(m, 12, {.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags});
+    ASSERT_TRUE(b);
+    ASSERT_GT(b->schedule().layout.n_chunks, 1);
+    const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9};
+    const std::vector<float> a = tiny_prompt_logits(m, *b, prompt);
+    std::vector<int32_t> out(3);
+    ASSERT_TRUE(b->generate_greedy(argmax(a), int(prompt.size()), out, 3).ok());
+    expect_cpu_greedy_prefix(m, prompt, out);
+    // With stop ids (the STOP instances; flags: the SPLIT one): a launch that stops at out[1].
+    b->truncate(int(prompt.size()));
+    std::vector<int32_t> stopped(3);
+    const std::vector<int32_t> stops = {out[1]};
+    auto n = b->decode_greedy_until(argmax(a), int(prompt.size()), stops, stopped);
+    ASSERT_TRUE(n.ok()) << n.message();
+    const int want = out[0] == out[1] ? 1 : 2;
+    EXPECT_EQ(*n, want);
+    EXPECT_TRUE(std::equal(stopped.begin(), stopped.begin() + want, out.begin()));
+  }
 }
 
 // The smallest attn_short run (2 SMs, a 2-position stage, 4 positions): compute-sanitizer racecheck's case.

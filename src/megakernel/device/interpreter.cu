@@ -63,6 +63,17 @@
 // inside them cost the sampled flag instance +8 B of spills and its step 1.034 -> 1.049 ms (H200, 1B, ctx 32).
 // ptxas spill stores of the STOP instances (counters / flags, greedy; sampled): 28 / 224; 132 / 252 B. Measured
 // (bench/RESULTS.md "EOS/stop check"): with stop ids 1B +0.15% at ctx 32 (flags), +0.8% at 4096 (counters).
+// Version 13 (session 13, bench/RESULTS.md "Session 13: the megakernel's long-context step" and the two sections after
+// it): split attention's merge through a shared-memory stage in SPLIT instances of the flag protocol (greedy, with and
+// without stop ids; ops/attention.cuh attn_merge_split: the group's chunk records polled into s_x with every load in
+// flight, then merged there -- v7-v12 read each value from L2 where used, a chain of dependent round trips, 6.6 us per
+// AttnOProj with flags at ctx 4096), no inline-attention code in them; flags by default for split attention with
+// chunks of at most 512 positions. Measured (H200, 1B, ABBA vs HEAD 34c08c2): ctx 4096* 1.170 vs 1.211 ms/token
+// (-3.4%); ctx 32, 16384* (counters, chunks of 1032) and 8B unchanged (the other instances' code is HEAD's). Tried
+// and not kept: the staged merge in every instance (its out-of-line call or inlined code raised the counter
+// instance's ptxas spill stores 28 -> 116-220 B: counters +4%, 8B +1.2%), and an L2 prefetch of each chunk's K/V
+// before the wait (+0.4% / +3.7%). The split attention's loop itself is ~90% instruction-bound (a build without its
+// K/V loads was only 4% / 12% faster at 4096* / 16384*): 13 / 33 us per layer, the bulk of the long-context cost.
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>
@@ -92,7 +103,10 @@ __device__ __forceinline__ void stop_block(int r) {
 
 }  // namespace
 
-template <bool RING, bool FLAG, bool SAMPLE, bool STOP>
+// SPLIT (flag protocol with split attention, session 13): AttnOProj merges the chunk partials through the merge stage
+// (ops/attention.cuh attn_merge_split) and the inline attention paths are not compiled; the other instances keep their
+// code.
+template <bool RING, bool FLAG, bool SAMPLE, bool STOP, bool SPLIT = false>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   // An earlier launch of this generate call chose a stop id (isa.h StopIds): nothing to run. Every thread reads the
@@ -146,9 +160,9 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;
           case Op::MlpGateUp: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
           case Op::LmHead: prefetch_norm(c, p.final_norm); break;
-          case Op::AttnPartial: attn_preload<FLAG>(c, in); break;
+          case Op::AttnPartial: attn_preload<FLAG, SPLIT>(c, in); break;
           case Op::AttnOProj:
-            if (p.L.n_chunks == 1) attn_preload<FLAG>(c, in);
+            if (!SPLIT && p.L.n_chunks == 1) attn_preload<FLAG>(c, in);
             break;
           default: break;
         }
@@ -178,7 +192,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING, FLAG, STOP>(c, in); break;
         case Op::AttnPartial: op_attn_partial<FLAG>(c, in); break;
-        case Op::AttnOProj: op_attn_o_proj<RING, FLAG>(c, in); break;
+        case Op::AttnOProj: op_attn_o_proj<RING, FLAG, SPLIT>(c, in); break;
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
         case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;
@@ -219,11 +233,14 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   if ((p.flags || sample || stop) && p.n_pages == 0) return cudaErrorInvalidValue;
   // Sampled launches and launches with stop ids have instances of their own, so the others keep their code (and
   // registers) unchanged.
+  // Greedy flag launches with split attention (with or without stop ids) run the SPLIT instances.
+  const bool split = p.L.n_chunks > 1;
   auto pick = [&](auto stop_tag) -> const void* {
     constexpr bool S = decltype(stop_tag)::value;
     return sample ? (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true, S>)
                              : reinterpret_cast<const void*>(megakernel_kernel<true, false, true, S>))
-                  : (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, false, S>)
+                  : (p.flags ? (split ? reinterpret_cast<const void*>(megakernel_kernel<true, true, false, S, true>)
+                                      : reinterpret_cast<const void*>(megakernel_kernel<true, true, false, S>))
                              : reinterpret_cast<const void*>(megakernel_kernel<true, false, false, S>));
   };
   const void* kernel = stop            ? pick(std::true_type{})

@@ -127,13 +127,30 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);
     attn_short_max_ = std::min(max_context_, device::attn_short_plan(G, hd).max_n);
   }
+  // Split attention with flags: AttnOProj's merge stage in s_x (its group's chunk partials past the merged outputs,
+  // device::merge_stage_offset), s_x grown for it when the ring keeps at least 2 pages; else split attention publishes
+  // with counters (the flag protocol is refused).
+  if (L.n_chunks > 1) {
+    const int64_t want = (device::merge_stage_offset(G, hd) + int64_t(L.n_chunks) * L.att_part_stride + 3) / 4 * 4;
+    if (want <= x_floats || (want < (1 << 30) && pages_that_fit(int(want)) >= 2)) {
+      x_floats = std::max(x_floats, int(want));
+      merge_stage_ = true;
+    }
+  }
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
   lm_dynamic_ = opt.lm_dynamic;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
-  // Flag protocol: as asked, or by default where it measured faster (inline attention) and can run (a ring).
-  flags_ = opt.flag_publish < 0 ? (L.n_chunks == 1 && n_pages_ > 0) : opt.flag_publish != 0;
+  // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage):
+  // measured faster inline and, through the merge stage, split (MegakernelOptions::flag_publish).
+  // Split attention: flags where measured faster (H200, 1B, session 13: chunks of 264 positions at ctx 4096 1.170 vs
+  // 1.211 ms/token with counters; chunks of 1032 at 16384 1.596 vs 1.588), i.e. chunks of at most 512 positions.
+  const bool split_flags = merge_stage_ && L.chunk_len <= 512;
+  flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 || split_flags) : opt.flag_publish != 0;
+  if (flags_ && L.n_chunks > 1 && !merge_stage_)
+    return make_error("megakernel: flag publishing with ", L.n_chunks, " attention chunks needs a merge stage of their partials "
+                      "that does not fit in shared memory (raise attn_chunk_len)");
   MK_TRY(kv_.init(config_, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
   std::vector<Instr> instrs;
@@ -208,6 +225,8 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
     return make_error("megakernel: positions [", pos, ", ", pos + n_steps, ") exceed the context of ", max_context_);
   if (flags_ && n_pages_ == 0)
     return make_error("megakernel: flag-in-data publishing runs with the weight ring only (set_weight_ring(true))");
+  if (flags_ && schedule_.layout.n_chunks > 1 && !merge_stage_ && sample.temperature <= 0.f)
+    return make_error("megakernel: flag-in-data publishing with split attention needs the merge stage, which does not fit");
   if (sample.temperature > 0.f && n_pages_ == 0)
     return make_error("megakernel: sampled launches run with the weight ring only (set_weight_ring(true))");
   if (token >= 0) {

@@ -41,8 +41,11 @@ struct MegakernelOptions {
   bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
                            // consumer warps load weights themselves (version 2's scheme)
   // Flag-in-data publishing (isa.h "Publishing"; needs the weight ring): 1 on, 0 off (epoch counters),
-  // -1 on exactly when attention is inline (H200, 1B shapes, same process: ctx 32 inline 1.016 vs 1.061
-  // ms/token with counters; split attention slower with flags: ctx 4096 1.284 vs 1.239, 16384 1.697 vs 1.610).
+  // -1 on whenever the ring is, except split attention with chunks of more than 512 positions (or whose merge stage
+  // does not fit). H200, 1B shapes, same process: ctx 32 0.974 vs 1.099 ms/token with counters; split attention
+  // through session 13's merge stage (greedy launches: the SPLIT instances) ctx 4096 1.170 vs 1.211 (HEAD's counters
+  // 1.211), 16384 1.596 vs 1.588 -- v7's merge from L2 had made flags the slower protocol there: 1.349 / 1.768 vs
+  // 1.314 / 1.719 (call 1's build).
   int flag_publish = -1;
   // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h; bit-identical; measured 1-2.5%
   // faster at every context).
@@ -229,6 +232,7 @@ class MegakernelBackend final : public Backend {
   bool prefetch_ = true;
   bool attn_short_ = true;
   bool lm_dynamic_ = true;
+  bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)

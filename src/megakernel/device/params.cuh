@@ -163,6 +163,10 @@ __host__ __device__ __forceinline__ AttnShortPlan attn_short_plan(int G, int hd)
   return a;
 }
 
+// The split attention's merge stage (session 13; ops/attention.cuh attn_merge_split): where AttnOProj copies its
+// group's chunk partials in s_x (floats), past the G * hd merged outputs that its O projection reads from s_x[0, G * hd).
+__host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { return (G * hd + 3) / 4 * 4; }
+
 // What an op needs while it runs on one block (each consumer thread has its own copy).
 struct Ctx {
   const MkParams& p;

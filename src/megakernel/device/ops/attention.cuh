@@ -226,7 +226,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // of step s (Ctx::synced; thread 0's acquire + the barrier order this thread's later loads), or at the
 // first step of a launch (earlier launches are complete), every position < pos is in memory. Only this
 // step's k/v (position pos) and qkv depend on the instruction's own wait; they are loaded after it.
-template <bool FLAG>
+template <bool FLAG, bool SPLIT = false>
 __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = false, c.at_pos = -1, c.rope_ready = false;
   if (!c.p.prefetch) return;
@@ -239,7 +239,7 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   }
   if (!(c.synced || c.step == 0)) return;
   c.at_pos = kv_offset(c, c.pos, in.group);
-  if (FLAG && in.op == Op::AttnOProj && attn_short_applies(c)) {
+  if (!SPLIT && FLAG && in.op == Op::AttnOProj && attn_short_applies(c)) {
     attn_short_issue(c, in.layer, in.group);
     c.staged = true;
     return;
@@ -265,6 +265,40 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = true;
 }
 
+// Session 13: the split attention's merge in the flag protocol's SPLIT instance (interpreter.cu), into s_x[0, G * hd):
+// the group's chunk records are first polled into s_x past the merged outputs (merge_stage_offset; every thread's
+// loads in flight at once), then rescaled to the global max and summed in chunk order (as the simulator, and the
+// same arithmetic as op_attn_o_proj's merge from L2) from shared memory. The merge from L2 reads each value where
+// it uses it, each chunk's values behind the test of its sum, with asm volatile loads that are never reordered: a
+// chain of dependent round trips (6.6 us per AttnOProj at ctx 4096). Out of line, scalars in (the Ctx's address
+// would escape into the call): inlined, such code raised the flag instance's ptxas spill stores.
+__device__ __noinline__ void attn_merge_split(const MkParams& p, float* s_x, uint32_t epoch, uint32_t instr, int layer,
+                                              int group) {
+  const Ctx c{p, s_x, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 0, epoch, instr, true, false, -1, 0, 0, 0, false};
+  const Layout& L = p.L;
+  const int hd = L.head_dim, G = L.group;
+  const int64_t rec0 = L.att_part + (int64_t(layer) * L.n_kv_head + group) * L.n_chunks * L.att_part_stride;
+  float* st = s_x + merge_stage_offset(G, hd);
+  poll_region_to(c, p.fws + rec0, L.n_chunks * L.att_part_stride, st);
+  for (int t = threadIdx.x; t < G * hd; t += NCT) {
+    const int j = t / hd, e = t % hd;
+    const float* r0 = st + j * (hd + 2);
+    float m = -INFINITY, sum = 0.f, acc = 0.f;
+#pragma unroll 8
+    for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, r0[ch * L.att_part_stride + hd]);
+#pragma unroll 8
+    for (int ch = 0; ch < L.n_chunks; ++ch) {
+      const float* r = r0 + ch * L.att_part_stride;
+      const float s = r[hd + 1];
+      if (s == 0.f) continue;  // empty chunk
+      const float f = expf(r[hd] - m);
+      sum += f * s;
+      acc += f * r[e];
+    }
+    s_x[t] = acc / sum;
+  }
+}
+
 template <bool FLAG>
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
@@ -288,7 +322,8 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   }
 }
 
-template <bool RING, bool FLAG>
+// SPLIT (flag protocol, split attention; interpreter.cu): only the merge stage's path is compiled.
+template <bool RING, bool FLAG, bool SPLIT = false>
 __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
@@ -300,8 +335,10 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   // attn_short runs in the flag instance only (where inline attention publishes by default): in the counter
   // instance (split attention at long contexts) its code raised ptxas's spills and cost 3-4% (v9, RESULTS.md).
   bool short_path = false;
-  if constexpr (FLAG) short_path = L.n_chunks == 1 && attn_short_applies(c);
-  if (short_path) {
+  if constexpr (FLAG && !SPLIT) short_path = L.n_chunks == 1 && attn_short_applies(c);
+  if constexpr (SPLIT) {
+    attn_merge_split(c.p, c.s_x, c.epoch, c.instr, in.layer, in.group);
+  } else if (short_path) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
     if (!c.staged) attn_short_issue(c, in.layer, in.group);
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
