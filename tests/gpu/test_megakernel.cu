@@ -153,18 +153,22 @@ TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
 
 // Switches that must not change the arithmetic: for each option set, a 140-token prompt (token i = (i * mul +
 // add) mod n_vocab) is run once per mode, with configure(backend, mode) applied first; every mode's logits are
-// within tolerance of the CPU and bit-identical to mode 0's.
+// within tolerance of the CPU and bit-identical to mode 0's -- or, with `cls`, to the first mode of the same class
+// cls(options, mode) (modes that run other arithmetic, e.g. split attention's flag instance, session 13 mk9),
+// the classes' logits within SPLIT_TOL of each other.
+constexpr double SPLIT_TOL = 2e-3;  // the same attention summed in another order (fp32)
 void expect_modes_bit_identical(const Model& m, int mul, int add, const std::vector<MegakernelOptions>& opts,
-                                int n_modes, const std::function<void(MegakernelBackend&, int)>& configure) {
+                                int n_modes, const std::function<void(MegakernelBackend&, int)>& configure,
+                                const std::function<int(const MegakernelOptions&, int)>& cls = {}) {
   std::vector<int32_t> prompt(140);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * size_t(mul) + size_t(add)) % size_t(m.config.n_vocab));
   CpuBackend cpu(m, 160);
   std::vector<float> ref(static_cast<size_t>(m.config.n_vocab));
   ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
   for (const MegakernelOptions& opt : opts) {
-    std::vector<float> first;
+    std::vector<std::vector<float>> first(static_cast<size_t>(n_modes));
     for (int mode = 0; mode < n_modes; ++mode) {
-      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " mode ", mode));
+      SCOPED_TRACE(cat("n_sm ", opt.n_sm, " chunk ", opt.attn_chunk_len, " stage ", opt.attn_stage_positions, " mode ", mode));
       auto b = make_mk(m, 160, opt);
       ASSERT_TRUE(b);
       configure(*b, mode);
@@ -172,8 +176,10 @@ void expect_modes_bit_identical(const Model& m, int mul, int add, const std::vec
       auto st = b->forward(prompt, 0, a);
       ASSERT_TRUE(st.ok()) << st.message();
       EXPECT_LT(rel_err(a, ref), LOGITS_TOL);
-      if (first.empty()) first = a;
-      else EXPECT_EQ(a, first);
+      const size_t k = cls ? size_t(cls(opt, mode)) : 0;
+      if (first[k].empty()) first[k] = a;
+      else EXPECT_EQ(a, first[k]);
+      if (!first[0].empty()) EXPECT_LT(rel_err(a, first[0]), SPLIT_TOL);
     }
   }
 }
@@ -196,8 +202,10 @@ TEST(Megakernel, PrefetchBitIdentical) {
 // residual readers start from, never the arithmetic or its order (inline attention through attn_range here:
 // attn_short runs in the flag instance only): flag-in-data publishing and the mid-layer
 // residual, alone and together, give logits bit-identical to the counter protocol (and within tolerance of
-// the CPU), inline and split attention, all SMs and 7; and K steps per launch with flags give the same
-// tokens as one step per launch with counters.
+// the CPU), inline attention, all SMs and 7; with split attention the flag instance's chunks run attn_split
+// (session 13 mk9: other summation order), so there flags are bit-identical among themselves, counters among
+// themselves, the two within SPLIT_TOL; and K steps per launch with flags give the same tokens as one step per
+// launch with counters.
 TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 78);
@@ -205,11 +213,13 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   expect_modes_bit_identical(m, 41, 5,
                              {MegakernelOptions{.attn_short = false}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
                               MegakernelOptions{.attn_chunk_len = 16}},
-                             8, [](MegakernelBackend& b, int mode) {
+                             8,
+                             [](MegakernelBackend& b, int mode) {
                                b.set_flag_publish(mode & 1);
                                b.set_mid_resid(mode & 2);
                                b.set_rope_early(mode & 4);
-                             });
+                             },
+                             [](const MegakernelOptions& o, int mode) { return o.attn_chunk_len > 0 ? mode & 1 : 0; });
   for (const Case& kc : cases()) {
     SCOPED_TRACE(kc.name);
     Model mc = make_random_model(kc.c, DType::BF16, 43);
@@ -234,22 +244,71 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
 }
 
 // Session 13: the split attention's merge reads its group's chunk partials from a shared-memory stage (flags: polled
-// into it; counters: copied after the wait), the same arithmetic in both protocols: counters and flags give
-// bit-identical logits (and match the CPU), on 7 SMs and all, for GQA 4 / head_dim 64 (16-byte staging), GQA 1
-// (records of 66 floats: the scalar staging) and head_dim 128; the default protocol with split attention is flags.
-TEST(Megakernel, SplitAttentionMergeStageBothProtocolsBitIdentical) {
+// into it; counters: copied after the wait), and (mk9) the flag protocol's SPLIT instances compute each chunk in
+// parallel phases (attn_split) where the counter instance keeps attn_range: on 7 SMs and all, for GQA 4 / head_dim 64,
+// GQA 1 (records of 66 floats: the merge's scalar staging) and head_dim 128, flags with prefetch on and off are
+// bit-identical, counters with prefetch on and off too, the two protocols within SPLIT_TOL (and the CPU's tolerance),
+// and their greedy tokens (16 steps, 8 per launch) equal; the default protocol with split attention is flags.
+TEST(Megakernel, SplitAttentionBothProtocols) {
   for (int kc : {0, 1, 4}) {
     const Case k = cases()[size_t(kc)];
     SCOPED_TRACE(k.name);
     Model m = make_random_model(k.c, DType::BF16, 82 + uint64_t(kc));
-    expect_modes_bit_identical(m, 47, 3,
-                               {MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}, MegakernelOptions{.attn_chunk_len = 16},
-                                MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5}},  // the stage grown past s_x
-                               2, [](MegakernelBackend& b, int mode) {
-                                 EXPECT_GT(b.schedule().layout.n_chunks, 1);
-                                 EXPECT_TRUE(b.flag_publish());  // the default
-                                 b.set_flag_publish(mode == 0);
-                               });
+    expect_modes_bit_identical(
+        m, 47, 3,
+        {MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}, MegakernelOptions{.attn_chunk_len = 16},
+         MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5}},  // the stage grown past s_x
+        4,
+        [](MegakernelBackend& b, int mode) {  // bit 0: counters, bit 1: prefetch off
+          EXPECT_GT(b.schedule().layout.n_chunks, 1);
+          EXPECT_TRUE(b.flag_publish());  // the default
+          b.set_flag_publish(!(mode & 1));
+          b.set_prefetch(!(mode & 2));
+        },
+        [](const MegakernelOptions&, int mode) { return mode & 1; });
+    std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+    std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
+    std::vector<std::vector<int32_t>> outs;
+    for (int flags : {1, 0}) {
+      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = 6, .flag_publish = flags});
+      ASSERT_TRUE(b);
+      ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+      std::vector<int32_t> out(16);
+      auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, 8);
+      ASSERT_TRUE(st.ok()) << st.message();
+      outs.push_back(out);
+    }
+    EXPECT_EQ(outs[0], outs[1]);
+    expect_cpu_greedy_prefix(m, p5, outs[0]);
+  }
+}
+
+// Session 13 (mk9): attn_split's tiles. The flag protocol's split attention with K/V stages of 1, 2, 5, 7 and 64
+// positions (tiles of equal length per chunk: chunks of 24 positions in tiles of 1, 2, 5 (the last 4), 6 and one of
+// 24; chunk lengths 1..24 as pos grows, dynamic chunks of ceil((pos + 1) / n_chunks), fixed ones where the last chunk
+// of pos holds a single position, empty chunks), GQA 4 / head_dim 64 and GQA 8 / head_dim 128: 140 positions within
+// tolerance of the CPU, prefetch on/off bit-identical, and the stage holds what was asked for.
+TEST(Megakernel, SplitAttentionTiles) {
+  for (int ci : {0, 3}) {
+    SCOPED_TRACE(cases()[size_t(ci)].name);
+    Model m = make_random_model(cases()[size_t(ci)].c, DType::BF16, 97 + uint64_t(ci));
+    std::vector<MegakernelOptions> opts;
+    for (int st : {1, 2, 5, 7, 64}) {
+      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = st});
+      opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = st});
+    }
+    opts.push_back({.n_sm = 7, .attn_chunk_len = 13, .attn_chunks_dynamic = false});  // the default stage
+    expect_modes_bit_identical(m, 53, 9, opts, 2, [](MegakernelBackend& b, int mode) {
+      EXPECT_GT(b.schedule().layout.n_chunks, 1);
+      ASSERT_TRUE(b.flag_publish());
+      EXPECT_GE(b.attn_stage(), 1);
+      b.set_prefetch(mode == 0);
+    });
+    for (int st : {1, 5, 64}) {
+      auto b = make_mk(m, 160, {.attn_chunk_len = 24, .attn_stage_positions = st});
+      ASSERT_TRUE(b);
+      EXPECT_EQ(b->attn_stage(), std::min(st, 24));
+    }
   }
 }
 
@@ -374,12 +433,13 @@ TEST(Megakernel, DynamicLmHeadTiny) {
 }
 
 // The smallest split-attention run (7 SMs, chunks of 3 positions, 6 positions, then 3 steps in one launch), flags (the
-// default) and counters: compute-sanitizer's case for the merge stage.
+// default) and counters: compute-sanitizer's case for the merge stage and (flags) attn_split, there with a stage of 2
+// positions (chunks of up to 3 in tiles of 2 + 1; single positions and empty chunks at the first positions).
 TEST(Megakernel, SplitAttentionTiny) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 96);
   for (int flags : {1, 0}) {
-    auto b = make_mk(m, 12, {.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags});
+    auto b = make_mk(m, 12, {.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags, .attn_stage_positions = 2});
     ASSERT_TRUE(b);
     ASSERT_GT(b->schedule().layout.n_chunks, 1);
     const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9};

@@ -74,6 +74,10 @@
 // instance's ptxas spill stores 28 -> 116-220 B: counters +4%, 8B +1.2%), and an L2 prefetch of each chunk's K/V
 // before the wait (+0.4% / +3.7%). The split attention's loop itself is ~90% instruction-bound (a build without its
 // K/V loads was only 4% / 12% faster at 4096* / 16384*): 13 / 33 us per layer, the bulk of the long-context cost.
+// Session 13 (mk9, bench/RESULTS.md "the split-attention loop in parallel phases"): the SPLIT instances' AttnPartial
+// computes its chunk in tiles of parallel phases (ops/attention.cuh attn_split, attn_short's scheme: scores per
+// position for every q head, a warp per head's running softmax, P.V over warps), the record unchanged; split attention
+// publishes with flags by default at every chunk length. The other instances keep attn_range.
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>
@@ -191,7 +195,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING, FLAG, STOP>(c, in); break;
-        case Op::AttnPartial: op_attn_partial<FLAG>(c, in); break;
+        case Op::AttnPartial: op_attn_partial<FLAG, SPLIT>(c, in); break;
         case Op::AttnOProj: op_attn_o_proj<RING, FLAG, SPLIT>(c, in); break;
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;

@@ -136,6 +136,16 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
       x_floats = std::max(x_floats, int(want));
       merge_stage_ = true;
     }
+    // The SPLIT instances' AttnPartial (ops/attention.cuh attn_split): its K/V stage of a tile of positions in s_x,
+    // [NC][T | 1] + [T][NC] x 16 B; up to 264 positions (a chunk of 1B at ctx 4096 in one tile, at 16384 in 4),
+    // s_x grown only into the room the wanted ring pages leave.
+    const int nc = hd / 8;
+    const int want_pos = std::min(L.chunk_len, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 264);
+    const int want_x = nc * (2 * want_pos + 1) * 4;
+    const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
+    const int x_room = int((optin - other - ring) / 16 * 4);
+    x_floats = std::max(x_floats, std::min(want_x, x_room));
+    attn_stage_ = std::max(1, std::min(want_pos, (x_floats / 4 / nc - 1) / 2));
   }
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
@@ -144,9 +154,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage):
   // measured faster inline and, through the merge stage, split (MegakernelOptions::flag_publish).
-  // Split attention: flags where measured faster (H200, 1B, session 13: chunks of 264 positions at ctx 4096 1.170 vs
-  // 1.211 ms/token with counters; chunks of 1032 at 16384 1.596 vs 1.588), i.e. chunks of at most 512 positions.
-  const bool split_flags = merge_stage_ && L.chunk_len <= 512;
+  // Split attention: flags (H200, 1B, session 13: chunks of 264 positions at ctx 4096 1.170 vs 1.211 ms/token with
+  // counters; chunks of 1032 at 16384 1.596 vs 1.588 through attn_range, so mk8 kept counters past 512 positions;
+  // mk9: the SPLIT instances' chunks in parallel phases (ops/attention.cuh attn_split) with flags: 1.123 at 4096,
+  // 1.588 at 16384 against HEAD's 1.169 / 1.587 in one ABBA call), so flags at every chunk length.
+  const bool split_flags = merge_stage_;
   flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 || split_flags) : opt.flag_publish != 0;
   if (flags_ && L.n_chunks > 1 && !merge_stage_)
     return make_error("megakernel: flag publishing with ", L.n_chunks, " attention chunks needs a merge stage of their partials "

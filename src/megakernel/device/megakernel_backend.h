@@ -41,8 +41,8 @@ struct MegakernelOptions {
   bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
                            // consumer warps load weights themselves (version 2's scheme)
   // Flag-in-data publishing (isa.h "Publishing"; needs the weight ring): 1 on, 0 off (epoch counters),
-  // -1 on whenever the ring is, except split attention with chunks of more than 512 positions (or whose merge stage
-  // does not fit). H200, 1B shapes, same process: ctx 32 0.974 vs 1.099 ms/token with counters; split attention
+  // -1 on whenever the ring is, except split attention whose merge stage does not fit (mk8 also kept counters for
+  // chunks of more than 512 positions; mk9's attn_split made flags the default at every chunk length). H200, 1B shapes, same process: ctx 32 0.974 vs 1.099 ms/token with counters; split attention
   // through session 13's merge stage (greedy launches: the SPLIT instances) ctx 4096 1.170 vs 1.211 (HEAD's counters
   // 1.211), 16384 1.596 vs 1.588 -- v7's merge from L2 had made flags the slower protocol there: 1.349 / 1.768 vs
   // 1.314 / 1.719 (call 1's build).
@@ -56,7 +56,8 @@ struct MegakernelOptions {
   // 0.951 vs 1.014 ms/token off (v8 binary 0.988), 8B 5.021 vs 5.246 (v8 5.089).
   bool attn_short = true;
   // attn_short's K/V stage in shared memory: at most this many positions (0: up to 256, as many as fit beside
-  // ring_pages pages; positions past the stage are read from L2 in place). Tests set it small.
+  // ring_pages pages; positions past the stage are read from L2 in place). With split attention (mk9): the tile of
+  // the SPLIT instances' attn_split (0: up to 264 positions, at most a chunk). Tests set it small.
   int attn_stage_positions = 0;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
