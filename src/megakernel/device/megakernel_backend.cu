@@ -152,14 +152,10 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   lm_dynamic_ = opt.lm_dynamic;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
-  // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage):
-  // measured faster inline and, through the merge stage, split (MegakernelOptions::flag_publish).
-  // Split attention: flags (H200, 1B, session 13: chunks of 264 positions at ctx 4096 1.170 vs 1.211 ms/token with
-  // counters; chunks of 1032 at 16384 1.596 vs 1.588 through attn_range, so mk8 kept counters past 512 positions;
-  // mk9: the SPLIT instances' chunks in parallel phases (ops/attention.cuh attn_split) with flags: 1.123 at 4096,
-  // 1.588 at 16384 against HEAD's 1.169 / 1.587 in one ABBA call), so flags at every chunk length.
-  const bool split_flags = merge_stage_;
-  flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 || split_flags) : opt.flag_publish != 0;
+  // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage).
+  // H200, 1B, session 13: split attention with flags (merge stage, attn_split) 1.123 / 1.588 ms/token at ctx 4096 /
+  // 16384 against 1.211 / 1.587 with counters (bench/RESULTS.md, the closing call and mk8).
+  flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 || merge_stage_) : opt.flag_publish != 0;
   if (flags_ && L.n_chunks > 1 && !merge_stage_)
     return make_error("megakernel: flag publishing with ", L.n_chunks, " attention chunks needs a merge stage of their partials "
                       "that does not fit in shared memory (raise attn_chunk_len)");

@@ -40,12 +40,10 @@ struct MegakernelOptions {
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
   bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
                            // consumer warps load weights themselves (version 2's scheme)
-  // Flag-in-data publishing (isa.h "Publishing"; needs the weight ring): 1 on, 0 off (epoch counters),
-  // -1 on whenever the ring is, except split attention whose merge stage does not fit (mk8 also kept counters for
-  // chunks of more than 512 positions; mk9's attn_split made flags the default at every chunk length). H200, 1B shapes, same process: ctx 32 0.974 vs 1.099 ms/token with counters; split attention
-  // through session 13's merge stage (greedy launches: the SPLIT instances) ctx 4096 1.170 vs 1.211 (HEAD's counters
-  // 1.211), 16384 1.596 vs 1.588 -- v7's merge from L2 had made flags the slower protocol there: 1.349 / 1.768 vs
-  // 1.314 / 1.719 (call 1's build).
+  // Flag-in-data publishing (isa.h "Publishing"; needs the weight ring): 1 on, 0 off (epoch counters), -1 on
+  // whenever the ring is, except with split attention whose merge stage does not fit. H200, 1B shapes, same process:
+  // ctx 32 0.974 vs 1.099 ms/token with counters; split attention (session 13's merge stage and attn_split, the SPLIT
+  // instances) ctx 4096 1.123 vs 1.211, 16384 1.588 vs 1.587 (v7's merge from L2 had made flags slower there).
   int flag_publish = -1;
   // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h; bit-identical; measured 1-2.5%
   // faster at every context).

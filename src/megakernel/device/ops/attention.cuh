@@ -360,24 +360,12 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
     for (int i = warp; i < nt; i += WARPS) {
       float v[D];
       v_lanes<D>(reinterpret_cast<const bf16*>(s_v + i * NC), false, v);
-#pragma unroll
-      for (int j = 0; j < G_MAX; ++j) {
-        if (j >= G) break;
-        const float pj = s_sc[j * T + i];
-#pragma unroll
-        for (int e = 0; e < D; ++e) acc[j][e] = fmaf(pj, v[e], acc[j][e]);
-      }
+      pv_accumulate<D>(acc, v, s_sc + i, T, G);
     }
     csync();  // every warp is done with the tile's scores and V
     if (t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, false, true);
   }
-#pragma unroll
-  for (int j = 0; j < G_MAX; ++j) {
-    if (j >= G) break;
-    float* r = s_part + (warp * G + j) * HD + lane * D;
-#pragma unroll
-    for (int e = 0; e < D; ++e) r[e] = acc[j][e];
-  }
+  store_warp_partials<D, HD>(acc, s_part, G, warp, lane);
   csync();
   for (int t = threadIdx.x; t < G * (HD + 2); t += NCT) {
     const int j = t / (HD + 2), e = t % (HD + 2);

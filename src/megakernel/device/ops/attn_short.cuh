@@ -103,6 +103,32 @@ __device__ __forceinline__ void v_lanes(const bf16* row, bool global, float* v) 
   }
 }
 
+// P.V of one position for the group's G q heads: acc[j][.] += P[j] * v, P[j] = sc[j * stride] (lane: D dims).
+template <int D>
+__device__ __forceinline__ void pv_accumulate(float (&acc)[G_MAX][D], const float (&v)[D], const float* sc, int stride,
+                                              int G) {
+#pragma unroll
+  for (int j = 0; j < G_MAX; ++j) {
+    if (j >= G) break;
+    const float pj = sc[j * stride];
+#pragma unroll
+    for (int e = 0; e < D; ++e) acc[j][e] = fmaf(pj, v[e], acc[j][e]);
+  }
+}
+
+// This warp's P.V partials into s_part [WARPS][G][HD] (lane: its D dims), summed in warp order after a barrier.
+template <int D, int HD>
+__device__ __forceinline__ void store_warp_partials(const float (&acc)[G_MAX][D], float* s_part, int G, int warp,
+                                                    int lane) {
+#pragma unroll
+  for (int j = 0; j < G_MAX; ++j) {
+    if (j >= G) break;
+    float* r = s_part + (warp * G + j) * HD + lane * D;
+#pragma unroll
+    for (int e = 0; e < D; ++e) r[e] = acc[j][e];
+  }
+}
+
 // s_x[j * HD + e] = attention output of q head j (normalised), for the group's G heads. s_h: q heads, k, v of
 // this step (attn_prepare: RoPE applied, k/v bf16-rounded). Ends with the stage consumed; the caller's barrier
 // publishes s_x.
@@ -165,22 +191,10 @@ __device__ void attn_short_hd(const Ctx& c, int l, int g, const float* s_h) {
     if (p == c.pos) v_lanes<D>(reinterpret_cast<const bf16*>(s_pos + NC), false, v);
     else if (p < C) v_lanes<D>(reinterpret_cast<const bf16*>(s_v + p * NC), false, v);
     else v_lanes<D>(w.v_cache + kv_offset(c, p, g), true, v);
-#pragma unroll
-    for (int j = 0; j < G_MAX; ++j) {
-      if (j >= G) break;
-      const float pj = s_sc[j * n32 + p];
-#pragma unroll
-      for (int e = 0; e < D; ++e) acc[j][e] = fmaf(pj, v[e], acc[j][e]);
-    }
+    pv_accumulate<D>(acc, v, s_sc + p, n32, G);
   }
   csync();  // every warp is done with the scores (s_part overwrites them) and with the stage (s_x is written below)
-#pragma unroll
-  for (int j = 0; j < G_MAX; ++j) {
-    if (j >= G) break;
-    float* r = s_part + (warp * G + j) * HD + lane * D;
-#pragma unroll
-    for (int e = 0; e < D; ++e) r[e] = acc[j][e];
-  }
+  store_warp_partials<D, HD>(acc, s_part, G, warp, lane);
   csync();
   for (int t = threadIdx.x; t < G * HD; t += NCT) {
     float o = 0.f;
