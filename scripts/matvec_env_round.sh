@@ -4,7 +4,8 @@
 # tests under the last one, then the matvec probe (PDL graph, split-K with f32 and bf16 x vs a read-only kernel) and
 # decode 1B / 8B, each setting its own process, in the order given (repeat settings to bracket drift, e.g. A B A).
 # Usage: scripts/matvec_env_round.sh BIN SETTING...   (SETTING: "VAR=VALUE[,VAR=VALUE]" or "-" for the defaults;
-# the tests run once under each distinct setting other than "-")
+# the tests run once under each distinct setting other than "-"). Environment: SHAPES, KERNELS (matvec_bench), FILTER (tests),
+# SAN_SETTING, SAN_FILTER, RACE_FILTER (racecheck's, default SAN_FILTER), TEST_S / SAN_S (timeouts, s).
 # Logs under $OUT (four files); a table last.
 set -u
 export MK_REQUIRE_GPU=1
@@ -23,8 +24,8 @@ for s in "${distinct[@]}"; do
 done
 for s in "$@"; do
   { echo "=== bench $s"
-    with "$s" timeout 40 "$BIN/matvec_bench" --trace --kernels splitk-early,splitk-early+bf16x,read \
-      --shapes 8192x2048,2048x8192,16384x2048
+    with "$s" timeout 40 "$BIN/matvec_bench" --trace --kernels "${KERNELS:-splitk-early,splitk-early+bf16x,read}" \
+      --shapes "${SHAPES:-8192x2048,2048x8192,16384x2048}"
     with "$s" timeout 40 "$BIN/megakernel" bench --shape llama-3.2-1b --backend layered --no-ceilings --prefill 32 \
       --context 32 --repeats 5
     with "$s" timeout 40 "$BIN/megakernel" bench --shape llama-3.1-8b --backend layered --no-ceilings --prefill 32 \
@@ -33,7 +34,8 @@ done
 last=${SAN_SETTING:-${!#}}
 for tool in memcheck racecheck; do
   echo "=== $tool $last" >> "$OUT/san.log"
-  with "$last" timeout ${SAN_S:-60} compute-sanitizer --tool $tool "$BIN/test_gpu" --gtest_filter="${SAN_FILTER:-Matvec.*:MatvecQkNorm.*}" \
+  f=${SAN_FILTER:-Matvec.*:MatvecQkNorm.*}; [ $tool = racecheck ] && f=${RACE_FILTER:-$f}
+  with "$last" timeout ${SAN_S:-60} compute-sanitizer --tool $tool "$BIN/test_gpu" --gtest_filter="$f" \
     >> "$OUT/san.log" 2>&1
   echo "$tool [$last] exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san.log" | tail -1)" >> "$S"
 done
