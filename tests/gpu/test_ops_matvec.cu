@@ -4,7 +4,6 @@
 // The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical;
 // SWIGLU mode also writes bf16 (out_bf16): the f32 results rounded, bit for bit.
 // Run: test_gpu --gtest_filter='Matvec*'
-#include <cstring>
 #include <memory>
 #include <tuple>
 
@@ -201,93 +200,6 @@ TEST(Matvec, RopeQkvModeMatchesCpuRopeAndWritesCache) {
   }
 }
 
-
-// The split-K kernel's no-barrier variant (MK_MATVEC_NB, cuda::set_matvec_splitk_nb) must give the default's bits in
-// every mode it runs: the same warp partial sums, summed in the same order. Shapes: 1-13 groups per block, S = 2-8
-// warps per pair (8 x 1024 columns) and the unconstrained build (14336 columns).
-TEST(Matvec, NoBarrierVariantSameBits) {
-  struct Restore {
-    ~Restore() { cuda::set_matvec_splitk_nb(false); }
-  } restore;
-  uint32_t seed = 500;
-  auto bits_of = [](const std::vector<float>& v) {
-    std::vector<uint32_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * 4);
-    return b;
-  };
-  for (auto [rows, cols] : {std::pair{20002, 1032}, {8192, 2048}, {2048, 8192}, {3072, 2048}, {40002, 1032},
-                            {301, 2056}, {96, 14336}}) {
-    std::mt19937 rng(seed++);
-    Bf16Data w = to_bf16(randn(size_t(rows) * cols, rng, 0.05f));
-    std::vector<float> x = randn(size_t(cols), rng, 1.f, 0.3f), nw = randn(size_t(cols), rng, 0.1f, 1.f),
-                       bias = randn(size_t(rows), rng, 0.5f), out0 = randn(size_t(rows), rng);
-    Bf16Data xb = to_bf16(x);
-    DeviceArray<uint16_t> dw(w.bits), dxb(xb.bits);
-    DeviceArray<float> dx(x), dnw(nw), dbias(bias), dout(static_cast<size_t>(rows));
-    DeviceArray<unsigned long long> dam(1);
-    for (int variant = 0; variant < 6; ++variant) {  // STORE + bias, + norm + bf16 x, ADD, ADD early, SWIGLU, argmax
-      const MatvecOut mode = variant == 2 || variant == 3 ? MatvecOut::ADD
-                             : variant == 4               ? MatvecOut::SWIGLU
-                                                          : MatvecOut::STORE;
-      if (mode == MatvecOut::SWIGLU && rows % 2) continue;
-      SCOPED_TRACE(cat(rows, "x", cols, " variant ", variant));
-      const int n_out = mode == MatvecOut::SWIGLU ? rows / 2 : rows;
-      MatvecArgs a;
-      a.w = reinterpret_cast<const __nv_bfloat16*>(dw.p);
-      a.n_rows = rows;
-      a.n_cols = cols;
-      if (variant == 1) a.x_bf16 = reinterpret_cast<const __nv_bfloat16*>(dxb.p);
-      else a.x = dx.p;
-      a.norm_w = variant == 1 || variant == 4 || variant == 5 ? dnw.p : nullptr;
-      a.eps = 1e-5f;
-      a.bias = variant == 0 || variant == 2 || variant == 5 ? dbias.p : nullptr;
-      a.out = dout.p;
-      a.mode = mode;
-      a.argmax = variant == 5 ? dam.p : nullptr;
-      a.add_early = variant == 3;
-      std::vector<uint32_t> got[2];
-      unsigned long long am[2] = {};
-      for (int nb = 0; nb < 2; ++nb) {
-        cuda::set_matvec_splitk_nb(nb == 1);
-        if (mode == MatvecOut::ADD) dout.upload(out0);
-        else dout.poison();
-        CUDA_CHECK(cudaMemset(dam.p, 0, 8));
-        cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
-        CUDA_CHECK_LAUNCH();
-        std::vector<float> o = dout.download();
-        o.resize(size_t(n_out));
-        got[nb] = bits_of(o);
-        am[nb] = dam.download()[0];
-      }
-      EXPECT_EQ(got[0], got[1]) << "the no-barrier variant changed the result bits";
-      EXPECT_EQ(am[0], am[1]) << "argmax";
-    }
-  }
-  // ROPE_QKV (q and the K/V cache rows; S = 3 at 2056 columns).
-  for (auto [n_head, n_kv, D, E] : {std::tuple{4, 2, 64, 2056}, {32, 8, 64, 2048}}) {
-    SCOPED_TRACE(cat("rope ", n_head, "/", n_kv, " D ", D, " E ", E));
-    std::mt19937 rng(uint32_t(D + E));
-    const int R = (n_head + 2 * n_kv) * D;
-    Bf16Data w = to_bf16(randn(size_t(R) * E, rng, 0.05f));
-    std::vector<float> x = randn(size_t(E), rng), g = randn(size_t(E), rng, 0.1f, 1.f), b = randn(size_t(R), rng, 0.3f);
-    RopeConfig rc;
-    rc.theta = 10000.f;
-    std::vector<float> inv_freq;
-    cpu::rope_inv_freq(inv_freq, rc, D);
-    RopeQkvDevice dev(w.bits, b, x, g, inv_freq, n_head, n_kv, D, E, 70);
-    std::vector<uint16_t> q[2], k[2], v[2];
-    for (int nb = 0; nb < 2; ++nb) {
-      cuda::set_matvec_splitk_nb(nb == 1);
-      dev.poison();
-      cuda::matvec(cuda::Stream(nullptr, true), dev.args(MatvecOut::ROPE_QKV, true, 1e-6f));
-      CUDA_CHECK_LAUNCH();
-      q[nb] = dev.q.download(), k[nb] = dev.k_cache.download(), v[nb] = dev.v_cache.download();
-    }
-    EXPECT_EQ(q[0], q[1]);
-    EXPECT_EQ(k[0], k[1]);
-    EXPECT_EQ(v[0], v[1]);
-  }
-}
 
 // A chain of dependent split-K matvecs launched back to back with PDL (eager and as a CUDA graph), with and without
 // trigger_at_start (the next kernel launches before this one's wait): a missing wait would show up here as a wrong or

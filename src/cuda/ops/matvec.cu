@@ -83,9 +83,9 @@ void launch_heads(const Stream& s, K kernel, Params& p) {
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool NB>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
 void launch_splitk(const Stream& s, const MatvecArgs& a) {
-  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, NB>;
+  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB>;
   static bool attr = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)
@@ -120,42 +120,17 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   }
 }
 
-// Measurement knob MK_MATVEC_NB (read once; set_matvec_splitk_nb for tests): 1 = the split-K kernel without a block
-// barrier in its group loop (template NB, see matvec_splitk_kernel), not for ROPE_QKV_NORM.
-bool& nb_variant() {
-  static bool v = env_int("MK_MATVEC_NB", 0) != 0;
-  return v;
-}
-
-// MK_MATVEC_NB_MIN=G (measurement): the NB kernel only where a block has about G or more groups.
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
-void launch_nb(const Stream& s, const MatvecArgs& a) {
-  if constexpr (MODE != MatvecOut::ROPE_QKV_NORM) {
-    static const int nb_min = env_int("MK_MATVEC_NB_MIN", 0);
-    bool nb = nb_variant();
-    if (!nb && nb_min > 0) {  // launch_splitk's shape; blocks: its occupancy (3 or 2 per SM) times the SMs
-      constexpr int slice = mv_ks(MINB) * 32;
-      const int S = (a.n_cols / 8 + slice - 1) / slice, n_pairs = (a.n_rows + 1) / 2, sms = sm_count();
-      int P = std::max(1, 8 / S);
-      while (P > 1 && (n_pairs + P - 1) / P < 2 * sms) P /= 2;
-      nb = S > 1 && (n_pairs + P - 1) / P >= nb_min * sms * (MINB >= 3 ? 3 : 2);
-    }
-    if (nb) return launch_splitk<MODE, NORM, ARGMAX, XT, MINB, true>(s, a);
-  }
-  launch_splitk<MODE, NORM, ARGMAX, XT, MINB, false>(s, a);
-}
-
 template <MatvecOut MODE, bool NORM, bool ARGMAX>
 void dispatch_x(const Stream& s, const MatvecArgs& a) {
   // Default: the register-capped build (MINB 3, see matvec_splitk_kernel; H200 decode 0.881 vs 0.901 ms/token);
   // MK_MATVEC_LB=1: the unconstrained one. Rows wider than 8 of its 1024-column slices use the unconstrained one.
   static const bool lb3 = env_int("MK_MATVEC_LB", 3) == 3;
   if (lb3 && a.n_cols <= (MAX_THREADS / 32) * mv_ks(3) * 32 * 8) {
-    if (a.x) launch_nb<MODE, NORM, ARGMAX, float, 3>(s, a);
-    else launch_nb<MODE, NORM, ARGMAX, bf16, 3>(s, a);
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 3>(s, a);
   } else {
-    if (a.x) launch_nb<MODE, NORM, ARGMAX, float, 1>(s, a);
-    else launch_nb<MODE, NORM, ARGMAX, bf16, 1>(s, a);
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 1>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 1>(s, a);
   }
 }
 
@@ -186,8 +161,6 @@ const char* matvec_kernel_name() {
 }
 
 void set_matvec_kernel(const char* name) { selected_kernel() = kernel_from_name(name); }
-
-void set_matvec_splitk_nb(bool on) { nb_variant() = on; }
 
 unsigned long long matvec_launch_count(MatvecOut mode) { return launch_counter(mode).load(); }
 

@@ -85,8 +85,6 @@ void matvec(const Stream& s, const MatvecArgs& a);
 // support fall back: rowpair -> splitk for the ROPE_QKV modes, splitk -> rowpair for rows too wide for split-K.
 const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
-// Measurement knob of the split-K kernel (environment MK_MATVEC_NB, read once): no block barrier in its group loop.
-void set_matvec_splitk_nb(bool on);
 // matvec() calls so far in `mode`, over the process (tests: which decode path a backend enqueued).
 unsigned long long matvec_launch_count(MatvecOut mode);
 

@@ -13,7 +13,6 @@ constexpr int SLICE = KS * 32;   // chunks per slice = 2048 columns
 constexpr int MAX_THREADS = 256;  // S * P <= 8 warps; wider rows (S > 8) use the rowpair kernel
 constexpr int MAX_HEAD_CLUSTER = 8;     // ROPE_QKV_NORM: blocks per cluster (one head); the portable limit
 constexpr int MAX_PAIRS_PER_BLOCK = 32;  // ROPE_QKV_NORM: G * P, a head's pairs one block keeps (one warp's lanes)
-constexpr int NB_GROUPS = 8;  // NB: groups whose warp partial sums a block keeps before it reduces and stores them
 
 struct Params {
   MatvecArgs a;
@@ -28,16 +27,12 @@ constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
 
 // MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 96-109 registers;
 // 3: <= 80 registers, so 2 resident blocks leave room for a block of the next PDL kernel).
-// NB (measurement variant, MK_MATVEC_NB=1; not ROPE_QKV_NORM): with S > 1 warps per pair, no block barrier inside
-// the group loop: each warp leaves its per-group partial sums in shared memory (NB_GROUPS groups at a time), and
-// they are summed (in the same order, k = 0..S-1: the same bits) and stored after one barrier at the end.
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool NB = false>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
 __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params p) {
   extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
   __shared__ float s_red[32];
   __shared__ float s_part[32][2];  // per warp partial dot products of its pair
   __shared__ unsigned long long s_best[32];
-  __shared__ float s_nb[NB ? NB_GROUPS : 1][NB ? MAX_THREADS / 32 : 1][2];  // NB: [local group][warp] partial sums
   const MatvecArgs& a = p.a;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int S = p.S, pi = warp / S, si = warp % S;
@@ -46,7 +41,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   const bool ring = p.ring;
   // ROPE_QKV_NORM: cluster `head` (blocks head * C .. head * C + C - 1) owns the head's C * G groups.
   constexpr bool HEADS = MODE == MatvecOut::ROPE_QKV_NORM;
-  static_assert(!(NB && HEADS), "NB: not with the cluster epilogue");
   __shared__ float s_y[HEADS ? MAX_PAIRS_PER_BLOCK : 1][2];  // ROPE_QKV_NORM: this block's pairs of its q/k head
   __shared__ float s_head_ss;                                  // ROPE_QKV_NORM: their sum of squares
 
@@ -118,25 +112,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   const unsigned long long t_staged = a.trace ? globaltimer_ns() : 0;
 
   unsigned long long best = 0;
-  // NB: the block's groups grp_nb, grp_nb + gridDim.x, ... (n of them) have their warp partial sums in s_nb; lane j
-  // of warp pi * S sums and stores pair pi of the j-th (lane 0 holds the ADD rows read early for the first group).
-  int n_nb = 0, grp_nb = grp;
-  auto flush_nb = [&] {
-    __syncthreads();  // s_nb complete
-    if (si == 0 && lane < n_nb) {
-      const int pair = (grp_nb + lane * int(gridDim.x)) * p.P + pi;
-      if (pair < p.n_pairs) {
-        float y0 = 0.f, y1 = 0.f;
-        for (int k = 0; k < S; ++k) {
-          y0 += s_nb[lane][pi * S + k][0];
-          y1 += s_nb[lane][pi * S + k][1];
-        }
-        const int r = 2 * pair;
-        store_row_pair<MODE, ARGMAX>(a, r, r + 1 < a.n_rows, y0 * inv, y1 * inv, best, have_base, base0, base1);
-      }
-    }
-    have_base = false;
-  };
   for (; grp < grp_end(); grp += grp_step()) {
     const int pair = grp * p.P + pi;
     const bool valid = pair < p.n_pairs;
@@ -165,21 +140,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     if (prefetch) load_part(next_pair, H1{}, H2{});
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
-    if constexpr (NB) {
-      if (S > 1) {  // uniform over the block
-        if (n_nb == 0) grp_nb = grp;
-        if (lane == 0) {
-          s_nb[n_nb][warp][0] = acc0;
-          s_nb[n_nb][warp][1] = acc1;
-        }
-        if (++n_nb == NB_GROUPS) {
-          flush_nb();
-          n_nb = 0;
-          __syncthreads();  // s_nb is rewritten by the next groups
-        }
-        continue;
-      }
-    }
     if (S > 1) {  // uniform over the block
       if (lane == 0) {
         s_part[warp][0] = acc0;
@@ -211,11 +171,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
       }
     }
     have_base = false;
-  }
-  if constexpr (NB) {
-    if (n_nb > 0) flush_nb();  // S > 1 only
-    if constexpr (ARGMAX)  // argmax_commit takes lane 0's maximum; the stores were spread over lanes
-      for (int o = 16; o; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   }
   if constexpr (HEADS) {
     const MatvecRope& rp = a.rope;
