@@ -25,6 +25,13 @@ REASONS = ['long_sb', 'wait', 'barrier', 'short_sb', 'selected', 'not_selected',
            'math', 'dispatch', 'lg', 'mio']
 
 
+def number(text):
+    try:
+        return float(text.replace(',', ''))
+    except ValueError:  # empty or 'N/A'
+        return 0.0
+
+
 def compact(src, dst):
     rows = list(csv.reader(open(src, newline='')))
     hi = next(i for i, r in enumerate(rows) if 'Address' in r)
@@ -37,7 +44,7 @@ def compact(src, dst):
     for r in rows[hi + 1:]:
         if len(r) <= max(keep + [ai]):
             continue
-        vals = [float(r[i].replace(',', '') or 0) for i in keep]
+        vals = [number(r[i]) for i in keep]
         if any(vals):
             out.writerow([r[ai]] + [f'{v:g}' for v in vals])
             for i, v in zip(keep, vals):
