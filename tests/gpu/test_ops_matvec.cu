@@ -2,6 +2,7 @@
 // with poisoned outputs and awkward sizes. Inputs are f32 (or bf16) and weights bf16 on both sides, so only the
 // summation order differs: relative error bound 2e-5 (f32 accumulation over up to 8192 terms).
 // The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical;
+// without the norm its results are the STORE mode's plus the old rows, bit for bit;
 // SWIGLU mode also writes bf16 (out_bf16): the f32 results rounded, bit for bit.
 // Run: test_gpu --gtest_filter='Matvec*'
 #include <memory>
@@ -116,6 +117,15 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
     cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
     CUDA_CHECK_LAUNCH();
     EXPECT_EQ(dout.download(), got) << "add_early changed the result bits";
+    if (!c.norm) {  // out = out0 + the STORE mode's y, bit for bit (each block reads its later groups' rows ahead)
+      MatvecArgs b = a;
+      b.mode = MatvecOut::STORE;
+      b.add_early = false;
+      cuda::matvec_splitk(cuda::Stream(nullptr, true), b);
+      CUDA_CHECK_LAUNCH();
+      const std::vector<float> ys = dout.download();
+      for (int i = 0; i < n_out; ++i) ASSERT_EQ(got[size_t(i)], out0[size_t(i)] + ys[size_t(i)]) << "row " << i;
+    }
   }
 }
 

@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     if (!ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
     loaded = false;
     const int next_pair = (grp + grp_step()) * p.P + pi;
-    const bool prefetch = ring && grp + grp_step() < grp_end() && next_pair < p.n_pairs;
+    const bool has_next = grp + grp_step() < grp_end() && next_pair < p.n_pairs;
+    const bool prefetch = ring && has_next;
     float acc0 = 0.f, acc1 = 0.f;
     auto consume = [&](auto u0, auto u1) {
 #pragma unroll
@@ -138,6 +139,16 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     if (prefetch) load_part(next_pair, H0{}, H1{});
     if (valid) consume(H1{}, H2{});
     if (prefetch) load_part(next_pair, H1{}, H2{});
+    // ADD: the next group's residual rows are read one group ahead (after the wait: the kernel before may write
+    // them; no other block writes them, and this group's store below writes other rows), so that its store does
+    // not wait on an L2 round trip that the block's other warps would then wait for at the next barrier.
+    float next0 = 0.f, next1 = 0.f;
+    if constexpr (MODE == MatvecOut::ADD) {
+      if (has_next && si == 0 && lane == 0) {
+        next0 = __ldcg(a.out + 2 * next_pair);
+        if (2 * next_pair + 1 < a.n_rows) next1 = __ldcg(a.out + 2 * next_pair + 1);
+      }
+    }
     acc0 = warp_sum(acc0);
     acc1 = warp_sum(acc1);
     if (S > 1) {  // uniform over the block
@@ -170,7 +181,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
                                      base1);
       }
     }
-    have_base = false;
+    have_base = MODE == MatvecOut::ADD && has_next;
+    base0 = next0, base1 = next1;
   }
   if constexpr (HEADS) {
     const MatvecRope& rp = a.rope;
