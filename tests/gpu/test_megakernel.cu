@@ -198,6 +198,35 @@ TEST(Megakernel, PrefetchBitIdentical) {
                              2, [](MegakernelBackend& b, int mode) { b.set_prefetch(mode == 0); });
 }
 
+// Session 14: the prefetch gate (ring.cuh s_gate) only delays when the loader issues a MlpDown's or QkvProj's pages past
+// the first gate_pages: logits bit-identical with the gate at 1 and 3 pages and without, flags and counters, inline and
+// split attention, on 1 and 2 SMs (there every such instruction spans several ring pages, so the loader does wait);
+// greedy tokens over 24 steps at 8 per launch (the gate across steps) equal with and without it.
+TEST(Megakernel, PrefetchGateBitIdentical) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 79);
+  expect_modes_bit_identical(m, 29, 7,
+                             {MegakernelOptions{.n_sm = 1}, MegakernelOptions{.n_sm = 2, .flag_publish = 0},
+                              MegakernelOptions{.n_sm = 2, .attn_chunk_len = 24}},
+                             3, [](MegakernelBackend& b, int mode) {
+                               ASSERT_GT(b.ring_pages(), 0);
+                               b.set_gate_pages(mode == 0 ? 0 : 2 * mode - 1);
+                             });
+  std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+  std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
+  std::vector<std::vector<int32_t>> outs;
+  for (int gate : {0, 1}) {
+    auto b = make_mk(m, 64, {.n_sm = 1, .gate_pages = gate});
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+    std::vector<int32_t> out(24);
+    auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, 8);
+    ASSERT_TRUE(st.ok()) << st.message();
+    outs.push_back(out);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
 // Version 7's switches change only how activations are published and which already-summed vector the
 // residual readers start from, never the arithmetic or its order (inline attention through attn_range here:
 // attn_short runs in the flag instance only): flag-in-data publishing and the mid-layer

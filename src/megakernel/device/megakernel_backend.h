@@ -74,6 +74,12 @@ struct MegakernelOptions {
   // 0.924 vs 0.927 ms/token off, ctx 4096 / 16384 and 8B equal (1.211 / 1.591 / 5.009 vs 1.211 / 1.589 / 5.012).
   bool lm_dynamic = true;
   double lm_static_share = 0.75;
+  // Session 14: the prefetch gate (device/ring.cuh s_gate): with the ring, the loader issues at most this many pages
+  // of a MlpDown or QkvProj instruction before the block's consumers have read that instruction's whole input; 0: no
+  // gate (the loader runs as far ahead as the ring allows). H200, 4 ring pages, ABBA in one process: 2 pages 1B
+  // 0.907 / 1.095 / 1.564 ms/token at ctx 32 / 4096 / 16384 vs 0.927 / 1.121 / 1.588 without, 8B 4.952 vs 5.018,
+  // Qwen3-1.7B 1.461 vs 1.508, Qwen3-0.6B 0.830 either way; 1 page and 3 pages in between (0.6B: 1 page +4.4%).
+  int gate_pages = 2;
 };
 
 // Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
@@ -169,6 +175,8 @@ class MegakernelBackend final : public Backend {
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
   // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
+  void set_gate_pages(int n) { gate_pages_ = std::max(0, n); }
+  int gate_pages() const { return gate_pages_; }
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
   // Whether the next launch runs it: needs the ring and a schedule with LM-head units.
@@ -231,6 +239,7 @@ class MegakernelBackend final : public Backend {
   bool prefetch_ = true;
   bool attn_short_ = true;
   bool lm_dynamic_ = true;
+  int gate_pages_ = 2;
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far

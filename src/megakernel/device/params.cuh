@@ -142,6 +142,10 @@ struct MkParams {
                          // an earlier launch of the call stopped, and this one returns at once
   int produced_base;     // tokens produced by the call's launches before this one (when none stopped)
   uint32_t tag0;         // epoch tag of ftokens[0] (the backend's total step count; the flag instance: = epoch0)
+  // Session 14: gated prefetch (ring.cuh loader_gate). > 0: the loader issues at most this many pages of a MlpDown or
+  // QkvProj instruction before the block's consumers have read that instruction's whole input (ops/mlp.cuh,
+  // ops/qkv_proj.cuh: gate_open), i.e. before the stage before it ended on every SM; 0: no gate (MegakernelOptions).
+  int gate_pages;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

@@ -104,6 +104,26 @@ __device__ __forceinline__ int lm_gate_get() {
   return v;
 }
 
+// The prefetch gate (MkParams::gate_pages): consumer thread 0 stores gate_seq(step, i) once the consumers have read
+// instruction i's whole input (every SM finished the stage before it); the loader waits for it before issuing that
+// instruction's pages past the first gate_pages (loader_gate). Why: at the end of a stage that streams at the DRAM's
+// rate, the SMs that finished early prefetch the next instruction's pages and take bandwidth from the last SMs still
+// streaming the stage, whose end every SM then waits for (H200, session 14: 5 ring pages slower than 4; with the gate
+// the slowest SM's lateness in MlpGateUp fell 50 -> 39 us per step at 1B). Only timing hangs on it (no data is handed
+// over); its accesses are the LM head gate's, as measured.
+__shared__ uint32_t s_gate;
+__device__ __forceinline__ uint32_t gate_seq(const MkParams& p, int step, uint32_t i) { return uint32_t(step) * p.n_instr + i + 1; }
+__device__ __forceinline__ bool gated_op(Op op) { return op == Op::MlpDown || op == Op::QkvProj; }
+__device__ __forceinline__ void gate_open(const MkParams& p, int step, uint32_t i) {
+  if (p.gate_pages > 0 && threadIdx.x == 0)
+    asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_gate)), "r"(gate_seq(p, step, i)) : "memory");
+}
+__device__ __forceinline__ uint32_t gate_get() {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared.b32 %0, [%1];" : "=r"(v) : "r"(smem_u32(&s_gate)) : "memory");
+  return v;
+}
+
 // Loader: waits until ring slot `page % np` is free (every consumer warp released page - np). False after
 // another block raised the watchdog error (the caller returns), or (STOP) once the consumers stopped.
 template <bool STOP>
@@ -205,6 +225,18 @@ __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, 
   }
 }
 
+// Loader: waits until the consumers opened the gate of instruction sequence number `seq` (gate_open). False after
+// the watchdog, or (STOP) once the consumers stopped.
+template <bool STOP>
+__device__ __forceinline__ bool loader_gate(const MkParams& p, uint32_t seq) {
+  if ((threadIdx.x & 31) == 0)
+    for (uint32_t polls = 0; int32_t(gate_get() - seq) < 0; ++polls)
+      if (((polls & 1023u) == 1023u && error_raised(p)) || (STOP && loader_stopped())) break;
+  __syncwarp();
+  if constexpr (STOP) return !__shfl_sync(0xffffffffu, int(error_raised(p) || loader_stopped()), 0);
+  return !error_raised(p);
+}
+
 // The loader warp: every page of every instruction of this block's queue, n_steps times (STOP: until the consumers
 // stop).
 template <bool STOP>
@@ -229,7 +261,13 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       if (w.n == 0) continue;
       const int rpp = page_rows(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
+      const int gate_at = p.gate_pages > 0 && gated_op(p.instrs[i].op) ? p.gate_pages * rpp : w.n;
       for (int r = 0; r < w.n; r += rpp, ++page) {
+        if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
+          if constexpr (!STOP) return;
+          ok = false;
+          break;
+        }
         if (!loader_slot<STOP>(p, empty, page, np, stall)) {
           if constexpr (!STOP) return;
           ok = false;

@@ -55,6 +55,7 @@ __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
       *reinterpret_cast<float4*>(c.s_x + i) = ld_act4(c.p.ws + act + i);
   }
   csync();
+  gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh s_gate)
   const int64_t out = L.down + int64_t(in.layer) * L.n_embd;
   matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
 }

@@ -11,6 +11,7 @@ __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const MkLayer& w = c.p.layers[in.layer];
   residual_in<FLAG, STOP>(c, in.layer);
   csync();
+  gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh s_gate)
   // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
   const int64_t resid = L.resid + int64_t(in.layer) * L.n_embd;
   for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, resid + i, c.s_x[i]);
