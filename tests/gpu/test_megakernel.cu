@@ -53,6 +53,22 @@ void expect_cpu_greedy_prefix(const Model& m, const std::vector<int32_t>& prompt
   }
 }
 
+// The megakernel's greedy tokens after `prompt` (fed through forward): n tokens at spl steps per launch; empty (and a
+// test failure) when it cannot run.
+std::vector<int32_t> mk_greedy(const Model& m, const std::vector<int32_t>& prompt, MegakernelOptions opt, int n, int spl) {
+  auto b = make_mk(m, 64, opt);
+  if (!b) return {};
+  std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  Status st = b->forward(prompt, 0, logits);
+  if (st.ok()) st = b->generate_greedy(argmax(logits), int(prompt.size()), out, spl);
+  if (!st.ok()) {
+    ADD_FAILURE() << st.message();
+    return {};
+  }
+  return out;
+}
+
 struct Case {
   const char* name;
   ModelConfig c;
@@ -212,19 +228,10 @@ TEST(Megakernel, PrefetchGateBitIdentical) {
                                ASSERT_GT(b.ring_pages(), 0);
                                b.set_gate_pages(mode == 0 ? 0 : 2 * mode - 1);
                              });
-  std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
-  std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
-  std::vector<std::vector<int32_t>> outs;
-  for (int gate : {0, 1}) {
-    auto b = make_mk(m, 64, {.n_sm = 1, .gate_pages = gate});
-    ASSERT_TRUE(b);
-    ASSERT_TRUE(b->forward(p5, 0, logits).ok());
-    std::vector<int32_t> out(24);
-    auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, 8);
-    ASSERT_TRUE(st.ok()) << st.message();
-    outs.push_back(out);
-  }
-  EXPECT_EQ(outs[0], outs[1]);
+  const std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+  const std::vector<int32_t> off = mk_greedy(m, p5, {.n_sm = 1, .gate_pages = 0}, 24, 8);
+  ASSERT_EQ(off.size(), 24u);
+  EXPECT_EQ(mk_greedy(m, p5, {.n_sm = 1, .gate_pages = 1}, 24, 8), off);
 }
 
 // Version 7's switches change only how activations are published and which already-summed vector the
@@ -295,20 +302,11 @@ TEST(Megakernel, SplitAttentionBothProtocols) {
           b.set_prefetch(!(mode & 2));
         },
         [](const MegakernelOptions&, int mode) { return mode & 1; });
-    std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
-    std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
-    std::vector<std::vector<int32_t>> outs;
-    for (int flags : {1, 0}) {
-      auto b = make_mk(m, 64, {.n_sm = 7, .attn_chunk_len = 6, .flag_publish = flags});
-      ASSERT_TRUE(b);
-      ASSERT_TRUE(b->forward(p5, 0, logits).ok());
-      std::vector<int32_t> out(16);
-      auto st = b->generate_greedy(argmax(logits), int(p5.size()), out, 8);
-      ASSERT_TRUE(st.ok()) << st.message();
-      outs.push_back(out);
-    }
-    EXPECT_EQ(outs[0], outs[1]);
-    expect_cpu_greedy_prefix(m, p5, outs[0]);
+    const std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+    const std::vector<int32_t> flags = mk_greedy(m, p5, {.n_sm = 7, .attn_chunk_len = 6, .flag_publish = 1}, 16, 8);
+    ASSERT_EQ(flags.size(), 16u);
+    EXPECT_EQ(mk_greedy(m, p5, {.n_sm = 7, .attn_chunk_len = 6, .flag_publish = 0}, 16, 8), flags);
+    expect_cpu_greedy_prefix(m, p5, flags);
   }
 }
 
