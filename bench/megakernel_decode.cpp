@@ -79,11 +79,10 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
-// "lm" the dynamic LM head, "pf" prefetch, "o"
-// attn_short off (version 8's inline attention); "g1".."g9" the prefetch gate at that many pages (MegakernelOptions::
-// gate_pages); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2
-// pages (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the in-kernel timing report of
-// every variant's first run (else of the first variant, and of every variant at ctx 32);
+// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the
+// prefetch gate at that many pages (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit,
+// "p4" / "p3" max - 1 / max - 2 pages (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
+// in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -153,7 +152,7 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = 0; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
@@ -165,7 +164,7 @@ void bench_shape(const std::string& name, double gbs) {
       else if (id == "pmax") v.pages = mp, v.name = cat("ring ", mp, " pages (all that fit)");
       else if (id == "p4") v.pages = mp - 1, v.name = cat("ring ", mp - 1, " pages");
       else if (id == "p3") v.pages = mp - 2, v.name = cat("ring ", mp - 2, " pages");
-      else if (id.size() == 2 && id[0] == 'g' && id[1] >= '1' && id[1] <= '9') v.gate = id[1] - '0', v.name = cat("prefetch gate ", v.gate, " pages");
+      else if (id.size() == 2 && id[0] == 'g' && id[1] >= '0' && id[1] <= '9') v.gate = id[1] - '0', v.name = cat("prefetch gate ", v.gate, " pages");
       else {
         if (has_token(id, "o")) {
           if ((*b)->attn_short_max() == 0) continue;
@@ -195,7 +194,7 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
       const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
-      if (v.gate > 0) (*b)->set_gate_pages(v.gate);
+      if (v.gate >= 0) (*b)->set_gate_pages(v.gate);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "cuda/attention/decode_kernel.cuh"
+#include "cuda/attention/trace_arm.cuh"
 #include "cuda/common/launch.h"
 #include "cuda/common/sm_count.h"
 
@@ -184,10 +185,8 @@ cudaError_t launch_decode(const DecodeParams& p, int head_dim, cudaStream_t s, c
 
 cudaError_t decode_trace_arm(void* buf, size_t bytes) {
 #if MK_DECODE_TRACE
-  unsigned long long* ptr = static_cast<unsigned long long*>(buf);
-  const unsigned cap = unsigned(bytes / 64), zero = 0;
-  cudaError_t e = cudaMemcpyToSymbol(g_trace, &ptr, sizeof(ptr));
-  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_trace_cap, &cap, sizeof(cap));
+  const unsigned zero = 0;
+  cudaError_t e = arm_trace_symbols(g_trace, g_trace_cap, buf, bytes);
   if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_trace_ticket, &zero, sizeof(zero));
   return e;
 #else

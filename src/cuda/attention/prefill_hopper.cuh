@@ -21,6 +21,7 @@
 #include "cuda/attention/attn_common.cuh"
 #include "cuda/attention/attn_internal.h"
 #include "cuda/attention/prefill_hopper_pipe.cuh"
+#include "cuda/attention/trace_arm.cuh"
 #include "cuda/attention/wgmma.cuh"
 #include "cuda/common/device.cuh"
 
@@ -533,11 +534,7 @@ cudaError_t launch_prefill_hopper(const PrefillParams& p, int64_t total_q, int64
 // prefill_trace_arm_d64 / _d128 (attn_internal.h): the record buffer of this file's instances (MK_PREFILL_TRACE).
 static inline cudaError_t prefill_trace_arm_here(void* buf, size_t bytes) {
 #if MK_PREFILL_TRACE
-  unsigned long long* ptr = static_cast<unsigned long long*>(buf);
-  const unsigned cap = unsigned(bytes / 64);
-  cudaError_t e = cudaMemcpyToSymbol(g_ptrace, &ptr, sizeof(ptr));
-  if (e == cudaSuccess) e = cudaMemcpyToSymbol(g_ptrace_cap, &cap, sizeof(cap));
-  return e;
+  return arm_trace_symbols(g_ptrace, g_ptrace_cap, buf, bytes);
 #else
   (void)buf;
   (void)bytes;

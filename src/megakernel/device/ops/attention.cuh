@@ -330,18 +330,9 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
     if (t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
     // 2. softmax, one warp per q head: running max and sum, the tile's numerators in place.
     if (warp < G) {
-      float* sc = s_sc + warp * T;
-      float m = -INFINITY;
-      for (int i = lane; i < nt; i += 32) m = fmaxf(m, sc[i]);
-      m = warp_max(m);
-      const float m_old = s_mr[warp], m_new = fmaxf(m_old, m);
-      float sum = 0.f;
-      for (int i = lane; i < nt; i += 32) {
-        const float e = expf(sc[i] - m_new);
-        sc[i] = e;
-        sum += e;
-      }
-      sum = warp_sum(sum);
+      const float m_old = s_mr[warp];
+      float m_new = m_old;
+      const float sum = softmax_numerators<true>(s_sc + warp * T, nt, m_new);
       const float corr = expf(m_old - m_new);  // 0 on the first tile (m_old = -inf)
       __syncwarp();
       if (lane == 0) s_corr[warp] = corr, s_sum[warp] = s_sum[warp] * corr + sum, s_mr[warp] = m_new;
@@ -453,10 +444,34 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = true;
 }
 
+// out[0, G * hd) = the group's chunk records merged in chunk order (as the simulator): each chunk's o rescaled to the
+// global max, summed, divided by the rescaled sums; ld(off) reads the float at offset off of the group's records
+// (from the merge stage in shared memory, or from L2).
+template <class Ld>
+__device__ __forceinline__ void merge_chunk_records(const Layout& L, float* out, Ld&& ld) {
+  const int hd = L.head_dim;
+  for (int t = threadIdx.x; t < L.group * hd; t += NCT) {
+    const int j = t / hd, e = t % hd;
+    float m = -INFINITY, sum = 0.f, acc = 0.f;
+#pragma unroll 8
+    for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld(int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
+#pragma unroll 8
+    for (int ch = 0; ch < L.n_chunks; ++ch) {
+      const int64_t r = int64_t(ch) * L.att_part_stride + j * (hd + 2);
+      const float s = ld(r + hd + 1);
+      if (s == 0.f) continue;  // empty chunk
+      const float f = expf(ld(r + hd) - m);
+      sum += f * s;
+      acc += f * ld(r + e);
+    }
+    out[t] = acc / sum;
+  }
+}
+
 // Session 13: the split attention's merge in the flag protocol's SPLIT instance (interpreter.cu), into s_x[0, G * hd):
 // the group's chunk records are first polled into s_x past the merged outputs (merge_stage_offset; every thread's
-// loads in flight at once), then rescaled to the global max and summed in chunk order (as the simulator, and the
-// same arithmetic as op_attn_o_proj's merge from L2) from shared memory. The merge from L2 reads each value where
+// loads in flight at once), then merged from shared memory (merge_chunk_records, as op_attn_o_proj's merge from
+// L2). The merge from L2 reads each value where
 // it uses it, each chunk's values behind the test of its sum, with asm volatile loads that are never reordered: a
 // chain of dependent round trips (6.6 us per AttnOProj at ctx 4096). Out of line, scalars in (the Ctx's address
 // would escape into the call): inlined, such code raised the flag instance's ptxas spill stores.
@@ -468,23 +483,7 @@ __device__ __noinline__ void attn_merge_split(const MkParams& p, float* s_x, uin
   const int64_t rec0 = L.att_part + (int64_t(layer) * L.n_kv_head + group) * L.n_chunks * L.att_part_stride;
   float* st = s_x + merge_stage_offset(G, hd);
   poll_region_to(c, p.fws + rec0, L.n_chunks * L.att_part_stride, st);
-  for (int t = threadIdx.x; t < G * hd; t += NCT) {
-    const int j = t / hd, e = t % hd;
-    const float* r0 = st + j * (hd + 2);
-    float m = -INFINITY, sum = 0.f, acc = 0.f;
-#pragma unroll 8
-    for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, r0[ch * L.att_part_stride + hd]);
-#pragma unroll 8
-    for (int ch = 0; ch < L.n_chunks; ++ch) {
-      const float* r = r0 + ch * L.att_part_stride;
-      const float s = r[hd + 1];
-      if (s == 0.f) continue;  // empty chunk
-      const float f = expf(r[hd] - m);
-      sum += f * s;
-      acc += f * r[e];
-    }
-    s_x[t] = acc / sum;
-  }
+  merge_chunk_records(L, s_x, [&](int64_t off) { return st[off]; });
 }
 
 // SPLIT (flag protocol, split attention; interpreter.cu): the chunk's attention through attn_split (parallel phases).
@@ -552,23 +551,9 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     // protocol: the group's records are polled first (all threads), then read.
     const int64_t rec0 = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
     if constexpr (FLAG) poll_region(c, c.p.fws + rec0, L.n_chunks * L.att_part_stride);
-    auto ld = [&](int64_t off) { return FLAG ? ld_flag_val(c.p.fws + rec0 + off) : ld_act(c.p.ws + rec0 + off); };
-    for (int t = threadIdx.x; t < G * hd; t += NCT) {
-      const int j = t / hd, e = t % hd;
-      float m = -INFINITY, sum = 0.f, acc = 0.f;
-#pragma unroll 8
-      for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld(int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
-#pragma unroll 8
-      for (int ch = 0; ch < L.n_chunks; ++ch) {
-        const int64_t r = int64_t(ch) * L.att_part_stride + j * (hd + 2);
-        const float s = ld(r + hd + 1);
-        if (s == 0.f) continue;  // empty chunk
-        const float f = expf(ld(r + hd) - m);
-        sum += f * s;
-        acc += f * ld(r + e);
-      }
-      c.s_x[t] = acc / sum;
-    }
+    merge_chunk_records(L, c.s_x, [&](int64_t off) {
+      return FLAG ? ld_flag_val(c.p.fws + rec0 + off) : ld_act(c.p.ws + rec0 + off);
+    });
   }
   csync();
   // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
