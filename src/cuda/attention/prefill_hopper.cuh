@@ -140,8 +140,9 @@ __device__ __forceinline__ void produce_tile(bf16* s_tile, uint64_t* full, const
 // the heaviest row block (causal: the last, with the most key tiles). lpt_units == 0: unit by unit. Otherwise
 // longest-processing-time first within sections of lpt_units units (whose K/V fit in L2): every unit's
 // heaviest block, then every unit's next, ..., so that the light blocks fill the tail of the grid.
-__device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int lin, int& m_block, int& h, int& b) {
+__device__ __forceinline__ void cta_tile(const PrefillParams& p, int n_m, int& m_block, int& h, int& b) {
   const int units = p.n_head * p.batch;
+  const int lin = blockIdx.x;
   int u, m_rev;
   if (p.lpt_units > 0) {
     const int per_sec = n_m * p.lpt_units;
@@ -223,8 +224,7 @@ __global__ void __launch_bounds__(HopperCfg<D, NWG>::THREADS, 1)
 #if MK_PREFILL_TRACE
   if (threadIdx.x == 0) PTR_STAMP(0);
 #endif
-  const int n_m = (p.max_seqlen_q + BM - 1) / BM;
-  cta_tile(p, n_m, blockIdx.x, m_block, h, b);
+  cta_tile(p, (p.max_seqlen_q + BM - 1) / BM, m_block, h, b);
   const int q0 = p.cu_seqlens_q[b], q_len = p.cu_seqlens_q[b + 1] - q0;
   const int m0 = m_block * BM;
 #if MK_PREFILL_TRACE
