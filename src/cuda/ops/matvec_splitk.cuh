@@ -48,14 +48,14 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   // step with tracing off: RESULTS.md, final round of session 11.)
   const unsigned long long t_start = a.trace ? globaltimer_ns() : 0;
   uint4 wb[2][KS];
-  // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1).
-  auto load_part = [&](int pair, auto u0, auto u1) {
+  // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1) when `on`, else zeros them.
+  auto load_part = [&](int pair, bool on, auto u0, auto u1) {
     const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols);
     const bf16* r1 = 2 * pair + 1 < a.n_rows ? r0 + a.n_cols : r0;  // odd last row: re-read row 0 (harmless)
 #pragma unroll
     for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
       const int c = si * SLICE + u * 32 + lane;
-      if (c < n_chunks) {
+      if (on && c < n_chunks) {
         wb[0][u] = ld_stream(r0 + size_t(c) * 8);
         wb[1][u] = ld_stream(r1 + size_t(c) * 8);
       } else {
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   using H0 = std::integral_constant<int, 0>;
   using H1 = std::integral_constant<int, KS / 2>;
   using H2 = std::integral_constant<int, KS>;
-  auto load = [&](int pair) { load_part(pair, H0{}, H2{}); };
+  auto load = [&](int pair, bool on) { load_part(pair, on, H0{}, H2{}); };
 
   // Before the wait: nothing here depends on the previous kernel (weights and the norm weight).
   // Groups this block works on: grp, grp + grp_step(), ... below grp_end() (the other modes: a grid-stride loop).
@@ -81,11 +81,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     if constexpr (HEADS) return (int(blockIdx.x) / p.C + 1) * p.C * p.G;
     else return p.n_groups;
   };
-  bool loaded = false;
-  if (grp < grp_end() && grp * p.P + pi < p.n_pairs) {
-    load(grp * p.P + pi);
-    loaded = true;
-  }
+  load(grp * p.P + pi, grp < grp_end() && grp * p.P + pi < p.n_pairs);
+  bool loaded = true;
   if (a.trigger_at_start) pdl_launch_dependents();  // see MatvecArgs::trigger_at_start
   if constexpr (NORM)
     for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4)
@@ -115,7 +112,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
   for (; grp < grp_end(); grp += grp_step()) {
     const int pair = grp * p.P + pi;
     const bool valid = pair < p.n_pairs;
-    if (!ring && valid && !loaded) load(pair);  // ring: loaded by the previous iteration (or before the wait)
+    if (!ring && !loaded) load(pair, valid);  // ring: loaded by the previous iteration (or before the wait)
     loaded = false;
     const int next_pair = (grp + grp_step()) * p.P + pi;
     const bool has_next = grp + grp_step() < grp_end() && next_pair < p.n_pairs;
@@ -124,10 +121,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     auto consume = [&](auto u0, auto u1) {
 #pragma unroll
       for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
+        // A chunk past the row's end (zero weights) reads x's first chunk and its sums are dropped: no branch.
         const int c = si * SLICE + u * 32 + lane;
-        if (c < n_chunks) {
-          dot8_pair(s_x + c * 8, wb[0][u], wb[1][u], acc0, acc1);
-        }
+        const bool in = c < n_chunks;
+        float d0 = 0.f, d1 = 0.f;
+        dot8_pair(s_x + (in ? c : 0) * 8, wb[0][u], wb[1][u], d0, d1);
+        acc0 += in ? d0 : 0.f;
+        acc1 += in ? d1 : 0.f;
       }
     };
     // The refill of a half reuses the registers just consumed. (In the SASS ptxas gives all of a lane's weight loads
@@ -135,10 +135,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     // cp.async ring that avoids that streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7.
     // x kept in registers instead of read from s_x per chunk, with the partial sums summed four groups per barrier
     // pair, was slower too, and x loaded by every lane from global memory far slower: RESULTS.md, session 11.)
-    if (valid) consume(H0{}, H1{});
-    if (prefetch) load_part(next_pair, H0{}, H1{});
-    if (valid) consume(H1{}, H2{});
-    if (prefetch) load_part(next_pair, H1{}, H2{});
+    // No branch around a half's loads or sums (an invalid pair's weights are zeros; so are a chunk's past the row's
+    // end, see consume): every path to the second half's sums passes the first half's wait, so ptxas does not wait
+    // there again -- for the next group's first half, just issued on the same scoreboard.
+    consume(H0{}, H1{});
+    load_part(next_pair, prefetch, H0{}, H1{});
+    consume(H1{}, H2{});
+    load_part(next_pair, prefetch, H1{}, H2{});
     // ADD: the next group's residual rows are read one group ahead (after the wait: the kernel before may write
     // them; no other block writes them, and this group's store below writes other rows), so that its store does
     // not wait on an L2 round trip that the block's other warps would then wait for at the next barrier.
