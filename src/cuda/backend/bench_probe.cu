@@ -137,20 +137,32 @@ Expected<MatmulRate> measure_matmul_rate(int n, int repeats) {
 }
 
 Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const char* kernel, bool trace) {
+  // Options after the name, in any order: +bf16x (x in bf16, as the down projection's), +norm (the RMSNorm of x
+  // folded in, as the QKV / gate-up / LM-head projections'), +swiglu / +add (those output modes; the decode's gate-up
+  // and O / down projections).
   std::string kname = kernel;
-  const bool x_bf16 = kname.ends_with("+bf16x");  // x in bf16 (as the down projection's)
-  if (x_bf16) kname.resize(kname.size() - 6);
+  bool x_bf16 = false, norm = false, swiglu = false, add = false;
+  for (size_t plus; (plus = kname.rfind('+')) != std::string::npos; kname.resize(plus)) {
+    const std::string opt = kname.substr(plus + 1);
+    bool* flag = opt == "bf16x" ? &x_bf16 : opt == "norm" ? &norm : opt == "swiglu" ? &swiglu : opt == "add" ? &add : nullptr;
+    if (!flag) return make_error("matvec probe: option '+", opt, "' of '", kernel, "' is not known (bf16x, norm, swiglu, add)");
+    *flag = true;
+  }
   if (kname != "splitk" && kname != "splitk-early" && kname != "rowpair" && kname != "read")
     return make_error("matvec probe: kernel '", kernel,
-                      "' is not known (expected splitk, splitk-early, rowpair or read, optionally +bf16x)");
+                      "' is not known (expected splitk, splitk-early, rowpair or read, optionally +bf16x, +norm, "
+                      "+swiglu, +add)");
+  if (swiglu && (add || n_rows % 2)) return make_error("matvec probe: +swiglu needs an even row count and no +add");
   size_t mat_bytes = size_t(n_rows) * size_t(n_cols) * 2;
   int copies = int(std::max<size_t>(8, (size_t(512) << 20) / mat_bytes + 1));
-  DevBuf w, x, y;
+  DevBuf w, x, y, nw;
   MK_TRY(cuda_status(cudaMalloc(&w.p, mat_bytes * copies), "allocating matvec probe"));
+  MK_TRY(cuda_status(cudaMalloc(&nw.p, size_t(n_cols) * 4), "allocating matvec probe"));
   MK_TRY(cuda_status(cudaMalloc(&x.p, size_t(n_cols) * 4), "allocating matvec probe"));
   MK_TRY(cuda_status(cudaMalloc(&y.p, size_t(n_rows) * 4 * copies), "allocating matvec probe"));
   fill_kernel<<<1024, 256>>>(static_cast<uint32_t*>(w.p), mat_bytes * copies / 4, 3u);
   fill_kernel<<<64, 256>>>(static_cast<uint32_t*>(x.p), size_t(n_cols), 5u);  // read as f32: small values
+  fill_kernel<<<64, 256>>>(static_cast<uint32_t*>(nw.p), size_t(n_cols), 7u);
   CUDA_CHECK_LAUNCH();
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -163,6 +175,9 @@ Expected<MatvecRate> measure_matvec(int n_rows, int n_cols, int repeats, const c
     if (x_bf16) a.x_bf16 = static_cast<const bf16*>(x.p);
     else a.x = static_cast<const float*>(x.p);
     a.out = static_cast<float*>(y.p) + size_t(i % copies) * n_rows;
+    if (norm) a.norm_w = static_cast<const float*>(nw.p);
+    if (swiglu) a.mode = MatvecOut::SWIGLU;
+    if (add) a.mode = MatvecOut::ADD;
     return a;
   };
   const int sms = sm_count();

@@ -28,7 +28,7 @@ constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
 // MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 96-109 registers;
 // 3: <= 80 registers, so 2 resident blocks leave room for a block of the next PDL kernel).
 template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
-__global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params p) {
+__global__ void __launch_bounds__(MAX_THREADS, MINB < 2 ? 2 : MINB) matvec_splitk_kernel(Params p) {
   extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
   __shared__ float s_red[32];
   __shared__ float s_part[32][2];  // per warp partial dot products of its pair
@@ -115,8 +115,9 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     if (!ring && !loaded) load(pair, valid);  // ring: loaded by the previous iteration (or before the wait)
     loaded = false;
     const int next_pair = (grp + grp_step()) * p.P + pi;
-    const bool has_next = grp + grp_step() < grp_end() && next_pair < p.n_pairs;
-    const bool prefetch = ring && has_next;
+    const bool more = grp + grp_step() < grp_end();
+    const bool has_next = more && next_pair < p.n_pairs;
+    const bool prefetch = ring && more;  // zeros when !has_next: the next group's sums must not see stale weights
     float acc0 = 0.f, acc1 = 0.f;
     auto consume = [&](auto u0, auto u1) {
 #pragma unroll
@@ -135,13 +136,15 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB) matvec_splitk_kernel(Params
     // cp.async ring that avoids that streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7.
     // x kept in registers instead of read from s_x per chunk, with the partial sums summed four groups per barrier
     // pair, was slower too, and x loaded by every lane from global memory far slower: RESULTS.md, session 11.)
-    // No branch around a half's loads or sums (an invalid pair's weights are zeros; so are a chunk's past the row's
-    // end, see consume): every path to the second half's sums passes the first half's wait, so ptxas does not wait
-    // there again -- for the next group's first half, just issued on the same scoreboard.
+    // No branch around a half's sums (an invalid pair's weights are zeros; so are a chunk's past the row's end, see
+    // consume): every path to the second half's sums then passes the first half's wait, so ptxas does not wait there
+    // again -- for the next group's first half, just issued on the same scoreboard (RESULTS.md, session 15: a lane
+    // drained twice per group). The refills stay behind a uniform branch: predicated, ptxas hoists them into the sums
+    // and doubles the registers (the 1-block build 120 -> 230).
     consume(H0{}, H1{});
-    load_part(next_pair, prefetch, H0{}, H1{});
+    if (prefetch) load_part(next_pair, has_next, H0{}, H1{});
     consume(H1{}, H2{});
-    load_part(next_pair, prefetch, H1{}, H2{});
+    if (prefetch) load_part(next_pair, has_next, H1{}, H2{});
     // ADD: the next group's residual rows are read one group ahead (after the wait: the kernel before may write
     // them; no other block writes them, and this group's store below writes other rows), so that its store does
     // not wait on an L2 round trip that the block's other warps would then wait for at the next barrier.
