@@ -83,9 +83,14 @@ void launch_heads(const Stream& s, K kernel, Params& p) {
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool OLD = false>
 void launch_splitk(const Stream& s, const MatvecArgs& a) {
-  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB>;
+  // EXPERIMENT (session 15): MK_MATVEC_OLD bit MODE (3-block build) / 8 + MODE (2-block build): the loop before.
+  if constexpr (!OLD) {
+    const int old = env_int("MK_MATVEC_OLD", 0);
+    if ((old >> (int(MODE) + (MINB == 1 ? 8 : 0))) & 1) return launch_splitk<MODE, NORM, ARGMAX, XT, MINB, true>(s, a);
+  }
+  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, OLD>;
   static bool attr = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)

@@ -27,8 +27,8 @@ constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
 
 // MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 96-109 registers;
 // 3: <= 80 registers, so 2 resident blocks leave room for a block of the next PDL kernel).
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
-__global__ void __launch_bounds__(MAX_THREADS, MINB < 2 ? 2 : MINB) matvec_splitk_kernel(Params p) {
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool OLD = false>
+__global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !OLD ? 2 : MINB) matvec_splitk_kernel(Params p) {
   extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
   __shared__ float s_red[32];
   __shared__ float s_part[32][2];  // per warp partial dot products of its pair
@@ -125,10 +125,14 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB < 2 ? 2 : MINB) matvec_split
         // A chunk past the row's end (zero weights) reads x's first chunk and its sums are dropped: no branch.
         const int c = si * SLICE + u * 32 + lane;
         const bool in = c < n_chunks;
+        if constexpr (OLD) {
+          if (in) dot8_pair(s_x + c * 8, wb[0][u], wb[1][u], acc0, acc1);
+        } else {
         float d0 = 0.f, d1 = 0.f;
         dot8_pair(s_x + (in ? c : 0) * 8, wb[0][u], wb[1][u], d0, d1);
         acc0 += in ? d0 : 0.f;
         acc1 += in ? d1 : 0.f;
+        }
       }
     };
     // The refill of a half reuses the registers just consumed. (In the SASS ptxas gives all of a lane's weight loads
@@ -141,10 +145,17 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB < 2 ? 2 : MINB) matvec_split
     // again -- for the next group's first half, just issued on the same scoreboard (RESULTS.md, session 15: a lane
     // drained twice per group). The refills stay behind a uniform branch: predicated, ptxas hoists them into the sums
     // and doubles the registers (the 1-block build 120 -> 230).
+    if constexpr (OLD) {
+      if (valid) consume(H0{}, H1{});
+      if (ring && has_next) load_part(next_pair, true, H0{}, H1{});
+      if (valid) consume(H1{}, H2{});
+      if (ring && has_next) load_part(next_pair, true, H1{}, H2{});
+    } else {
     consume(H0{}, H1{});
     if (prefetch) load_part(next_pair, has_next, H0{}, H1{});
     consume(H1{}, H2{});
     if (prefetch) load_part(next_pair, has_next, H1{}, H2{});
+    }
     // ADD: the next group's residual rows are read one group ahead (after the wait: the kernel before may write
     // them; no other block writes them, and this group's store below writes other rows), so that its store does
     // not wait on an L2 round trip that the block's other warps would then wait for at the next barrier.
