@@ -3,7 +3,8 @@
 // summation order differs: relative error bound 2e-5 (f32 accumulation over up to 8192 terms).
 // The split-K kernel in ADD mode also runs with add_early (residual rows read before the PDL wait): bit-identical;
 // without the norm its results are the STORE mode's plus the old rows, bit for bit;
-// SWIGLU mode also writes bf16 (out_bf16): the f32 results rounded, bit for bit.
+// SWIGLU mode also writes bf16 (out_bf16): the f32 results rounded, bit for bit. The split-K kernel's two loop forms
+// (set_matvec_loop_form: one or two waits per group) give the same bits.
 // Run: test_gpu --gtest_filter='Matvec*'
 #include <memory>
 #include <tuple>
@@ -94,6 +95,17 @@ void run_case_with(const Case& c, uint32_t seed, Kernel kernel) {
     // Exact: the fused argmax must pick what cpu::argmax picks on the kernel's own outputs (first on ties).
     int32_t dev_arg = cuda::argmax_unpack(dam.download()[0]);
     EXPECT_EQ(dev_arg, cpu::argmax(got.data(), n_out));
+  }
+  if (kernel == Kernel::SPLITK) {  // both loop forms, whichever the default chose: the same bits
+    for (int form : {0, 1}) {
+      if (c.mode == MatvecOut::ADD) dout.upload(out0);
+      else dout.poison();
+      cuda::set_matvec_loop_form(form);
+      cuda::matvec_splitk(cuda::Stream(nullptr, true), a);
+      cuda::set_matvec_loop_form(-1);
+      CUDA_CHECK_LAUNCH();
+      EXPECT_EQ(dout.download(), got) << "loop form " << form << " changed the result bits";
+    }
   }
   if (c.mode == MatvecOut::SWIGLU) {  // out_bf16: the same values, rounded to bf16 (out not written)
     DeviceArray<uint16_t> hb(static_cast<size_t>(n_out));

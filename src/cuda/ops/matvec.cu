@@ -83,14 +83,9 @@ void launch_heads(const Stream& s, K kernel, Params& p) {
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool OLD = false>
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool TWO_WAITS>
 void launch_splitk(const Stream& s, const MatvecArgs& a) {
-  // EXPERIMENT (session 15): MK_MATVEC_OLD bit MODE (3-block build) / 8 + MODE (2-block build): the loop before.
-  if constexpr (!OLD) {
-    const int old = env_int("MK_MATVEC_OLD", 0);
-    if ((old >> (int(MODE) + (MINB == 1 ? 8 : 0))) & 1) return launch_splitk<MODE, NORM, ARGMAX, XT, MINB, true>(s, a);
-  }
-  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, OLD>;
+  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, TWO_WAITS>;
   static bool attr = [&] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)
@@ -125,17 +120,43 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   }
 }
 
+// Widest rows of the register-capped build: 8 warps of 1024-column slices.
+constexpr int MAX_COLS_LB3 = (MAX_THREADS / 32) * mv_ks(3) * 32 * 8;
+
+int& loop_form() {
+  static int v = env_int("MK_MATVEC_TWO_WAITS", -1);
+  return v;
+}
+
+// The group loop's form (matvec_splitk_kernel TWO_WAITS). The one-wait loop streams every measured shape faster alone
+// (PDL graph of one kernel, H200: 8192x2048 83 -> 86%, 2048x8192 79 -> 83%, 16384x2048 85 -> 92%) and the 1B decode
+// step 3.3% faster, but in the 8B step two kernels lose with it, each by itself (all others on the two-wait loop, ABBA
+// in one process): the unconstrained build (rows wider than 8192 columns: the 8B down projection) +1.3% per step, and
+// the SwiGLU projection before it +2.0%. Measured, not explained (bench/RESULTS.md, session 15); the guess: the two-wait
+// loop's blocks end staggered, which lets in earlier the blocks of a next kernel that needs two of this kernel's
+// blocks' room -- the unconstrained build's. So those two keep two waits.
+bool two_waits(const MatvecArgs& a, bool lb3) {
+  if (loop_form() >= 0) return loop_form() == 1;
+  return !lb3 || (a.mode == MatvecOut::SWIGLU && a.n_rows / 2 > MAX_COLS_LB3);
+}
+
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
+void launch_form(const Stream& s, const MatvecArgs& a) {
+  if (two_waits(a, MINB == 3)) launch_splitk<MODE, NORM, ARGMAX, XT, MINB, true>(s, a);
+  else launch_splitk<MODE, NORM, ARGMAX, XT, MINB, false>(s, a);
+}
+
 template <MatvecOut MODE, bool NORM, bool ARGMAX>
 void dispatch_x(const Stream& s, const MatvecArgs& a) {
   // Default: the register-capped build (MINB 3, see matvec_splitk_kernel; H200 decode 0.881 vs 0.901 ms/token);
   // MK_MATVEC_LB=1: the unconstrained one. Rows wider than 8 of its 1024-column slices use the unconstrained one.
   static const bool lb3 = env_int("MK_MATVEC_LB", 3) == 3;
-  if (lb3 && a.n_cols <= (MAX_THREADS / 32) * mv_ks(3) * 32 * 8) {
-    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3>(s, a);
-    else launch_splitk<MODE, NORM, ARGMAX, bf16, 3>(s, a);
+  if (lb3 && a.n_cols <= MAX_COLS_LB3) {
+    if (a.x) launch_form<MODE, NORM, ARGMAX, float, 3>(s, a);
+    else launch_form<MODE, NORM, ARGMAX, bf16, 3>(s, a);
   } else {
-    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 1>(s, a);
-    else launch_splitk<MODE, NORM, ARGMAX, bf16, 1>(s, a);
+    if (a.x) launch_form<MODE, NORM, ARGMAX, float, 1>(s, a);
+    else launch_form<MODE, NORM, ARGMAX, bf16, 1>(s, a);
   }
 }
 
@@ -166,6 +187,8 @@ const char* matvec_kernel_name() {
 }
 
 void set_matvec_kernel(const char* name) { selected_kernel() = kernel_from_name(name); }
+
+void set_matvec_loop_form(int form) { loop_form() = form; }
 
 unsigned long long matvec_launch_count(MatvecOut mode) { return launch_counter(mode).load(); }
 

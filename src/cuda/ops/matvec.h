@@ -85,6 +85,9 @@ void matvec(const Stream& s, const MatvecArgs& a);
 // support fall back: rowpair -> splitk for the ROPE_QKV modes, splitk -> rowpair for rows too wide for split-K.
 const char* matvec_kernel_name();
 void set_matvec_kernel(const char* name);  // a name above; anything else: the default
+// The split-K kernel's group loop (matvec.cu two_waits): -1 the measured choice per launch (default; environment
+// MK_MATVEC_TWO_WAITS, read once), 0 always one wait per group, 1 always two. Same bits either way (tests).
+void set_matvec_loop_form(int form);
 // matvec() calls so far in `mode`, over the process (tests: which decode path a backend enqueued).
 unsigned long long matvec_launch_count(MatvecOut mode);
 

@@ -25,10 +25,15 @@ struct Params {
 // registers without spilling; 8 do).
 constexpr int mv_ks(int minb) { return minb >= 3 ? KS / 2 : KS; }
 
-// MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 96-109 registers;
+// MINB: minimum resident blocks per SM the register budget is fitted to (1: unconstrained, 112-136 registers;
 // 3: <= 80 registers, so 2 resident blocks leave room for a block of the next PDL kernel).
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool OLD = false>
-__global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !OLD ? 2 : MINB) matvec_splitk_kernel(Params p) {
+// TWO_WAITS: the group loop's form (matvec.cu two_waits() chooses). false: one wait per group -- no branch around the
+// sums, so every path to the second half's sums passes the first half's wait; the unconstrained build is then held
+// to 2 blocks per SM (128 registers), which it keeps without spilling. true: the form before session 15 -- each half's
+// sums behind `if (valid)` and each chunk's behind `if (c < n_chunks)`, so ptxas waits again before the second half,
+// for the next group's first half just issued on the same scoreboard: each lane drains twice per group.
+template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool TWO_WAITS>
+__global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !TWO_WAITS ? 2 : MINB) matvec_splitk_kernel(Params p) {
   extern __shared__ float s_x[];  // [n_cols] x (* norm weight)
   __shared__ float s_red[32];
   __shared__ float s_part[32][2];  // per warp partial dot products of its pair
@@ -122,39 +127,34 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !OLD ? 2 : MINB) matv
     auto consume = [&](auto u0, auto u1) {
 #pragma unroll
       for (int u = decltype(u0)::value; u < decltype(u1)::value; ++u) {
-        // A chunk past the row's end (zero weights) reads x's first chunk and its sums are dropped: no branch.
         const int c = si * SLICE + u * 32 + lane;
         const bool in = c < n_chunks;
-        if constexpr (OLD) {
+        if constexpr (TWO_WAITS) {
           if (in) dot8_pair(s_x + c * 8, wb[0][u], wb[1][u], acc0, acc1);
-        } else {
-        float d0 = 0.f, d1 = 0.f;
-        dot8_pair(s_x + (in ? c : 0) * 8, wb[0][u], wb[1][u], d0, d1);
-        acc0 += in ? d0 : 0.f;
-        acc1 += in ? d1 : 0.f;
+        } else {  // a chunk past the row's end (zero weights) reads x's first chunk and its sums are dropped
+          float d0 = 0.f, d1 = 0.f;
+          dot8_pair(s_x + (in ? c : 0) * 8, wb[0][u], wb[1][u], d0, d1);
+          acc0 += in ? d0 : 0.f;
+          acc1 += in ? d1 : 0.f;
         }
       }
     };
-    // The refill of a half reuses the registers just consumed. (In the SASS ptxas gives all of a lane's weight loads
-    // one scoreboard and waits for every one of them before the first use, so a lane still drains once per group; a
-    // cp.async ring that avoids that streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7.
-    // x kept in registers instead of read from s_x per chunk, with the partial sums summed four groups per barrier
-    // pair, was slower too, and x loaded by every lane from global memory far slower: RESULTS.md, session 11.)
-    // No branch around a half's sums (an invalid pair's weights are zeros; so are a chunk's past the row's end, see
-    // consume): every path to the second half's sums then passes the first half's wait, so ptxas does not wait there
-    // again -- for the next group's first half, just issued on the same scoreboard (RESULTS.md, session 15: a lane
-    // drained twice per group). The refills stay behind a uniform branch: predicated, ptxas hoists them into the sums
-    // and doubles the registers (the 1-block build 120 -> 230).
-    if constexpr (OLD) {
+    // The refill of a half reuses the registers just consumed. ptxas gives all of a lane's weight loads one
+    // scoreboard, so a lane still drains once per group (twice with TWO_WAITS); a cp.async ring that avoids that
+    // streamed the 32 MiB shapes and the decode step slower: RESULTS.md, session 7. x kept in registers instead of read
+    // from s_x per chunk, with the partial sums summed four groups per barrier pair, was slower too, and x loaded by
+    // every lane from global memory far slower: RESULTS.md, session 11. The refills stay behind a uniform branch:
+    // predicated, ptxas hoists them into the sums and doubles the registers (session 15: 120 -> 230).
+    if constexpr (TWO_WAITS) {
       if (valid) consume(H0{}, H1{});
       if (ring && has_next) load_part(next_pair, true, H0{}, H1{});
       if (valid) consume(H1{}, H2{});
       if (ring && has_next) load_part(next_pair, true, H1{}, H2{});
-    } else {
-    consume(H0{}, H1{});
-    if (prefetch) load_part(next_pair, has_next, H0{}, H1{});
-    consume(H1{}, H2{});
-    if (prefetch) load_part(next_pair, has_next, H1{}, H2{});
+    } else {  // an invalid pair's weights are zeros (load_part), so its sums need no branch either
+      consume(H0{}, H1{});
+      if (prefetch) load_part(next_pair, has_next, H0{}, H1{});
+      consume(H1{}, H2{});
+      if (prefetch) load_part(next_pair, has_next, H1{}, H2{});
     }
     // ADD: the next group's residual rows are read one group ahead (after the wait: the kernel before may write
     // them; no other block writes them, and this group's store below writes other rows), so that its store does
