@@ -47,8 +47,9 @@ int env_int(const char* name, int dflt) {
 }
 
 // ROPE_QKV_NORM: one cluster of C blocks per head (see matvec_splitk_kernel); p.S and the widest p.P are set.
-template <class K>
-void launch_heads(const Stream& s, K kernel, Params& p) {
+// pick(p) gives the kernel to launch once p's geometry is set.
+template <class Pick>
+void launch_heads(const Stream& s, Pick pick, Params& p) {
   const MatvecRope& r = p.a.rope;
   const int half = r.head_dim / 2;  // pairs per head
   // Measurement knobs: MK_MATVEC_HEAD_PAIRS caps P (narrower blocks), MK_MATVEC_HEAD_CLUSTER the blocks per head
@@ -80,44 +81,7 @@ void launch_heads(const Stream& s, K kernel, Params& p) {
   attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
-}
-
-template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB, bool TWO_WAITS>
-void launch_splitk(const Stream& s, const MatvecArgs& a) {
-  auto kernel = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, TWO_WAITS>;
-  static bool attr = [&] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)
-      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    return true;
-  }();
-  (void)attr;
-  const int sms = sm_count();
-  const int n_chunks = a.n_cols / 8;
-  constexpr int slice = mv_ks(MINB) * 32;
-  Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
-  MK_CHECK(p.S <= MAX_THREADS / 32);
-  p.P = std::max(1, 8 / p.S);
-  if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
-    launch_heads(s, kernel, p);
-  } else {
-    while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
-    p.n_groups = (p.n_pairs + p.P - 1) / p.P;
-    const int threads = 32 * p.S * p.P;
-    const size_t smem = size_t(a.n_cols) * sizeof(float);
-    static std::map<std::pair<int, size_t>, int> occupancy;  // (threads, smem) -> resident blocks per SM
-    auto it = occupancy.find({threads, smem});
-    if (it == occupancy.end()) {
-      int n = 0;
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-      it = occupancy.emplace(std::make_pair(threads, smem), std::max(1, n)).first;
-    }
-    // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
-    const int bps = env_int("MK_MATVEC_BPS", 0);
-    const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
-    launch(s, dim3(blocks), dim3(threads), smem, kernel, p);
-  }
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, pick(p), p));
 }
 
 // Widest rows of the register-capped build: 8 warps of 1024-column slices.
@@ -128,22 +92,61 @@ int& loop_form() {
   return v;
 }
 
-// The group loop's form (matvec_splitk_kernel TWO_WAITS). The one-wait loop streams every measured shape faster alone
-// (PDL graph of one kernel, H200: 8192x2048 83 -> 86%, 2048x8192 79 -> 83%, 16384x2048 85 -> 92%) and the 1B decode
-// step 3.3% faster, but in the 8B step two kernels lose with it, each by itself (all others on the two-wait loop, ABBA
-// in one process): the unconstrained build (rows wider than 8192 columns: the 8B down projection) +1.3% per step, and
-// the SwiGLU projection before it +2.0%. Measured, not explained (bench/RESULTS.md, session 15); the guess: the two-wait
-// loop's blocks end staggered, which lets in earlier the blocks of a next kernel that needs two of this kernel's
-// blocks' room -- the unconstrained build's. So those two keep two waits.
-bool two_waits(const MatvecArgs& a, bool lb3) {
+// The group loop's form (matvec_splitk_kernel TWO_WAITS), for a launch whose blocks run `groups_per_block` groups on
+// average. The one-wait loop pipelines a block's next group better: the shapes with several groups per block stream
+// faster alone (PDL graph of one kernel, H200: 8192x2048 83 -> 86%, 2048x8192 79 -> 83%, 16384x2048 85 -> 92%) and the
+// 1B decode step's gate/up and down projections pay. Two waits stay (bench/RESULTS.md, session 15):
+// - with fewer than 2 groups per block, where there is little to pipeline: measured slower alone in ADD mode
+//   (2048x2048 3.7 -> 4.3 us) and in the Qwen3-0.6B step (+3.8%);
+// - in the 8B step, for the unconstrained build (rows wider than 8192 columns: the down projection, +1.3% per step
+//   with one wait) and for the SwiGLU projection before it (+2.0%), although both stream faster alone. Not explained;
+//   the guess: the two-wait loop's blocks end staggered, which lets in earlier the next kernel's blocks -- and the
+//   unconstrained build needs two of a 3-block kernel's blocks' room.
+bool two_waits(const MatvecArgs& a, bool lb3, double groups_per_block) {
   if (loop_form() >= 0) return loop_form() == 1;
-  return !lb3 || (a.mode == MatvecOut::SWIGLU && a.n_rows / 2 > MAX_COLS_LB3);
+  return !lb3 || groups_per_block < 2 || (a.mode == MatvecOut::SWIGLU && a.n_rows / 2 > MAX_COLS_LB3);
 }
 
 template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
-void launch_form(const Stream& s, const MatvecArgs& a) {
-  if (two_waits(a, MINB == 3)) launch_splitk<MODE, NORM, ARGMAX, XT, MINB, true>(s, a);
-  else launch_splitk<MODE, NORM, ARGMAX, XT, MINB, false>(s, a);
+void launch_splitk(const Stream& s, const MatvecArgs& a) {
+  auto one = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, false>;
+  auto two = matvec_splitk_kernel<MODE, NORM, ARGMAX, XT, MINB, true>;
+  static bool attr = [&] {
+    for (auto kernel : {one, two}) {
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+      if constexpr (MODE == MatvecOut::ROPE_QKV_NORM)  // clusters of 16 blocks when asked (MK_MATVEC_HEAD_CLUSTER)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    return true;
+  }();
+  (void)attr;
+  const int sms = sm_count();
+  const int n_chunks = a.n_cols / 8;
+  constexpr int slice = mv_ks(MINB) * 32;
+  Params p{a, (n_chunks + slice - 1) / slice, 1, (a.n_rows + 1) / 2, 0, env_int("MK_MATVEC_RING", 1) != 0};
+  MK_CHECK(p.S <= MAX_THREADS / 32);
+  p.P = std::max(1, 8 / p.S);
+  if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
+    launch_heads(s, [&](const Params& q) { return two_waits(a, MINB == 3, q.G) ? two : one; }, p);
+  } else {
+    while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
+    p.n_groups = (p.n_pairs + p.P - 1) / p.P;
+    const int threads = 32 * p.S * p.P;
+    const size_t smem = size_t(a.n_cols) * sizeof(float);
+    static std::map<std::pair<int, size_t>, int> occupancy;  // (threads, smem) -> resident blocks per SM
+    auto it = occupancy.find({threads, smem});
+    if (it == occupancy.end()) {
+      int n = 0;
+      // Of the two-wait form: the forms' registers differ by at most 4 in the 3-block build (the same occupancy), and
+      // the unconstrained build runs one wait only when set_matvec_loop_form asks (a grid-stride loop either way).
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, two, threads, smem));
+      it = occupancy.emplace(std::make_pair(threads, smem), std::max(1, n)).first;
+    }
+    // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
+    const int bps = env_int("MK_MATVEC_BPS", 0);
+    const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
+    launch(s, dim3(blocks), dim3(threads), smem, two_waits(a, MINB == 3, double(p.n_groups) / blocks) ? two : one, p);
+  }
 }
 
 template <MatvecOut MODE, bool NORM, bool ARGMAX>
@@ -152,11 +155,11 @@ void dispatch_x(const Stream& s, const MatvecArgs& a) {
   // MK_MATVEC_LB=1: the unconstrained one. Rows wider than 8 of its 1024-column slices use the unconstrained one.
   static const bool lb3 = env_int("MK_MATVEC_LB", 3) == 3;
   if (lb3 && a.n_cols <= MAX_COLS_LB3) {
-    if (a.x) launch_form<MODE, NORM, ARGMAX, float, 3>(s, a);
-    else launch_form<MODE, NORM, ARGMAX, bf16, 3>(s, a);
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 3>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 3>(s, a);
   } else {
-    if (a.x) launch_form<MODE, NORM, ARGMAX, float, 1>(s, a);
-    else launch_form<MODE, NORM, ARGMAX, bf16, 1>(s, a);
+    if (a.x) launch_splitk<MODE, NORM, ARGMAX, float, 1>(s, a);
+    else launch_splitk<MODE, NORM, ARGMAX, bf16, 1>(s, a);
   }
 }
 
