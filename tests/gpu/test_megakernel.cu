@@ -325,6 +325,10 @@ TEST(Megakernel, SplitAttentionTiles) {
       opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = st});
     }
     opts.push_back({.n_sm = 7, .attn_chunk_len = 13, .attn_chunks_dynamic = false});  // the default stage
+    // The single stage where the default runs the double one (stages of 5 and 7 positions: tiles of 2 and 3).
+    opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = 5, .attn_double_buffer = false});
+    opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = 7,
+                    .attn_double_buffer = false});
     expect_modes_bit_identical(m, 53, 9, opts, 2, [](MegakernelBackend& b, int mode) {
       EXPECT_GT(b.schedule().layout.n_chunks, 1);
       ASSERT_TRUE(b.flag_publish());
@@ -461,12 +465,17 @@ TEST(Megakernel, DynamicLmHeadTiny) {
 
 // The smallest split-attention run (7 SMs, chunks of 3 positions, 6 positions, then 3 steps in one launch), flags (the
 // default) and counters: compute-sanitizer's case for the merge stage and (flags) attn_split, there with a stage of 2
-// positions (chunks of up to 3 in tiles of 2 + 1; single positions and empty chunks at the first positions).
+// positions (chunks of up to 3 in tiles of 2 + 1; single positions and empty chunks at the first positions); then
+// fixed chunks of 5 with a stage of 3: the double stage, tiles of 1.
 TEST(Megakernel, SplitAttentionTiny) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 96);
-  for (int flags : {1, 0}) {
-    auto b = make_mk(m, 12, {.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags, .attn_stage_positions = 2});
+  for (int flags : {1, 0, 2}) {
+    const MegakernelOptions o =
+        flags < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags, .attn_stage_positions = 2}
+                  : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false, .attn_stage_positions = 3};
+    SCOPED_TRACE(cat("case ", flags));
+    auto b = make_mk(m, 12, o);
     ASSERT_TRUE(b);
     ASSERT_GT(b->schedule().layout.n_chunks, 1);
     const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9};

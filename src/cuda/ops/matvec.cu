@@ -92,19 +92,16 @@ int& loop_form() {
   return v;
 }
 
-// The group loop's form (matvec_splitk_kernel TWO_WAITS), for a launch whose blocks run `groups_per_block` groups on
-// average. The one-wait loop pipelines a block's next group better: the shapes with several groups per block stream
-// faster alone (PDL graph of one kernel, H200: 8192x2048 83 -> 86%, 2048x8192 79 -> 83%, 16384x2048 85 -> 92%) and the
-// 1B decode step's gate/up and down projections pay. Two waits stay (bench/RESULTS.md, session 15):
-// - with fewer than 2 groups per block, where there is little to pipeline: measured slower alone in ADD mode
-//   (2048x2048 3.7 -> 4.3 us) and in the Qwen3-0.6B step (+3.8%);
-// - in the 8B step, for the unconstrained build (rows wider than 8192 columns: the down projection, +1.3% per step
-//   with one wait) and for the SwiGLU projection before it (+2.0%), although both stream faster alone. Not explained;
-//   the guess: the two-wait loop's blocks end staggered, which lets in earlier the next kernel's blocks -- and the
-//   unconstrained build needs two of a 3-block kernel's blocks' room.
-bool two_waits(const MatvecArgs& a, bool lb3, double groups_per_block) {
+// The group loop's form (matvec_splitk_kernel TWO_WAITS). The one-wait loop pipelines a block's next group better:
+// PDL graph of one kernel, H200: 8192x2048 82 -> 86%, 2048x8192 77 -> 82%, 16384x2048 85 -> 91%; decode (session 16,
+// ABBA against the two-wait loop everywhere): 1B -3.5%, Qwen3-1.7B -3.0%, Qwen3-0.6B -0.9%, 8B -0.1%, 1B ctx 4096*
+// +0.4%. Two waits stay in the 8B step's unconstrained build (rows wider than 8192 columns: the down projection, +1.3%
+// per step with one wait) and in the SwiGLU projection before it (+2.0%), although both stream faster alone. Not
+// explained; the guess: the two-wait loop's blocks end staggered, which lets in earlier the next kernel's blocks --
+// and the unconstrained build needs two of a 3-block kernel's blocks' room (bench/RESULTS.md, sessions 15-16).
+bool two_waits(const MatvecArgs& a, bool lb3) {
   if (loop_form() >= 0) return loop_form() == 1;
-  return !lb3 || groups_per_block < 2 || (a.mode == MatvecOut::SWIGLU && a.n_rows / 2 > MAX_COLS_LB3);
+  return !lb3 || (a.mode == MatvecOut::SWIGLU && a.n_rows / 2 > MAX_COLS_LB3);
 }
 
 template <MatvecOut MODE, bool NORM, bool ARGMAX, class XT, int MINB>
@@ -127,7 +124,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
   if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
-    launch_heads(s, [&](const Params& q) { return two_waits(a, MINB == 3, q.G) ? two : one; }, p);
+    launch_heads(s, [&](const Params&) { return two_waits(a, MINB == 3) ? two : one; }, p);
   } else {
     while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
     p.n_groups = (p.n_pairs + p.P - 1) / p.P;
@@ -145,7 +142,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
     // MK_MATVEC_BPS caps resident blocks per SM (fewer: room for the next kernel's blocks to start under PDL).
     const int bps = env_int("MK_MATVEC_BPS", 0);
     const int blocks = std::min(p.n_groups, sms * (bps > 0 ? std::min(bps, it->second) : it->second));
-    launch(s, dim3(blocks), dim3(threads), smem, two_waits(a, MINB == 3, double(p.n_groups) / blocks) ? two : one, p);
+    launch(s, dim3(blocks), dim3(threads), smem, two_waits(a, MINB == 3) ? two : one, p);
   }
 }
 

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !TWO_WAITS ? 2 : MINB
   // MatvecArgs::trace. (Storing each stamp when taken, through a pointer kept from here, measured +1.4% per 1B decode
   // step with tracing off: RESULTS.md, final round of session 11.)
   const unsigned long long t_start = a.trace ? globaltimer_ns() : 0;
-  uint4 wb[2][KS];
+  uint4 wb[2][KS] = {};  // zeros: a block without a first pair sums them (one-wait loop)
   // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1) when `on`, else zeros them.
   auto load_part = [&](int pair, bool on, auto u0, auto u1) {
     const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols);
@@ -86,8 +86,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !TWO_WAITS ? 2 : MINB
     if constexpr (HEADS) return (int(blockIdx.x) / p.C + 1) * p.C * p.G;
     else return p.n_groups;
   };
-  load(grp * p.P + pi, grp < grp_end() && grp * p.P + pi < p.n_pairs);
-  bool loaded = true;
+  // Behind a branch, as the refills: predicated (zeros for a block without a first pair), these pre-wait loads cost
+  // the decode step up to 5% (Qwen3-0.6B; bench/RESULTS.md, session 15 call 8 against session 16 call 1).
+  bool loaded = false;
+  if (grp < grp_end() && grp * p.P + pi < p.n_pairs) {
+    load(grp * p.P + pi, true);
+    loaded = true;
+  }
   if (a.trigger_at_start) pdl_launch_dependents();  // see MatvecArgs::trigger_at_start
   if constexpr (NORM)
     for (int i = threadIdx.x * 4; i < a.n_cols; i += blockDim.x * 4)

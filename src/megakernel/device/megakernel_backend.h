@@ -57,6 +57,11 @@ struct MegakernelOptions {
   // ring_pages pages; positions past the stage are read from L2 in place). With split attention (mk9): the tile of
   // the SPLIT instances' attn_split (0: up to 264 positions, at most a chunk). Tests set it small.
   int attn_stage_positions = 0;
+  // Session 16: split attention (attn_split) over a chunk longer than one tile in tiles of half the stage, double
+  // buffered: the next tile's K/V stream in while the current tile is computed (else each tile's copy is issued
+  // during the tile before and waited for at its start). H200, 1B ctx 16384*, ABBA in one process: 1.570 vs 1.656
+  // ms/token; ctx 4096* (one tile) 1.104 either way.
+  bool attn_double_buffer = true;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
   // 1.627 with 3; 8B shapes: 4 fit (5.110 ms) and 3 lose 7% (5.459).
@@ -171,6 +176,8 @@ class MegakernelBackend final : public Backend {
   // Version 9: attn_short on / off for the next launches (inline attention; not bit-identical to attn_range).
   void set_attn_short(bool on) { attn_short_ = on; }
   bool attn_short() const { return attn_short_; }
+  void set_attn_double(bool on) { attn_double_ = on; }
+  bool attn_double() const { return attn_double_; }
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
@@ -238,6 +245,7 @@ class MegakernelBackend final : public Backend {
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   bool prefetch_ = true;
   bool attn_short_ = true;
+  bool attn_double_ = true;
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)

@@ -225,27 +225,34 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // record: unnormalised o, max score, sum of e^(s - max) per q head ((0, -inf, 0) for an empty chunk).
 // Stage (s_x, uint4): s_k [NC][T | 1] (transposed, as attn_short's), then s_v [T][NC]; position pos's k, v come from
 // s_h (packed into its slot). The first tile is issued by attn_preload before the wait when that is safe; each later
-// tile's K goes out after the previous tile's scores, its V after the previous tile's P.V.
+// tile's K goes out after the previous tile's scores, its V after the previous tile's P.V -- or, double stage
+// (split_tile's dbl), both at the start of the previous tile, into the other half.
 // Scratch in s_aux from s_o's start (attn_short_plan's region): scores [G][T], later the warp partials
 // [WARPS][G][HD]; at region - 3 G_MAX: the running max, sum and correction per q head.
 
 // The tile's positions: at most MkParams::attn_stage (the stage) and what the scores' scratch holds; a chunk of n
-// positions in ceil(n / that) tiles of equal length (the last shorter).
-__device__ __forceinline__ int split_tile(const MkParams& p, int n) {
+// positions in ceil(n / that) tiles of equal length (the last shorter). `dbl`: with MkParams::attn_double, a chunk
+// that needs more than one tile runs in tiles that fit the stage twice (two buffers of NC * (T | 1 + T) 16-byte
+// slots: 4 T + 2 <= 2 attn_stage + 1 slots per chunk column).
+__device__ __forceinline__ int split_tile(const MkParams& p, int n, bool& dbl) {
   const int G = p.L.group;
-  const int t_max = max(1, min(p.attn_stage, (attn_short_plan(G, p.L.head_dim).region - 3 * G_MAX) / G));
+  const int scratch = (attn_short_plan(G, p.L.head_dim).region - 3 * G_MAX) / G;
+  int t_max = max(1, min(p.attn_stage, scratch));
+  const int t_half = min((2 * p.attn_stage - 1) / 4, scratch);
+  dbl = p.attn_double && n > t_max && t_half >= 1;
+  if (dbl) t_max = t_half;
   const int n_t = (n + t_max - 1) / t_max;
   return (n + n_t - 1) / n_t;
 }
 
-// This thread's cp.async of tile positions [t0, t0 + nt) (tile length T) into the stage: K and/or V rows; position
-// pos is skipped (not in the cache yet: attn_split_hd fills its slot from s_h).
+// This thread's cp.async of tile positions [t0, t0 + nt) (tile length T) into stage buffer `buf`: K and/or V rows;
+// position pos is skipped (not in the cache yet: attn_split_hd fills its slot from s_h).
 template <int HD>
-__device__ void attn_split_issue_hd(const Ctx& c, int l, int g, int t0, int nt, int T, bool k, bool v) {
+__device__ void attn_split_issue_hd(const Ctx& c, int l, int g, int t0, int nt, int T, bool k, bool v, int buf = 0) {
   constexpr int NC = HD / 8;
   const int TS = T | 1;
   const MkLayer& w = c.p.layers[l];
-  uint4* s_k = reinterpret_cast<uint4*>(c.s_x);
+  uint4* s_k = reinterpret_cast<uint4*>(c.s_x) + buf * NC * (TS + T);
   uint4* s_v = s_k + NC * TS;
   for (int i = threadIdx.x; i < nt * NC; i += NCT) {
     const int r = i / NC, ch = i % NC, p = t0 + r;
@@ -273,9 +280,8 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
   float* s_sum = s_mr + G_MAX;                                       // [G] running sum
   float* s_corr = s_sum + G_MAX;                                     // [G] this tile's correction
   const int n = end - p0;
-  const int T = n > 0 ? split_tile(c.p, n) : 1, TS = T | 1;
-  uint4* s_k = reinterpret_cast<uint4*>(c.s_x);
-  uint4* s_v = s_k + NC * TS;
+  bool dbl = false;
+  const int T = n > 0 ? split_tile(c.p, n, dbl) : 1, TS = T | 1;
   if (threadIdx.x < G) s_mr[threadIdx.x] = -INFINITY, s_sum[threadIdx.x] = 0.f;
   if (n > 0 && !c.staged) attn_split_issue_hd<HD>(c, l, g, p0, min(T, n), T, true, true);
   float acc[G_MAX][D];
@@ -284,8 +290,10 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
 #pragma unroll
     for (int e = 0; e < D; ++e) acc[j][e] = 0.f;
   const float scale = rsqrtf(float(HD));
-  for (int t0 = p0; t0 < end; t0 += T) {
+  for (int t0 = p0, buf = 0; t0 < end; t0 += T, buf ^= int(dbl)) {
     const int nt = min(T, end - t0);
+    uint4* s_k = reinterpret_cast<uint4*>(c.s_x) + buf * NC * (TS + T);
+    uint4* s_v = s_k + NC * TS;
     const int r_pos = c.pos - t0;  // this step's k, v into their slot (the copies skipped it)
     if (r_pos >= 0 && r_pos < nt && threadIdx.x < NC) {
       s_k[threadIdx.x * TS + r_pos] = pack8_bf16(s_h + G * HD + 8 * threadIdx.x);
@@ -294,6 +302,9 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
     cp_async_wait_all();  // this thread's copies of the tile; the barrier makes every thread's visible
     csync();
     if (t0 == p0) attn_stamp(c, T_ATT_KV);
+    // Double stage: the next tile into the other buffer (read by the tile before this one, whose last barrier passed).
+    const int t1 = t0 + T;
+    if (dbl && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, true, buf ^ 1);
     // 1. scores: thread per position, every q head (q reads are broadcasts, K rows conflict-free).
     for (int i = threadIdx.x; i < nt; i += NCT) {
       float d[G_MAX][2];
@@ -325,9 +336,8 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
       }
     }
     csync();
-    // The next tile's K into the stage (free now), in flight during phases 2 and 3.
-    const int t1 = t0 + T;
-    if (t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
+    // Single stage: the next tile's K into it (free now), in flight during phases 2 and 3.
+    if (!dbl && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
     // 2. softmax, one warp per q head: running max and sum, the tile's numerators in place.
     if (warp < G) {
       const float m_old = s_mr[warp];
@@ -354,7 +364,7 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
       pv_accumulate<D>(acc, v, s_sc + i, T, G);
     }
     csync();  // every warp is done with the tile's scores and V
-    if (t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, false, true);
+    if (!dbl && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, false, true);
   }
   store_warp_partials<D, HD>(acc, s_part, G, warp, lane);
   csync();
@@ -417,8 +427,9 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
     const int n = min(p1, c.pos + 1) - p0;
     if (n > 0) {
-      const int T = split_tile(c.p, n);
-      attn_split_issue(c, in.layer, in.group, p0, min(T, n), T, true, true);
+      bool dbl;
+      const int T = split_tile(c.p, n, dbl);
+      attn_split_issue(c, in.layer, in.group, p0, min(T, n), T, true, true);  // buffer 0 either way
     }
     c.staged = true;
     return;
