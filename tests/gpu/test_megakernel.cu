@@ -325,10 +325,11 @@ TEST(Megakernel, SplitAttentionTiles) {
       opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = st});
     }
     opts.push_back({.n_sm = 7, .attn_chunk_len = 13, .attn_chunks_dynamic = false});  // the default stage
-    // The single stage where the default runs the double one (stages of 5 and 7 positions: tiles of 2 and 3).
-    opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = 5, .attn_double_buffer = false});
-    opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = 7,
-                    .attn_double_buffer = false});
+    // Stage buffers other than the default 1 (a stage of 5 positions: tiles of 5 or 2; of 7: 7, 3, 2 or 1).
+    opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = 5, .attn_stage_buffers = 2});
+    for (int nb : {2, 3, 4})
+      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = 7,
+                      .attn_stage_buffers = nb});
     expect_modes_bit_identical(m, 53, 9, opts, 2, [](MegakernelBackend& b, int mode) {
       EXPECT_GT(b.schedule().layout.n_chunks, 1);
       ASSERT_TRUE(b.flag_publish());
@@ -473,7 +474,8 @@ TEST(Megakernel, SplitAttentionTiny) {
   for (int flags : {1, 0, 2}) {
     const MegakernelOptions o =
         flags < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags, .attn_stage_positions = 2}
-                  : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false, .attn_stage_positions = 3};
+                  : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false,
+                                      .attn_stage_positions = 3, .attn_stage_buffers = 2};
     SCOPED_TRACE(cat("case ", flags));
     auto b = make_mk(m, 12, o);
     ASSERT_TRUE(b);

@@ -152,6 +152,9 @@ __device__ __forceinline__ void cp_async16_ca(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>  // until at most the N most recent committed groups of this thread are in flight
+__device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Where the prefetched norm weights go: s_x[n_embd, 2 n_embd) when s_x is that large (it is when
 // n_ff >= 2 n_embd, as in every supported family), else nowhere (rmsnorm reads global memory).

@@ -149,7 +149,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   }
   smem_x_floats_ = x_floats;
   attn_short_ = opt.attn_short;
-  attn_double_ = opt.attn_double_buffer;
+  attn_buffers_ = std::clamp(opt.attn_stage_buffers, 1, 4);
   lm_dynamic_ = opt.lm_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
   max_pages_ = pages_that_fit(smem_x_floats_);
@@ -272,7 +272,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
-  p.attn_double = attn_double_;
+  p.attn_buffers = attn_buffers_;
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;

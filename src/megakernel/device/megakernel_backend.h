@@ -57,11 +57,12 @@ struct MegakernelOptions {
   // ring_pages pages; positions past the stage are read from L2 in place). With split attention (mk9): the tile of
   // the SPLIT instances' attn_split (0: up to 264 positions, at most a chunk). Tests set it small.
   int attn_stage_positions = 0;
-  // Session 16: split attention (attn_split) over a chunk longer than one tile in tiles of half the stage, double
-  // buffered: the next tile's K/V stream in while the current tile is computed (else each tile's copy is issued
-  // during the tile before and waited for at its start). H200, 1B ctx 16384*, ABBA in one process: 1.570 vs 1.656
-  // ms/token; ctx 4096* (one tile) 1.104 either way.
-  bool attn_double_buffer = true;
+  // Session 16: split attention (attn_split) over a chunk longer than one tile in tiles that fit its stage this many
+  // times (1..4): B - 1 tiles' K/V stream in while one is computed (1: each tile's copy is issued during the tile
+  // before and waited for at its start). H200, 1B ctx 16384*, one process: 1 buffer 1.600 ms/token, 2 1.708, 3
+  // 1.848, 4 2.038 -- a tile's phases cost ~3 us whatever its length, so fewer, longer tiles win (bench/RESULTS.md,
+  // session 16); ctx 4096* (one tile) the same with any.
+  int attn_stage_buffers = 1;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
   // 1.627 with 3; 8B shapes: 4 fit (5.110 ms) and 3 lose 7% (5.459).
@@ -176,8 +177,8 @@ class MegakernelBackend final : public Backend {
   // Version 9: attn_short on / off for the next launches (inline attention; not bit-identical to attn_range).
   void set_attn_short(bool on) { attn_short_ = on; }
   bool attn_short() const { return attn_short_; }
-  void set_attn_double(bool on) { attn_double_ = on; }
-  bool attn_double() const { return attn_double_; }
+  void set_attn_buffers(int n) { attn_buffers_ = std::clamp(n, 1, 4); }
+  int attn_buffers() const { return attn_buffers_; }
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
@@ -245,7 +246,7 @@ class MegakernelBackend final : public Backend {
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   bool prefetch_ = true;
   bool attn_short_ = true;
-  bool attn_double_ = true;
+  int attn_buffers_ = 1;
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)

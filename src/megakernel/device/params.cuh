@@ -121,10 +121,9 @@ struct MkParams {
   // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
   int attn_short_max;
   int attn_stage;
-  // Session 16: attn_split's double stage (MegakernelOptions::attn_double_buffer): 1 = a chunk longer than one tile
-  // runs in tiles of half the stage, the next tile's K/V copied into one half while the current tile is computed
-  // from the other.
-  int attn_double;
+  // Session 16: attn_split's stage buffers (MegakernelOptions::attn_stage_buffers, 1..4): with B > 1 a chunk longer
+  // than one tile runs in tiles that fit the stage B times, B - 1 tiles' K/V in flight while one is computed.
+  int attn_buffers;
   // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
   // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).

@@ -225,28 +225,34 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // record: unnormalised o, max score, sum of e^(s - max) per q head ((0, -inf, 0) for an empty chunk).
 // Stage (s_x, uint4): s_k [NC][T | 1] (transposed, as attn_short's), then s_v [T][NC]; position pos's k, v come from
 // s_h (packed into its slot). The first tile is issued by attn_preload before the wait when that is safe; each later
-// tile's K goes out after the previous tile's scores, its V after the previous tile's P.V -- or, double stage
-// (split_tile's dbl), both at the start of the previous tile, into the other half.
+// tile's K goes out after the previous tile's scores, its V after the previous tile's P.V -- or, with B > 1 stage
+// buffers (split_tile), tile t + B - 1's K and V at the start of tile t, into the buffer tile t - 1 used.
 // Scratch in s_aux from s_o's start (attn_short_plan's region): scores [G][T], later the warp partials
 // [WARPS][G][HD]; at region - 3 G_MAX: the running max, sum and correction per q head.
 
 // The tile's positions: at most MkParams::attn_stage (the stage) and what the scores' scratch holds; a chunk of n
-// positions in ceil(n / that) tiles of equal length (the last shorter). `dbl`: with MkParams::attn_double, a chunk
-// that needs more than one tile runs in tiles that fit the stage twice (two buffers of NC * (T | 1 + T) 16-byte
-// slots: 4 T + 2 <= 2 attn_stage + 1 slots per chunk column).
-__device__ __forceinline__ int split_tile(const MkParams& p, int n, bool& dbl) {
+// positions in ceil(n / that) tiles of equal length (the last shorter). `nb`: the stage's buffers -- a chunk that needs
+// more than one tile runs in tiles that fit the stage MkParams::attn_buffers times when they hold a position (B
+// buffers of NC * (T | 1 + T) 16-byte slots: B (2 T + 1) <= 2 attn_stage + 1 slots per chunk column), else fewer.
+__device__ __forceinline__ int split_tile(const MkParams& p, int n, int& nb) {
   const int G = p.L.group;
   const int scratch = (attn_short_plan(G, p.L.head_dim).region - 3 * G_MAX) / G;
   int t_max = max(1, min(p.attn_stage, scratch));
-  const int t_half = min((2 * p.attn_stage - 1) / 4, scratch);
-  dbl = p.attn_double && n > t_max && t_half >= 1;
-  if (dbl) t_max = t_half;
+  nb = 1;
+  if (n > t_max)
+    for (int b = p.attn_buffers; b >= 2; --b) {
+      const int t = min((2 * p.attn_stage + 1 - b) / (2 * b), scratch);
+      if (t >= 1) {
+        nb = b, t_max = t;
+        break;
+      }
+    }
   const int n_t = (n + t_max - 1) / t_max;
   return (n + n_t - 1) / n_t;
 }
 
-// This thread's cp.async of tile positions [t0, t0 + nt) (tile length T) into stage buffer `buf`: K and/or V rows;
-// position pos is skipped (not in the cache yet: attn_split_hd fills its slot from s_h).
+// This thread's cp.async of tile positions [t0, t0 + nt) (tile length T) into stage buffer `buf`: K and/or V rows,
+// one commit group; position pos is skipped (not in the cache yet: attn_split_hd fills its slot from s_h).
 template <int HD>
 __device__ void attn_split_issue_hd(const Ctx& c, int l, int g, int t0, int nt, int T, bool k, bool v, int buf = 0) {
   constexpr int NC = HD / 8;
@@ -261,6 +267,7 @@ __device__ void attn_split_issue_hd(const Ctx& c, int l, int g, int t0, int nt, 
     if (k) cp_async16_ca(s_k + ch * TS + r, w.k_cache + at);
     if (v) cp_async16_ca(s_v + r * NC + ch, w.v_cache + at);
   }
+  cp_async_commit();
 }
 __device__ __forceinline__ void attn_split_issue(const Ctx& c, int l, int g, int t0, int nt, int T, bool k, bool v) {
   if (c.p.L.head_dim == 64) attn_split_issue_hd<64>(c, l, g, t0, nt, T, k, v);
@@ -280,18 +287,20 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
   float* s_sum = s_mr + G_MAX;                                       // [G] running sum
   float* s_corr = s_sum + G_MAX;                                     // [G] this tile's correction
   const int n = end - p0;
-  bool dbl = false;
-  const int T = n > 0 ? split_tile(c.p, n, dbl) : 1, TS = T | 1;
+  int nb = 1;
+  const int T = n > 0 ? split_tile(c.p, n, nb) : 1, TS = T | 1, n_tiles = (n + T - 1) / T;
   if (threadIdx.x < G) s_mr[threadIdx.x] = -INFINITY, s_sum[threadIdx.x] = 0.f;
   if (n > 0 && !c.staged) attn_split_issue_hd<HD>(c, l, g, p0, min(T, n), T, true, true);
+  for (int k = 1; k <= nb - 2 && k < n_tiles; ++k)  // 3+ buffers: tiles 1 .. nb - 2 in flight before tile 0
+    attn_split_issue_hd<HD>(c, l, g, p0 + k * T, min(T, end - p0 - k * T), T, true, true, k);
   float acc[G_MAX][D];
 #pragma unroll
   for (int j = 0; j < G_MAX; ++j)
 #pragma unroll
     for (int e = 0; e < D; ++e) acc[j][e] = 0.f;
   const float scale = rsqrtf(float(HD));
-  for (int t0 = p0, buf = 0; t0 < end; t0 += T, buf ^= int(dbl)) {
-    const int nt = min(T, end - t0);
+  for (int t0 = p0, ti = 0; t0 < end; t0 += T, ++ti) {
+    const int nt = min(T, end - t0), buf = ti % nb;
     uint4* s_k = reinterpret_cast<uint4*>(c.s_x) + buf * NC * (TS + T);
     uint4* s_v = s_k + NC * TS;
     const int r_pos = c.pos - t0;  // this step's k, v into their slot (the copies skipped it)
@@ -299,12 +308,18 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
       s_k[threadIdx.x * TS + r_pos] = pack8_bf16(s_h + G * HD + 8 * threadIdx.x);
       s_v[r_pos * NC + threadIdx.x] = pack8_bf16(s_h + (G + 1) * HD + 8 * threadIdx.x);
     }
-    cp_async_wait_all();  // this thread's copies of the tile; the barrier makes every thread's visible
+    // This thread's copies of the tile (the later tiles' groups, issued before, stay in flight); the barrier makes
+    // every thread's visible.
+    const int later = min(nb - 2, n_tiles - 1 - ti);
+    if (later >= 2) cp_async_wait_group<2>();
+    else if (later == 1) cp_async_wait_group<1>();
+    else cp_async_wait_all();
     csync();
     if (t0 == p0) attn_stamp(c, T_ATT_KV);
-    // Double stage: the next tile into the other buffer (read by the tile before this one, whose last barrier passed).
-    const int t1 = t0 + T;
-    if (dbl && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, true, buf ^ 1);
+    // 2+ buffers: tile ti + nb - 1 into the buffer of the tile before this one (whose last barrier passed).
+    const int t1 = t0 + T, t_ahead = t0 + (nb - 1) * T;
+    if (nb > 1 && t_ahead < end)
+      attn_split_issue_hd<HD>(c, l, g, t_ahead, min(T, end - t_ahead), T, true, true, (ti + nb - 1) % nb);
     // 1. scores: thread per position, every q head (q reads are broadcasts, K rows conflict-free).
     for (int i = threadIdx.x; i < nt; i += NCT) {
       float d[G_MAX][2];
@@ -337,7 +352,7 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
     }
     csync();
     // Single stage: the next tile's K into it (free now), in flight during phases 2 and 3.
-    if (!dbl && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
+    if (nb == 1 && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
     // 2. softmax, one warp per q head: running max and sum, the tile's numerators in place.
     if (warp < G) {
       const float m_old = s_mr[warp];
@@ -364,7 +379,7 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
       pv_accumulate<D>(acc, v, s_sc + i, T, G);
     }
     csync();  // every warp is done with the tile's scores and V
-    if (!dbl && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, false, true);
+    if (nb == 1 && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, false, true);
   }
   store_warp_partials<D, HD>(acc, s_part, G, warp, lane);
   csync();
@@ -427,8 +442,8 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
     const int n = min(p1, c.pos + 1) - p0;
     if (n > 0) {
-      bool dbl;
-      const int T = split_tile(c.p, n, dbl);
+      int nb;
+      const int T = split_tile(c.p, n, nb);
       attn_split_issue(c, in.layer, in.group, p0, min(T, n), T, true, true);  // buffer 0 either way
     }
     c.staged = true;
