@@ -253,7 +253,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.final_norm = weights_.final_norm;
   p.inv_freq = inv_freq_;
   p.block_table = kv_.block_table_data();
-  p.kv_block_size = cuda::KV_BLOCK_SIZE;
+  static_assert(cuda::KV_BLOCK_SIZE == device::KV_BLOCK, "the interpreter's kv_offset assumes this block size");
   p.ws = ws_;
   p.tokens = tokens_;
   p.counters = counters_;

@@ -21,6 +21,9 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
+// Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
+// a shift -- it runs once per 16-byte K/V copy.
+constexpr int KV_BLOCK = 64;
 
 // Rows of `cols` bf16 per ring page: whole rows, an even number when two fit (consumers take rows in pairs). The
 // backend sizes the dynamic LM head's units with it (isa.h Layout::lm_unit_rows: one unit = one page).
@@ -90,8 +93,7 @@ struct MkParams {
   const bf16* lm_head;          // [n_vocab, n_embd]
   const float* final_norm;      // [n_embd]
   const float* inv_freq;        // [head_dim / 2]
-  const int32_t* block_table;   // [kv_n_blocks] positions -> pool blocks
-  int kv_block_size;
+  const int32_t* block_table;   // [kv_n_blocks] positions -> pool blocks (KV_BLOCK positions each)
   float* ws;                    // fp32 workspace, offsets in `L`
   int32_t* tokens;              // [n_steps + 1]: tokens[s] is step s's input
   uint32_t* counters;           // [L.n_counters] monotonic, never reset

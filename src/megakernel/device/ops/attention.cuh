@@ -373,7 +373,16 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
         for (int e = 0; e < D; ++e) acc[j][e] *= cr;
       }
     }
-    for (int i = warp; i < nt; i += WARPS) {
+    // Two positions per iteration (their shared-memory loads in flight together); the same order of sums.
+    int i = warp;
+    for (; i + WARPS < nt; i += 2 * WARPS) {
+      float v0[D], v1[D];
+      v_lanes<D>(reinterpret_cast<const bf16*>(s_v + i * NC), false, v0);
+      v_lanes<D>(reinterpret_cast<const bf16*>(s_v + (i + WARPS) * NC), false, v1);
+      pv_accumulate<D>(acc, v0, s_sc + i, T, G);
+      pv_accumulate<D>(acc, v1, s_sc + i + WARPS, T, G);
+    }
+    if (i < nt) {
       float v[D];
       v_lanes<D>(reinterpret_cast<const bf16*>(s_v + i * NC), false, v);
       pv_accumulate<D>(acc, v, s_sc + i, T, G);

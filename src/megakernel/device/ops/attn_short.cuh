@@ -39,8 +39,8 @@ __device__ __forceinline__ uint4 pack8_bf16(const float* f) {
 // Cache offset of (pos, kv head g) (paged layout; the block table is L1-cached: written before the launch).
 __device__ __forceinline__ int64_t kv_offset(const Ctx& c, int pos, int g) {
   const MkParams& p = c.p;
-  const int blk = __ldg(p.block_table + pos / p.kv_block_size);
-  const int64_t row = int64_t(blk) * p.kv_block_size + pos % p.kv_block_size;
+  const int blk = __ldg(p.block_table + unsigned(pos) / KV_BLOCK);
+  const int64_t row = int64_t(blk) * KV_BLOCK + unsigned(pos) % KV_BLOCK;
   return (row * p.L.n_kv_head + g) * p.L.head_dim;
 }
 
