@@ -218,24 +218,17 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // (interpreter.cu; other instances keep attn_range: new code in them raised ptxas's spills). attn_range chains an
 // online softmax per warp (~90% instruction issue at ctx 4096, RESULTS.md mk8); here, as attn_short.cuh does for
 // inline attention, the chunk [p0, end) runs in tiles of T positions (the K/V stage in s_x holds one tile) and each
-// tile in three phases: 1. scores, one thread per position for all G q heads (K from the stage), the tile's max per
-// head by the warps' shared-memory atomicMax; 2. every thread: the running max m grown by the tile's, its P.V
-// accumulators rescaled by e^(m_old - m), the numerators in place, each warp's running sum of its numerators
-// (session 16: was one warp per q head, with its max and sum reductions); 3. P.V, warp w over positions w, w + WARPS,
-// ...; lane over HD / 32 dims of every q head. The per-warp partials and sums are added in warp order
-// (deterministic) and written as attn_range's record: unnormalised o, max score, sum of e^(s - max) per q head
-// ((0, -inf, 0) for an empty chunk).
+// tile in three phases: 1. scores, one thread per position for all G q heads (K from the stage); 2. one warp per
+// q head: the tile's max, the running max m and sum (rescaled by e^(m_old - m)), the numerators in place; 3. P.V,
+// warp w over positions w, w + WARPS, ...; lane over HD / 32 dims of every q head, its accumulators rescaled by each
+// tile's correction. The per-warp partials are added in warp order (deterministic) and written as attn_range's
+// record: unnormalised o, max score, sum of e^(s - max) per q head ((0, -inf, 0) for an empty chunk).
 // Stage (s_x, uint4): s_k [NC][T | 1] (transposed, as attn_short's), then s_v [T][NC]; position pos's k, v come from
 // s_h (packed into its slot). The first tile is issued by attn_preload before the wait when that is safe; each later
 // tile's K goes out after the previous tile's scores, its V after the previous tile's P.V -- or, with B > 1 stage
 // buffers (split_tile), tile t + B - 1's K and V at the start of tile t, into the buffer tile t - 1 used.
 // Scratch in s_aux from s_o's start (attn_short_plan's region): scores [G][T], later the warp partials
-// [WARPS][G][HD]; at its end the per-head state (split_tail).
-
-// attn_split_hd's per-head state at the end of attn_short_plan's region (floats): the tiles' maxima [2][G] (ordered
-// ints, by tile parity), the running max [2][G] (by parity), the warps' sums of numerators [WARPS][G]. It stays
-// clear of the warp partials [WARPS][G][HD] at the region's start (the region has G * HD + 2 G + 2 WARPS * G more).
-__host__ __device__ __forceinline__ int split_tail(int G) { return (4 + WARPS) * G; }
+// [WARPS][G][HD]; at region - 3 G_MAX: the running max, sum and correction per q head.
 
 // The tile's positions: at most MkParams::attn_stage (the stage) and what the scores' scratch holds; a chunk of n
 // positions in ceil(n / that) tiles of equal length (the last shorter). `nb`: the stage's buffers -- a chunk that needs
@@ -243,7 +236,7 @@ __host__ __device__ __forceinline__ int split_tail(int G) { return (4 + WARPS) *
 // buffers of NC * (T | 1 + T) 16-byte slots: B (2 T + 1) <= 2 attn_stage + 1 slots per chunk column), else fewer.
 __device__ __forceinline__ int split_tile(const MkParams& p, int n, int& nb) {
   const int G = p.L.group;
-  const int scratch = (attn_short_plan(G, p.L.head_dim).region - split_tail(G)) / G;
+  const int scratch = (attn_short_plan(G, p.L.head_dim).region - 3 * G_MAX) / G;
   int t_max = max(1, min(p.attn_stage, scratch));
   nb = 1;
   if (n > t_max)
@@ -290,16 +283,13 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
   float* s_reg = c.s_aux + (G + 2) * HD;  // s_o's start
   float* s_sc = s_reg;                    // [G][T]
   float* s_part = s_reg;                  // [WARPS][G][HD], after the last tile
-  float* s_tail = s_reg + attn_short_plan(G, HD).region - split_tail(G);
-  int* s_tmax = reinterpret_cast<int*>(s_tail);  // [2][G] a tile's max score per q head, by tile parity
-  float* s_mrun = s_tail + 2 * G;                  // [2][G] the running max: before tile t in slot t & 1
-  float* s_wsum = s_tail + 4 * G;                  // [WARPS][G] each warp's running sum of its numerators
+  float* s_mr = s_reg + attn_short_plan(G, HD).region - 3 * G_MAX;  // [G] running max
+  float* s_sum = s_mr + G_MAX;                                       // [G] running sum
+  float* s_corr = s_sum + G_MAX;                                     // [G] this tile's correction
   const int n = end - p0;
   int nb = 1;
   const int T = n > 0 ? split_tile(c.p, n, nb) : 1, TS = T | 1, n_tiles = (n + T - 1) / T;
-  // Tile 0's slots and the sums; the loop's first barrier (or, for an empty chunk, the one after it) orders them.
-  if (threadIdx.x < G) s_tmax[threadIdx.x] = ordered_int(-INFINITY), s_mrun[threadIdx.x] = -INFINITY;
-  for (int t = threadIdx.x; t < WARPS * G; t += NCT) s_wsum[t] = 0.f;
+  if (threadIdx.x < G) s_mr[threadIdx.x] = -INFINITY, s_sum[threadIdx.x] = 0.f;
   if (n > 0 && !c.staged) attn_split_issue_hd<HD>(c, l, g, p0, min(T, n), T, true, true);
   for (int k = 1; k <= nb - 2 && k < n_tiles; ++k)  // 3+ buffers: tiles 1 .. nb - 2 in flight before tile 0
     attn_split_issue_hd<HD>(c, l, g, p0 + k * T, min(T, end - p0 - k * T), T, true, true, k);
@@ -330,11 +320,7 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
     const int t1 = t0 + T, t_ahead = t0 + (nb - 1) * T;
     if (nb > 1 && t_ahead < end)
       attn_split_issue_hd<HD>(c, l, g, t_ahead, min(T, end - t_ahead), T, true, true, (ti + nb - 1) % nb);
-    // 1. scores: thread per position, every q head (q reads are broadcasts, K rows conflict-free); the tile's max
-    // per head through the warps' atomicMax.
-    const int cur = (ti & 1) * G, nxt = G - cur;  // this tile's slots, the next tile's
-    // The next tile's max slot, for its atomics: last read in the tile before this one, whose barriers passed.
-    if (threadIdx.x < G) s_tmax[nxt + threadIdx.x] = ordered_int(-INFINITY);
+    // 1. scores: thread per position, every q head (q reads are broadcasts, K rows conflict-free).
     for (int i = threadIdx.x; i < nt; i += NCT) {
       float d[G_MAX][2];
 #pragma unroll
@@ -364,38 +350,29 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
         s_sc[j * T + i] = (d[j][0] + d[j][1]) * scale;
       }
     }
-    if (warp * 32 < nt) {  // warps with positions: the max of this warp's scores (its own stores, read back)
-      for (int j = 0; j < G; ++j) {
-        float m = -INFINITY;
-        for (int i = threadIdx.x; i < nt; i += NCT) m = fmaxf(m, s_sc[j * T + i]);
-        m = warp_max(m);
-        if (lane == 0) atomicMax(s_tmax + cur + j, ordered_int(m));
-      }
-    }
     csync();
     // Single stage: the next tile's K into it (free now), in flight during phases 2 and 3.
     if (nb == 1 && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
-    // 2. softmax numerators in place, every thread, against the running max grown by the tile's; this thread's P.V
-    // accumulators and each warp's sum rescaled to it, the warp's numerators added to its sum (fixed order).
-#pragma unroll
-    for (int j = 0; j < G_MAX; ++j) {
-      if (j >= G) break;
-      const float m_old = s_mrun[cur + j], m_new = fmaxf(m_old, from_ordered_int(s_tmax[cur + j]));
+    // 2. softmax, one warp per q head: running max and sum, the tile's numerators in place.
+    if (warp < G) {
+      const float m_old = s_mr[warp];
+      float m_new = m_old;
+      const float sum = softmax_numerators<true>(s_sc + warp * T, nt, m_new);
       const float corr = expf(m_old - m_new);  // 0 on the first tile (m_old = -inf)
-#pragma unroll
-      for (int e = 0; e < D; ++e) acc[j][e] *= corr;
-      float part = 0.f;
-      for (int i = threadIdx.x; i < nt; i += NCT) {
-        const float p = expf(s_sc[j * T + i] - m_new);
-        s_sc[j * T + i] = p;
-        part += p;
-      }
-      part = warp_sum(part);
-      if (lane == 0) s_wsum[warp * G + j] = s_wsum[warp * G + j] * corr + part;
-      if (threadIdx.x == 0) s_mrun[nxt + j] = m_new;  // read from the next tile on (its slot: nobody reads it here)
+      __syncwarp();
+      if (lane == 0) s_corr[warp] = corr, s_sum[warp] = s_sum[warp] * corr + sum, s_mr[warp] = m_new;
     }
     csync();
     // 3. P.V: warp w over positions w, w + WARPS, ...; lane over D dims of every q head.
+    if (t0 > p0) {
+#pragma unroll
+      for (int j = 0; j < G_MAX; ++j) {
+        if (j >= G) break;
+        const float cr = s_corr[j];
+#pragma unroll
+        for (int e = 0; e < D; ++e) acc[j][e] *= cr;
+      }
+    }
     // Two positions per iteration (their shared-memory loads in flight together); the same order of sums.
     int i = warp;
     for (; i + WARPS < nt; i += 2 * WARPS) {
@@ -417,15 +394,13 @@ __device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64
   csync();
   for (int t = threadIdx.x; t < G * (HD + 2); t += NCT) {
     const int j = t / (HD + 2), e = t % (HD + 2);
-    float o = 0.f;
+    float o;
     if (e < HD) {
+      o = 0.f;
 #pragma unroll
       for (int k = 0; k < WARPS; ++k) o += s_part[(k * G + j) * HD + e];
-    } else if (e == HD) {
-      o = s_mrun[(n_tiles & 1) * G + j];  // after the last tile (-inf for an empty chunk)
     } else {
-#pragma unroll
-      for (int k = 0; k < WARPS; ++k) o += s_wsum[k * G + j];
+      o = e == HD ? s_mr[j] : s_sum[j];
     }
     st_act<true>(c, rec + t, o);
   }

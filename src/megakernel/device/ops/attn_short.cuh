@@ -103,16 +103,14 @@ __device__ __forceinline__ void v_lanes(const bf16* row, bool global, float* v) 
   }
 }
 
-// P.V of one position for the group's G q heads: acc[j][.] += P[j] * v, P[j] = sc[j * stride] (lane: D dims); with
-// SUM also sum[j] += P[j].
-template <int D, bool SUM = false>
+// P.V of one position for the group's G q heads: acc[j][.] += P[j] * v, P[j] = sc[j * stride] (lane: D dims).
+template <int D>
 __device__ __forceinline__ void pv_accumulate(float (&acc)[G_MAX][D], const float (&v)[D], const float* sc, int stride,
-                                              int G, float* sum = nullptr) {
+                                              int G) {
 #pragma unroll
   for (int j = 0; j < G_MAX; ++j) {
     if (j >= G) break;
     const float pj = sc[j * stride];
-    if constexpr (SUM) sum[j] += pj;
 #pragma unroll
     for (int e = 0; e < D; ++e) acc[j][e] = fmaf(pj, v[e], acc[j][e]);
   }
