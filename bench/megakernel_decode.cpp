@@ -79,9 +79,10 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
-// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "b1".."b4" attn_split's stage buffers; "g0".."g9" the
-// prefetch gate at that many pages (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit,
-// "p4" / "p3" max - 1 / max - 2 pages (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
+// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention), "b1".."b4" attn_split's
+// stage buffers (MegakernelOptions::attn_stage_buffers); "g0".."g9" the prefetch gate at that many pages
+// (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
+// (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
 // layered peer out.

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MINB < 2 && !TWO_WAITS ? 2 : MINB
   // MatvecArgs::trace. (Storing each stamp when taken, through a pointer kept from here, measured +1.4% per 1B decode
   // step with tracing off: RESULTS.md, final round of session 11.)
   const unsigned long long t_start = a.trace ? globaltimer_ns() : 0;
-  uint4 wb[2][KS] = {};  // zeros: a block without a first pair sums them (one-wait loop)
+  uint4 wb[2][KS] = {};  // zeros: a warp whose first pair is past the matrix sums them (one-wait loop)
   // Loads chunks [U0, U1) of this lane's slice of row pair `pair` into wb[.][U0..U1) when `on`, else zeros them.
   auto load_part = [&](int pair, bool on, auto u0, auto u1) {
     const bf16* r0 = a.w + size_t(2 * pair) * size_t(a.n_cols);
