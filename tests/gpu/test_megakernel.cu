@@ -471,12 +471,12 @@ TEST(Megakernel, DynamicLmHeadTiny) {
 TEST(Megakernel, SplitAttentionTiny) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 96);
-  for (int flags : {1, 0, 2}) {
+  for (int run : {1, 0, 2}) {  // 1 flags, 0 counters, 2 flags with 2 stage buffers
     const MegakernelOptions o =
-        flags < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = flags, .attn_stage_positions = 2}
-                  : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false,
-                                      .attn_stage_positions = 3, .attn_stage_buffers = 2};
-    SCOPED_TRACE(cat("case ", flags));
+        run < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = run, .attn_stage_positions = 2}
+                : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false,
+                                    .attn_stage_positions = 3, .attn_stage_buffers = 2};
+    SCOPED_TRACE(cat("run ", run));
     auto b = make_mk(m, 12, o);
     ASSERT_TRUE(b);
     ASSERT_GT(b->schedule().layout.n_chunks, 1);

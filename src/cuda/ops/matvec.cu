@@ -47,9 +47,7 @@ int env_int(const char* name, int dflt) {
 }
 
 // ROPE_QKV_NORM: one cluster of C blocks per head (see matvec_splitk_kernel); p.S and the widest p.P are set.
-// pick(p) gives the kernel to launch once p's geometry is set.
-template <class Pick>
-void launch_heads(const Stream& s, Pick pick, Params& p) {
+void launch_heads(const Stream& s, void (*kernel)(Params), Params& p) {
   const MatvecRope& r = p.a.rope;
   const int half = r.head_dim / 2;  // pairs per head
   // Measurement knobs: MK_MATVEC_HEAD_PAIRS caps P (narrower blocks), MK_MATVEC_HEAD_CLUSTER the blocks per head
@@ -81,7 +79,7 @@ void launch_heads(const Stream& s, Pick pick, Params& p) {
   attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, pick(p), p));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
 // Widest rows of the register-capped build: 8 warps of 1024-column slices.
@@ -124,7 +122,7 @@ void launch_splitk(const Stream& s, const MatvecArgs& a) {
   MK_CHECK(p.S <= MAX_THREADS / 32);
   p.P = std::max(1, 8 / p.S);
   if constexpr (MODE == MatvecOut::ROPE_QKV_NORM) {
-    launch_heads(s, [&](const Params&) { return two_waits(a, MINB == 3) ? two : one; }, p);
+    launch_heads(s, two_waits(a, MINB == 3) ? two : one, p);
   } else {
     while (p.P > 1 && (p.n_pairs + p.P - 1) / p.P < 2 * sms) p.P /= 2;
     p.n_groups = (p.n_pairs + p.P - 1) / p.P;
