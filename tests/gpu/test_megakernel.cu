@@ -321,19 +321,20 @@ TEST(Megakernel, SplitAttentionTiles) {
     Model m = make_random_model(cases()[size_t(ci)].c, DType::BF16, 97 + uint64_t(ci));
     std::vector<MegakernelOptions> opts;
     for (int st : {1, 2, 5, 7, 64}) {
-      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = st});
-      opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = st});
+      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = st, .attn_mma = false});
+      opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = st, .attn_mma = false});
     }
-    opts.push_back({.n_sm = 7, .attn_chunk_len = 13, .attn_chunks_dynamic = false});  // the default stage
+    opts.push_back({.n_sm = 7, .attn_chunk_len = 13, .attn_chunks_dynamic = false, .attn_mma = false});  // the default stage
     // Stage buffers other than the default 1 (a stage of 5 positions: tiles of 5 or 2; of 7: 7, 3, 2 or 1).
-    opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = 5, .attn_stage_buffers = 2});
+    opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = 5, .attn_stage_buffers = 2, .attn_mma = false});
     for (int nb : {2, 3, 4})
       opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = 7,
-                      .attn_stage_buffers = nb});
+                      .attn_stage_buffers = nb, .attn_mma = false});
     expect_modes_bit_identical(m, 53, 9, opts, 2, [](MegakernelBackend& b, int mode) {
       EXPECT_GT(b.schedule().layout.n_chunks, 1);
       ASSERT_TRUE(b.flag_publish());
       EXPECT_GE(b.attn_stage(), 1);
+      EXPECT_FALSE(b.attn_mma());
       b.set_prefetch(mode == 0);
     });
     for (int st : {1, 5, 64}) {
@@ -341,6 +342,42 @@ TEST(Megakernel, SplitAttentionTiles) {
       ASSERT_TRUE(b);
       EXPECT_EQ(b->attn_stage(), std::min(st, 24));
     }
+  }
+}
+
+// Session 17: split attention on the tensor cores (ops/attn_mma.cuh, the default of the flag protocol's SPLIT
+// instances). GQA 4 / head_dim 64, GQA 1 and GQA 8 / head_dim 128; chunks shorter than a 16-key tile and longer than
+// several, starting anywhere within a tile (dynamic chunks of ceil((pos + 1) / n_chunks), fixed chunks of 5, 24, 40),
+// 1, 2, 3 and all the warps that fit streaming tiles, 7 SMs and all: 140 positions within tolerance of the CPU,
+// prefetch on / off bit-identical; greedy tokens (16 steps, 8 per launch) equal to the CPU's.
+TEST(Megakernel, SplitAttentionMma) {
+  for (int ci : {0, 1, 3}) {
+    SCOPED_TRACE(cases()[size_t(ci)].name);
+    Model m = make_random_model(cases()[size_t(ci)].c, DType::BF16, 131 + uint64_t(ci));
+    std::vector<MegakernelOptions> opts;
+    for (int w : {1, 2, 3, 0}) {
+      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_mma_warps = w});
+      opts.push_back({.attn_chunk_len = 24, .attn_mma_warps = w});
+    }
+    opts.push_back({.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false});
+    opts.push_back({.n_sm = 7, .attn_chunk_len = 40, .attn_chunks_dynamic = false, .attn_mma_warps = 2});
+    opts.push_back({.attn_chunk_len = 40});
+    expect_modes_bit_identical(m, 59, 13, opts, 2, [](MegakernelBackend& b, int mode) {
+      EXPECT_GT(b.schedule().layout.n_chunks, 1);
+      ASSERT_TRUE(b.flag_publish());
+      ASSERT_TRUE(b.attn_mma());
+      EXPECT_GE(b.attn_mma_warps(), 1);
+      b.set_prefetch(mode == 0);
+    });
+    for (int w : {1, 3}) {
+      auto b = make_mk(m, 160, {.attn_chunk_len = 24, .attn_mma_warps = w});
+      ASSERT_TRUE(b);
+      EXPECT_EQ(b->attn_mma_warps(), w);
+    }
+    const std::vector<int32_t> p5 = {5, 17, 300 % cases()[size_t(ci)].c.n_vocab, 2, 99};
+    const std::vector<int32_t> out = mk_greedy(m, p5, {.n_sm = 7, .attn_chunk_len = 6, .attn_mma_warps = 2}, 16, 8);
+    ASSERT_EQ(out.size(), 16u);
+    expect_cpu_greedy_prefix(m, p5, out);
   }
 }
 
@@ -465,9 +502,9 @@ TEST(Megakernel, DynamicLmHeadTiny) {
 }
 
 // The smallest split-attention run (7 SMs, chunks of 3 positions, 6 positions, then 3 steps in one launch), flags (the
-// default) and counters: compute-sanitizer's case for the merge stage and (flags) attn_split, there with a stage of 2
-// positions (chunks of up to 3 in tiles of 2 + 1; single positions and empty chunks at the first positions); then
-// fixed chunks of 5 with a stage of 3: the double stage, tiles of 1.
+// default) and counters: compute-sanitizer's case for the merge stage and (flags) attn_mma (chunks of up to 3
+// positions within 16-key tiles; single positions and empty chunks at the first positions); then attn_split with
+// fixed chunks of 5 and a stage of 3: the double stage, tiles of 1.
 TEST(Megakernel, SplitAttentionTiny) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 96);
@@ -475,7 +512,7 @@ TEST(Megakernel, SplitAttentionTiny) {
     const MegakernelOptions o =
         run < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = run, .attn_stage_positions = 2}
                 : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false,
-                                    .attn_stage_positions = 3, .attn_stage_buffers = 2};
+                                    .attn_stage_positions = 3, .attn_stage_buffers = 2, .attn_mma = false};
     SCOPED_TRACE(cat("run ", run));
     auto b = make_mk(m, 12, o);
     ASSERT_TRUE(b);

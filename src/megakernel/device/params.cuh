@@ -126,6 +126,9 @@ struct MkParams {
   // Session 16: attn_split's stage buffers (MegakernelOptions::attn_stage_buffers, 1..4): with B > 1 a chunk longer
   // than one tile runs in tiles that fit the stage B times, B - 1 tiles' K/V in flight while one is computed.
   int attn_buffers;
+  // Session 17: the SPLIT instances' AttnPartial on the tensor cores (ops/attn_mma.cuh) with this many consumer warps
+  // streaming tiles (MegakernelOptions::attn_mma, attn_mma_warps); 0: attn_split.
+  int attn_mma_warps;
   // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
   // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).
@@ -175,6 +178,16 @@ __host__ __device__ __forceinline__ AttnShortPlan attn_short_plan(int G, int hd)
 // The split attention's merge stage (session 13; ops/attention.cuh attn_merge_split): where AttnOProj copies its
 // group's chunk partials in s_x (floats), past the G * hd merged outputs that its O projection reads from s_x[0, G * hd).
 __host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { return (G * hd + 3) / 4 * 4; }
+
+// Session 17, ops/attn_mma.cuh: split attention's tiles on the tensor cores.
+constexpr int MMA_TK = 16;  // keys per tile (the mma's k for P V)
+constexpr int MMA_NS = 2;   // ring stages per warp: one tile in flight while one is computed
+__host__ __device__ constexpr int attn_mma_stage_bytes(int hd) { return 2 * MMA_TK * hd * 2; }  // K + V tile, bf16
+// Warps whose MMA_NS stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
+__host__ __device__ inline int attn_mma_fit(int smem_x_floats, int hd) {
+  const int w = int(size_t(smem_x_floats) * 4 / size_t(MMA_NS * attn_mma_stage_bytes(hd)));
+  return w < WARPS ? w : WARPS;
+}
 
 // What an op needs while it runs on one block (each consumer thread has its own copy).
 struct Ctx {

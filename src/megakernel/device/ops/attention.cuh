@@ -10,6 +10,7 @@
 // s_rope [head_dim] (cos, then sin, of pos * inv_freq[e] for e < head_dim / 2; MkParams::rope_early).
 #pragma once
 #include "megakernel/device/common.cuh"
+#include "megakernel/device/ops/attn_mma.cuh"
 #include "megakernel/device/ops/attn_short.cuh"
 
 namespace mk::megakernel::device {
@@ -450,7 +451,9 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     int p0, p1;
     attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
     const int n = min(p1, c.pos + 1) - p0;
-    if (n > 0) {
+    if (c.p.attn_mma_warps > 0) {
+      attn_mma_preload(c, in.layer, in.group, p0, p0 + max(n, 0));
+    } else if (n > 0) {
       int nb;
       const int T = split_tile(c.p, n, nb);
       attn_split_issue(c, in.layer, in.group, p0, min(T, n), T, true, true);  // buffer 0 either way
@@ -538,7 +541,9 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   attn_stamp(c, T_ATT_PREP);
   if constexpr (SPLIT) {
     const int64_t rec = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
-    attn_split(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
+    if (c.p.attn_mma_warps > 0)
+      attn_mma(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
+    else attn_split(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
     attn_stamp(c, T_ATT_RANGE);
     return;
   }
