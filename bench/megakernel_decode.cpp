@@ -81,8 +81,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
 // "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention), "b1".."b4" attn_split's
 // stage buffers (MegakernelOptions::attn_stage_buffers), "mm" split attention on the tensor cores
-// (MegakernelOptions::attn_mma) toggled, "s2".."s4" its tile stages per warp, "l0".."l9" its L2 prefetch distance in
-// tiles; "g0".."g9" the prefetch gate at that many pages
+// (MegakernelOptions::attn_mma) toggled; "g0".."g9" the prefetch gate at that many pages
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
@@ -155,12 +154,11 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int bufs = 0; int mma = -1; int stages = 0; int l2 = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int bufs = 0; int mma = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     const int bu0 = (*b)->attn_buffers();
     const bool mm0 = (*b)->attn_mma();
-    const int st0 = (*b)->attn_mma_stages(), l20 = (*b)->attn_mma_l2();
     std::vector<Variant> vars;
     const int mp = (*b)->max_ring_pages();
     if (build == 1) vars.push_back({mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks", pf0, fl0, mi0, ro0, 0, -1, -1, "d"});
@@ -180,10 +178,6 @@ void bench_shape(const std::string& name, double gbs) {
         if (has_token(id, "lm")) v.lm_dynamic = !ld0;
         if (has_token(id, "pf")) v.prefetch = !pf0;
         if (has_token(id, "mm")) v.mma = !mm0;
-        for (char k : {'2', '3', '4'})
-          if (has_token(id, std::string("s") + k)) v.stages = k - '0';
-        for (char k = '0'; k <= '9'; ++k)
-          if (has_token(id, std::string("l") + k)) v.l2 = k - '0';
         for (char k : {'1', '2', '3', '4'})
           if (has_token(id, std::string("b") + k)) v.bufs = k - '0';
         v.name = cat(id, ": flags ", int(v.flags));
@@ -206,8 +200,6 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
       (*b)->set_attn_buffers(v.bufs > 0 ? v.bufs : bu0);
-      (*b)->set_attn_mma_stages(v.stages > 0 ? v.stages : st0);
-      (*b)->set_attn_mma_l2(v.l2 >= 0 ? v.l2 : l20);
       (*b)->set_attn_mma(v.mma >= 0 ? v.mma != 0 : mm0);
       const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
@@ -215,9 +207,9 @@ void bench_shape(const std::string& name, double gbs) {
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, mma warps %d x %d stages + %d L2, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, mma warps %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), (*b)->attn_mma_stages(), (*b)->attn_mma_l2(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
@@ -238,8 +230,6 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0);
     }
     (*b)->set_attn_short(sh0);
-    (*b)->set_attn_mma_stages(st0);
-    (*b)->set_attn_mma_l2(l20);
     (*b)->set_attn_mma(mm0);
     (*b)->set_lm_dynamic(ld0);
     (*b)->set_prefetch(pf0);

@@ -59,12 +59,7 @@ Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const Mod
 }
 
 int MegakernelBackend::attn_mma_fit() const {
-  return std::min(attn_mma_want_, device::attn_mma_fit(smem_x_floats_, config_.head_dim, attn_mma_stages_));
-}
-
-void MegakernelBackend::set_attn_mma_stages(int n) {
-  attn_mma_stages_ = std::clamp(n, 2, device::MMA_MAX_STAGES);
-  set_attn_mma(attn_mma_);
+  return std::min(attn_mma_want_, device::attn_mma_fit(smem_x_floats_, config_.head_dim));
 }
 
 Status MegakernelBackend::init(const MegakernelOptions& opt) {
@@ -161,13 +156,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   attn_mma_want_ = 0;
   if (L.n_chunks > 1 && opt.attn_mma) {
     attn_mma_want_ = opt.attn_mma_warps > 0 ? std::min(opt.attn_mma_warps, device::WARPS) : device::WARPS;
-    attn_mma_stages_ = std::clamp(opt.attn_mma_stages, 2, device::MMA_MAX_STAGES);
-    const int want_x = attn_mma_want_ * attn_mma_stages_ * device::attn_mma_stage_bytes(hd) / 4;
+    const int want_x = attn_mma_want_ * device::MMA_NS * device::attn_mma_stage_bytes(hd) / 4;
     const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);
     x_floats = std::max(x_floats, std::min(want_x, x_room));
   }
-  attn_mma_l2_ = std::max(0, opt.attn_mma_l2);
   smem_x_floats_ = x_floats;
   set_attn_mma(attn_mma_want_ > 0);
   attn_short_ = opt.attn_short;
@@ -296,8 +289,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.attn_stage = attn_stage_;
   p.attn_buffers = attn_buffers_;
   p.attn_mma_warps = attn_mma_warps();
-  p.attn_mma_stages = attn_mma_stages_;
-  p.attn_mma_l2 = attn_mma_l2_;
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;

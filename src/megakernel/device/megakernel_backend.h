@@ -68,8 +68,6 @@ struct MegakernelOptions {
   // attn_split; attn_mma_warps: how many consumer warps stream tiles (0: as many as fit, at most 15).
   bool attn_mma = true;
   int attn_mma_warps = 0;
-  int attn_mma_stages = 2;  // tile stages per warp (2..4): stages - 1 tiles in flight while one is computed
-  int attn_mma_l2 = 0;      // tiles L2-prefetched beyond the stages (0: none)
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
   // 1.627 with 3; 8B shapes: 4 fit (5.110 ms) and 3 lose 7% (5.459).
@@ -190,10 +188,6 @@ class MegakernelBackend final : public Backend {
   void set_attn_mma(bool on) { attn_mma_ = on && attn_mma_fit() > 0; }
   bool attn_mma() const { return attn_mma_; }
   int attn_mma_warps() const { return attn_mma_ ? attn_mma_fit() : 0; }
-  void set_attn_mma_stages(int n);  // 2..4
-  int attn_mma_stages() const { return attn_mma_stages_; }
-  void set_attn_mma_l2(int n) { attn_mma_l2_ = std::max(0, n); }
-  int attn_mma_l2() const { return attn_mma_l2_; }
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
@@ -264,7 +258,6 @@ class MegakernelBackend final : public Backend {
   int attn_buffers_ = 1;
   bool attn_mma_ = false;
   int attn_mma_want_ = 0;  // warps asked to stream tiles (0: attn_mma not built for this schedule)
-  int attn_mma_stages_ = 2, attn_mma_l2_ = 0;
   int attn_mma_fit() const;  // warps that stream tiles: those asked for whose stages fit in s_x
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;

@@ -129,8 +129,6 @@ struct MkParams {
   // Session 17: the SPLIT instances' AttnPartial on the tensor cores (ops/attn_mma.cuh) with this many consumer warps
   // streaming tiles (MegakernelOptions::attn_mma, attn_mma_warps); 0: attn_split.
   int attn_mma_warps;
-  int attn_mma_stages;  // 2..MMA_MAX_STAGES
-  int attn_mma_l2;      // tiles L2-prefetched beyond the ring (0: none)
   // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
   // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).
@@ -183,11 +181,14 @@ __host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { retu
 
 // Session 17, ops/attn_mma.cuh: split attention's tiles on the tensor cores.
 constexpr int MMA_TK = 16;  // keys per tile (the mma's k for P V)
-constexpr int MMA_MAX_STAGES = 4;  // ring stages per warp: 2..4 (stages - 1 tiles in flight while one is computed)
+#ifndef MK_ATTN_MMA_STAGES
+#define MK_ATTN_MMA_STAGES 3
+#endif
+constexpr int MMA_NS = MK_ATTN_MMA_STAGES;  // ring stages per warp: MMA_NS - 1 tiles in flight while one is computed
 __host__ __device__ constexpr int attn_mma_stage_bytes(int hd) { return 2 * MMA_TK * hd * 2; }  // K + V tile, bf16
-// Warps whose `stages` stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
-__host__ __device__ inline int attn_mma_fit(int smem_x_floats, int hd, int stages) {
-  const int w = int(size_t(smem_x_floats) * 4 / size_t(stages * attn_mma_stage_bytes(hd)));
+// Warps whose MMA_NS stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
+__host__ __device__ inline int attn_mma_fit(int smem_x_floats, int hd) {
+  const int w = int(size_t(smem_x_floats) * 4 / size_t(MMA_NS * attn_mma_stage_bytes(hd)));
   return w < WARPS ? w : WARPS;
 }
 

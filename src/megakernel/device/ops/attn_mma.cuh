@@ -1,8 +1,8 @@
 // Session 17: the split chunks' attention (AttnPartial of the SPLIT instances) on the tensor cores, as the layered
 // decode kernel (cuda/attention/decode_kernel.cuh) computes it: each of the first MkParams::attn_mma_warps consumer warps
 // streams its own 16-key tiles of the chunk (tiles aligned to 16 absolute positions, so a tile never straddles a
-// 64-position cache block; warp w takes tiles w, w + AW, ...) by cp.async into a ring of MkParams::attn_mma_stages
-// stages of its own in s_x (optionally L2-prefetched attn_mma_l2 tiles further ahead); S = Q K^T and O += P V on mma.sync with the group's q heads as the rows (bf16 q and P, f32 sums), the online
+// 64-position cache block; warp w takes tiles w, w + AW, ...) by cp.async into a ring of MMA_NS stages of its own in
+// s_x; S = Q K^T and O += P V on mma.sync with the group's q heads as the rows (bf16 q and P, f32 sums), the online
 // softmax in registers (log2 units): no block barrier per tile -- attn_split's phases cost ~3 us per tile plus
 // ~0.014 us per position (bench/RESULTS.md session 16). At the end the warps' partials are merged in warp order
 // (deterministic) into attn_range's record: unnormalised o, max score, sum of e^(s - max) per q head.
@@ -34,44 +34,26 @@ __device__ __forceinline__ void attn_mma_issue(const Ctx& c, const MkLayer& w, i
   }
 }
 
-// An L2 prefetch of tile `tile` of this warp (MkParams::attn_mma_l2): one 128-byte line of its K or V rows per lane
-// (head dim 64; two at 128), so that its cp.async later finds it in L2. Lines of keys outside the chunk are in the
-// same cache block, so every address is inside the cache.
-template <int HD>
-__device__ __forceinline__ void attn_mma_prefetch(const Ctx& c, const MkLayer& w, int g, int tile, int lane) {
-  constexpr int LPR = HD * 2 / 128;  // lines per K / V row
-  const int64_t base = kv_offset(c, tile * MMA_TK, g), rs = int64_t(c.p.L.n_kv_head) * HD;
-#pragma unroll
-  for (int q = lane; q < 2 * MMA_TK * LPR; q += 32) {
-    const int r = (q % (MMA_TK * LPR)) / LPR, part = q % LPR;
-    const __nv_bfloat16* a = (q < MMA_TK * LPR ? w.k_cache : w.v_cache) + base + r * rs + part * 64;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-  }
-}
-
 // The chunk [p0, end)'s tiles: the first, and how many (0 for an empty chunk).
 __device__ __forceinline__ void attn_mma_tiles(int p0, int end, int& t_first, int& n_tiles) {
   t_first = p0 / MMA_TK;
   n_tiles = end > p0 ? (end - 1) / MMA_TK - t_first + 1 : 0;
 }
 
-// The first stages - 1 tiles of this warp, one commit group each, and the L2 prefetch of the next attn_mma_l2 (attn_preload
-// before the wait, or attn_mma_hd).
+// The first MMA_NS - 1 tiles of this warp, one commit group each (attn_preload before the wait, or attn_mma_hd).
 template <int HD>
 __device__ __forceinline__ void attn_mma_first(const Ctx& c, int l, int g, int p0, int end) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int aw = c.p.attn_mma_warps;
   int t_first, n_tiles;
   attn_mma_tiles(p0, end, t_first, n_tiles);
-  const int ns = c.p.attn_mma_stages;
-  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * ns * (2 * MMA_TK * HD);
-  for (int i = 0; i < ns - 1; ++i) {
+  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * MMA_NS * (2 * MMA_TK * HD);
+#pragma unroll
+  for (int i = 0; i < MMA_NS - 1; ++i) {
     if (warp < aw && warp + i * aw < n_tiles)
       attn_mma_issue<HD>(c, c.p.layers[l], g, t_first + warp + i * aw, p0, end, ring + i * (2 * MMA_TK * HD), lane);
     cp_async_commit();
   }
-  for (int i = ns - 1; i < ns - 1 + c.p.attn_mma_l2; ++i)
-    if (warp < aw && warp + i * aw < n_tiles) attn_mma_prefetch<HD>(c, c.p.layers[l], g, t_first + warp + i * aw, lane);
 }
 __device__ __forceinline__ void attn_mma_preload(const Ctx& c, int l, int g, int p0, int end) {
   if (c.p.L.head_dim == 64) attn_mma_first<64>(c, l, g, p0, end);
@@ -92,8 +74,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   attn_mma_tiles(p0, end, t_first, n_tiles);
   const int my_tiles = warp < aw && warp < n_tiles ? (n_tiles - warp + aw - 1) / aw : 0;
   if (!staged) attn_mma_first<HD>(c, l, g, p0, end);
-  const int ns = c.p.attn_mma_stages, l2 = c.p.attn_mma_l2;
-  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * ns * STAGE;
+  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * MMA_NS * STAGE;
   const MkLayer& w = c.p.layers[l];
 
   // Q as mma A fragments: rows = q heads (rows >= G are zero; G <= G_MAX = 8, so rows 8..15 always are).
@@ -112,16 +93,14 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   float m_run = -INFINITY, l_run = 0.f;  // row gq: running max (log2 units of the scaled score), this lane's sum
 
   for (int i = 0; i < my_tiles; ++i) {
-    if (i + ns - 1 < my_tiles)
-      attn_mma_issue<HD>(c, w, g, t_first + warp + (i + ns - 1) * aw, p0, end, ring + ((i + ns - 1) % ns) * STAGE, lane);
+    if (i + MMA_NS - 1 < my_tiles)
+      attn_mma_issue<HD>(c, w, g, t_first + warp + (i + MMA_NS - 1) * aw, p0, end,
+                         ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, lane);
     cp_async_commit();
-    if (l2 > 0 && i + ns - 1 + l2 < my_tiles) attn_mma_prefetch<HD>(c, w, g, t_first + warp + (i + ns - 1 + l2) * aw, lane);
-    if (ns >= 4) cp_async_wait_group<3>();  // tile i has landed (this lane's copies) ...
-    else if (ns == 3) cp_async_wait_group<2>();
-    else cp_async_wait_group<1>();
-    __syncwarp();  // ... and every lane's
+    cp_async_wait_group<MMA_NS - 1>();  // tile i has landed (this lane's copies) ...
+    __syncwarp();                       // ... and every lane's
     const int key0 = (t_first + warp + i * aw) * MMA_TK;
-    __nv_bfloat16* sk = ring + (i % ns) * STAGE;
+    __nv_bfloat16* sk = ring + (i % MMA_NS) * STAGE;
     __nv_bfloat16* sv = sk + MMA_TK * HD;
     if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {  // this step's k, v into their row
       const int r = c.pos - key0;
@@ -163,7 +142,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
       pf[j / 2][(j & 1) * 2 + 1] = 0u;
     }
     cuda::attn::warp_pv<HD>(o, pf, sv, lane);
-    __syncwarp();  // every lane done with stage i % ns before iteration i + 1 refills it
+    __syncwarp();  // every lane done with stage i % MMA_NS before iteration i + 1 refills it
   }
   cp_async_wait_all();  // (the empty groups of the last iterations)
 
