@@ -182,7 +182,7 @@ __host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { retu
 // Session 17, ops/attn_mma.cuh: split attention's tiles on the tensor cores.
 constexpr int MMA_TK = 16;  // keys per tile (the mma's k for P V)
 #ifndef MK_ATTN_MMA_STAGES
-#define MK_ATTN_MMA_STAGES 3
+#define MK_ATTN_MMA_STAGES 2
 #endif
 constexpr int MMA_NS = MK_ATTN_MMA_STAGES;  // ring stages per warp: MMA_NS - 1 tiles in flight while one is computed
 __host__ __device__ constexpr int attn_mma_stage_bytes(int hd) { return 2 * MMA_TK * hd * 2; }  // K + V tile, bf16
