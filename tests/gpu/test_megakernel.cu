@@ -208,9 +208,8 @@ TEST(Megakernel, PrefetchBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 77);
   expect_modes_bit_identical(m, 37, 11,
-                             {MegakernelOptions{}, MegakernelOptions{.attn_short = false, .attn_mma = false},
-                              MegakernelOptions{.attn_stage_positions = 37, .attn_mma = false},
-                              MegakernelOptions{.flag_publish = 0},
+                             {MegakernelOptions{}, MegakernelOptions{.attn_short = false},
+                              MegakernelOptions{.attn_stage_positions = 37}, MegakernelOptions{.flag_publish = 0},
                               MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}},
                              2, [](MegakernelBackend& b, int mode) { b.set_prefetch(mode == 0); });
 }
@@ -248,8 +247,7 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   Model m = make_random_model(k.c, DType::BF16, 78);
   // bit 0: flags, bit 1: mid_resid, bit 2: RoPE table before the wait
   expect_modes_bit_identical(m, 41, 5,
-                             {MegakernelOptions{.attn_short = false, .attn_mma = false},
-                              MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
+                             {MegakernelOptions{.attn_short = false}, MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
                               MegakernelOptions{.attn_chunk_len = 16}},
                              8,
                              [](MegakernelBackend& b, int mode) {
@@ -266,7 +264,7 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
     std::vector<std::vector<int32_t>> outs;
     for (int v = 0; v < 4; ++v) {  // 7 SMs: counters, flags + mid 1 and 8 steps/launch; flags + mid split 8 steps
       auto b = make_mk(mc, 64, {.n_sm = 7, .attn_chunk_len = v == 3 ? 12 : 0, .flag_publish = v > 0 ? 1 : 0, .mid_resid = v > 0,
-                                .attn_short = false, .attn_mma = v == 3});
+                                .attn_short = false});
       ASSERT_TRUE(b);
       b->set_rope_early(v > 0);
       ASSERT_TRUE(b->forward(p5, 0, logits).ok());
@@ -393,16 +391,16 @@ TEST(Megakernel, SplitAttentionMma) {
 TEST(Megakernel, ShortAttentionMatchesCpu) {
   uint64_t seed = 201;
   for (const Case& k : cases()) {
-    compare(k, {.attn_stage_positions = 5, .attn_mma = false}, seed++);
-    compare(k, {.n_sm = 7, .attn_short = false, .attn_mma = false}, seed++);
+    compare(k, {.attn_stage_positions = 5}, seed++);
+    compare(k, {.n_sm = 7, .attn_short = false}, seed++);
   }
   for (int ci : {0, 3}) {
     SCOPED_TRACE(cases()[size_t(ci)].name);
     Model m = make_random_model(cases()[size_t(ci)].c, DType::BF16, 92);
     // 0: defaults (flags); 1: prefetch off; 2: counters
     expect_modes_bit_identical(m, 37, 11,
-                               {MegakernelOptions{.attn_mma = false}, MegakernelOptions{.attn_stage_positions = 37, .attn_mma = false},
-                                MegakernelOptions{.n_sm = 7, .attn_stage_positions = 3, .attn_mma = false}},
+                               {MegakernelOptions{}, MegakernelOptions{.attn_stage_positions = 37},
+                                MegakernelOptions{.n_sm = 7, .attn_stage_positions = 3}},
                                2, [](MegakernelBackend& b, int mode) {
                                  ASSERT_GE(b.attn_short_max(), 140);
                                  ASSERT_TRUE(b.flag_publish());
@@ -413,7 +411,7 @@ TEST(Megakernel, ShortAttentionMatchesCpu) {
 
 // attn_short with K steps per launch (the stage issued before the wait from the step's second instruction on):
 // 8 steps per launch = 1 step per launch, tokens equal to the CPU's greedy ones; a 5-position stage (positions
-// past it from L2); then the same for attn_mma inline. Small: the compute-sanitizer case.
+// past it from L2). Small: the compute-sanitizer case.
 TEST(Megakernel, ShortAttentionKStepsEqualOneStep) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 91);
@@ -421,7 +419,7 @@ TEST(Megakernel, ShortAttentionKStepsEqualOneStep) {
   std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
   std::vector<std::vector<int32_t>> outs;
   for (int spl : {1, 8}) {
-    auto b = make_mk(m, 64, {.n_sm = 7, .attn_stage_positions = 5, .attn_mma = false});
+    auto b = make_mk(m, 64, {.n_sm = 7, .attn_stage_positions = 5});
     ASSERT_TRUE(b);
     ASSERT_GT(b->attn_short_max(), 30);
     ASSERT_EQ(b->attn_stage(), 5);
@@ -433,12 +431,6 @@ TEST(Megakernel, ShortAttentionKStepsEqualOneStep) {
   }
   EXPECT_EQ(outs[0], outs[1]);
   expect_cpu_greedy_prefix(m, p5, outs[0]);
-  // Session 17: the inline attention on the tensor cores (the default; its first tiles issued before the wait from
-  // the step's second instruction on): the same.
-  const std::vector<int32_t> one = mk_greedy(m, p5, {.n_sm = 7}, 24, 1);
-  ASSERT_EQ(one.size(), 24u);
-  EXPECT_EQ(mk_greedy(m, p5, {.n_sm = 7}, 24, 8), one);
-  expect_cpu_greedy_prefix(m, p5, one);
 }
 
 // Version 10: the dynamic LM head (lm_dynamic: the LM head's pages past each SM's static share claimed by whichever
@@ -548,7 +540,7 @@ TEST(Megakernel, SplitAttentionTiny) {
 TEST(Megakernel, ShortAttentionTiny) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 93);
-  auto b = make_mk(m, 8, {.n_sm = 2, .attn_stage_positions = 2, .attn_mma = false});
+  auto b = make_mk(m, 8, {.n_sm = 2, .attn_stage_positions = 2});
   ASSERT_TRUE(b);
   ASSERT_TRUE(b->flag_publish());
   tiny_prompt_logits(m, *b, {3, 1, 4, 1});
@@ -567,7 +559,7 @@ TEST(Megakernel, MatchesLayeredBackend) {
   ASSERT_TRUE((*layered)->forward(prompt, 0, b).ok());
   EXPECT_LT(rel_err(a, b), LOGITS_TOL);
   // The other protocol and residual source (compute-sanitizer checks both with this test): counters run
-  // attn_range, the flag default attn_mma, so within tolerance, not bit-identical.
+  // attn_range, the flag default attn_short, so within tolerance, not bit-identical.
   auto mk_f = make_mk(m, 64, {.flag_publish = 0, .mid_resid = false});  // counters (the default here is flags)
   ASSERT_TRUE(mk_f);
   mk_f->set_rope_early(false);

@@ -151,14 +151,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     x_floats = std::max(x_floats, std::min(want_x, x_room));
     attn_stage_ = std::max(1, std::min(want_pos, (x_floats / 4 / nc - 1) / 2));
   }
-  // Session 17: the flag protocol's attention on the tensor cores (ops/attn_mma.cuh: the SPLIT instances' AttnPartial,
-  // the flag instance's inline AttnOProj): s_x grown (into the room the wanted ring pages leave) to hold the tile
-  // stages of every warp that streams tiles -- at most one warp per tile of the longest range (+ 1: unaligned starts).
+  // Session 17: the SPLIT instances' AttnPartial on the tensor cores (ops/attn_mma.cuh): s_x grown (into the room the
+  // wanted ring pages leave) to hold the tile stages of every warp that streams tiles.
   attn_mma_want_ = 0;
-  if (opt.attn_mma) {
-    const int range = L.n_chunks > 1 ? L.chunk_len : max_context_;
-    attn_mma_want_ = std::min(opt.attn_mma_warps > 0 ? opt.attn_mma_warps : device::WARPS,
-                              std::min(device::WARPS, (range + device::MMA_TK - 1) / device::MMA_TK + 1));
+  if (L.n_chunks > 1 && opt.attn_mma) {
+    attn_mma_want_ = opt.attn_mma_warps > 0 ? std::min(opt.attn_mma_warps, device::WARPS) : device::WARPS;
     const int want_x = attn_mma_want_ * device::MMA_NS * device::attn_mma_stage_bytes(hd) / 4;
     const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);

@@ -63,10 +63,9 @@ struct MegakernelOptions {
   // 1.848, 4 2.038 -- a tile's phases cost ~3 us whatever its length, so fewer, longer tiles win (bench/RESULTS.md,
   // session 16); ctx 4096* (one tile) the same with any.
   int attn_stage_buffers = 1;
-  // Session 17: the flag protocol's attention on the tensor cores (device/ops/attn_mma.cuh: every warp streams its
-  // own 16-key tiles, online softmax in registers, no block barrier per tile) -- split chunks instead of attn_split,
-  // inline attention instead of attn_short / attn_range; attn_mma_warps: how many consumer warps stream tiles (0: as
-  // many as fit, at most 15 and one per tile).
+  // Session 17: split attention (the flag protocol's SPLIT instances) on the tensor cores (device/ops/attn_mma.cuh:
+  // every warp streams its own 16-key tiles, online softmax in registers, no block barrier per tile) instead of
+  // attn_split; attn_mma_warps: how many consumer warps stream tiles (0: as many as fit, at most 15).
   bool attn_mma = true;
   int attn_mma_warps = 0;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit

@@ -442,11 +442,6 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   }
   if (!(c.synced || c.step == 0)) return;
   c.at_pos = kv_offset(c, c.pos, in.group);
-  if (!SPLIT && FLAG && in.op == Op::AttnOProj && L.n_chunks == 1 && c.p.attn_mma_warps > 0) {  // attn_mma inline
-    attn_mma_preload(c, in.layer, in.group, 0, c.pos + 1);
-    c.staged = true;
-    return;
-  }
   if (!SPLIT && FLAG && in.op == Op::AttnOProj && attn_short_applies(c)) {
     attn_short_issue(c, in.layer, in.group);
     c.staged = true;
@@ -573,18 +568,10 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   float* s_wp = s_s + G;
   // attn_short runs in the flag instance only (where inline attention publishes by default): in the counter
   // instance (split attention at long contexts) its code raised ptxas's spills and cost 3-4% (v9, RESULTS.md).
-  bool short_path = false, mma_path = false;
-  if constexpr (FLAG && !SPLIT) {
-    mma_path = L.n_chunks == 1 && c.p.attn_mma_warps > 0;
-    short_path = L.n_chunks == 1 && attn_short_applies(c);
-  }
+  bool short_path = false;
+  if constexpr (FLAG && !SPLIT) short_path = L.n_chunks == 1 && attn_short_applies(c);
   if constexpr (SPLIT) {
     attn_merge_split(c.p, c.s_x, c.epoch, c.instr, in.layer, in.group);
-  } else if (mma_path) {  // session 17: the group's attention over [0, pos] on the tensor cores (ops/attn_mma.cuh)
-    attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
-    attn_stamp(c, T_ATT_PREP);
-    attn_mma(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, 0, c.pos + 1, c.staged, -1);
-    attn_stamp(c, T_ATT_RANGE);
   } else if (short_path) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
     if (!c.staged) attn_short_issue(c, in.layer, in.group);

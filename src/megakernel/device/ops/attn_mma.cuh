@@ -1,5 +1,4 @@
-// Session 17: the split chunks' attention (AttnPartial of the SPLIT instances) and the flag instance's inline
-// attention (AttnOProj with one chunk) on the tensor cores, as the layered
+// Session 17: the split chunks' attention (AttnPartial of the SPLIT instances) on the tensor cores, as the layered
 // decode kernel (cuda/attention/decode_kernel.cuh) computes it: each of the first MkParams::attn_mma_warps consumer warps
 // streams its own 16-key tiles of the chunk (tiles aligned to 16 absolute positions, so a tile never straddles a
 // 64-position cache block; warp w takes tiles w, w + AW, ...) by cp.async into a ring of MMA_NS stages of its own in
@@ -61,9 +60,8 @@ __device__ __forceinline__ void attn_mma_preload(const Ctx& c, int l, int g, int
   else attn_mma_first<128>(c, l, g, p0, end);
 }
 
-// AttnPartial's attention over [p0, end) (after attn_prepare: s_aux holds q, k, v), the record at rec; or, rec < 0,
-// AttnOProj's inline attention over [0, pos], normalised into s_x[0, G * HD). `staged`: the first tiles were issued
-// by attn_preload.
+// AttnPartial's attention over [p0, end) (after attn_prepare: s_aux holds q, k, v), the record at rec. `staged`: the
+// first tiles were issued by attn_preload.
 template <int HD>
 __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
   constexpr int KSTEPS = HD / 16, DT = HD / 8, NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
@@ -158,23 +156,6 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
     if (t == 0) r[HD] = m_run * cuda::attn::LN2, r[HD + 1] = my_tiles > 0 ? l_run : 0.f;
   }
   csync();
-  if (rec < 0) {  // inline (AttnOProj): the normalised output into s_x[0, G * HD) (the caller's barrier publishes it)
-    for (int i = threadIdx.x; i < G * HD; i += NCT) {
-      const int j = i / HD, e = i % HD;
-      float mm = -INFINITY;
-      for (int k = 0; k < aw; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
-      float o = 0.f, sum = 0.f;
-      for (int k = 0; k < aw; ++k) {
-        const float* r = s_wp + (k * G + j) * (HD + 2);
-        if (r[HD + 1] == 0.f) continue;
-        const float f = expf(r[HD] - mm);
-        o += f * r[e];
-        sum += f * r[HD + 1];
-      }
-      c.s_x[i] = o / sum;
-    }
-    return;
-  }
   for (int i = threadIdx.x; i < G * (HD + 2); i += NCT) {
     const int j = i / (HD + 2), e = i % (HD + 2);
     float mm = -INFINITY;
