@@ -79,9 +79,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
-// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention), "b1".."b4" attn_split's
-// stage buffers (MegakernelOptions::attn_stage_buffers), "mm" split attention on the tensor cores
-// (MegakernelOptions::attn_mma) toggled; "g0".."g9" the prefetch gate at that many pages
+// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
@@ -154,11 +152,9 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int bufs = 0; int mma = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
-    const int bu0 = (*b)->attn_buffers();
-    const bool mm0 = (*b)->attn_mma();
     std::vector<Variant> vars;
     const int mp = (*b)->max_ring_pages();
     if (build == 1) vars.push_back({mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks", pf0, fl0, mi0, ro0, 0, -1, -1, "d"});
@@ -177,9 +173,6 @@ void bench_shape(const std::string& name, double gbs) {
         if (has_token(id, "fl")) v.flags = !fl0;
         if (has_token(id, "lm")) v.lm_dynamic = !ld0;
         if (has_token(id, "pf")) v.prefetch = !pf0;
-        if (has_token(id, "mm")) v.mma = !mm0;
-        for (char k : {'1', '2', '3', '4'})
-          if (has_token(id, std::string("b") + k)) v.bufs = k - '0';
         v.name = cat(id, ": flags ", int(v.flags));
       }
       vars.push_back(v);
@@ -199,8 +192,6 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      (*b)->set_attn_buffers(v.bufs > 0 ? v.bufs : bu0);
-      (*b)->set_attn_mma(v.mma >= 0 ? v.mma != 0 : mm0);
       const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       if (v.gate >= 0) (*b)->set_gate_pages(v.gate);
@@ -230,7 +221,6 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0);
     }
     (*b)->set_attn_short(sh0);
-    (*b)->set_attn_mma(mm0);
     (*b)->set_lm_dynamic(ld0);
     (*b)->set_prefetch(pf0);
     (*b)->set_flag_publish(fl0);

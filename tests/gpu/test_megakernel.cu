@@ -238,8 +238,8 @@ TEST(Megakernel, PrefetchGateBitIdentical) {
 // residual readers start from, never the arithmetic or its order (inline attention through attn_range here:
 // attn_short runs in the flag instance only): flag-in-data publishing and the mid-layer
 // residual, alone and together, give logits bit-identical to the counter protocol (and within tolerance of
-// the CPU), inline attention, all SMs and 7; with split attention the flag instance's chunks run attn_split
-// (session 13 mk9: other summation order), so there flags are bit-identical among themselves, counters among
+// the CPU), inline attention, all SMs and 7; with split attention the flag instance's chunks run attn_mma
+// (session 17: other arithmetic), so there flags are bit-identical among themselves, counters among
 // themselves, the two within SPLIT_TOL; and K steps per launch with flags give the same tokens as one step per
 // launch with counters.
 TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
@@ -280,8 +280,8 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
 }
 
 // Session 13: the split attention's merge reads its group's chunk partials from a shared-memory stage (flags: polled
-// into it; counters: copied after the wait), and (mk9) the flag protocol's SPLIT instances compute each chunk in
-// parallel phases (attn_split) where the counter instance keeps attn_range: on 7 SMs and all, for GQA 4 / head_dim 64,
+// into it; counters: copied after the wait), and the flag protocol's SPLIT instances compute each chunk on the tensor
+// cores (attn_mma, session 17) where the counter instance keeps attn_range: on 7 SMs and all, for GQA 4 / head_dim 64,
 // GQA 1 (records of 66 floats: the merge's scalar staging) and head_dim 128, flags with prefetch on and off are
 // bit-identical, counters with prefetch on and off too, the two protocols within SPLIT_TOL (and the CPU's tolerance),
 // and their greedy tokens (16 steps, 8 per launch) equal; the default protocol with split attention is flags.
@@ -310,44 +310,9 @@ TEST(Megakernel, SplitAttentionBothProtocols) {
   }
 }
 
-// Session 13 (mk9): attn_split's tiles. The flag protocol's split attention with K/V stages of 1, 2, 5, 7 and 64
-// positions (tiles of equal length per chunk: chunks of 24 positions in tiles of 1, 2, 5 (the last 4), 6 and one of
-// 24; chunk lengths 1..24 as pos grows, dynamic chunks of ceil((pos + 1) / n_chunks), fixed ones where the last chunk
-// of pos holds a single position, empty chunks), GQA 4 / head_dim 64 and GQA 8 / head_dim 128: 140 positions within
-// tolerance of the CPU, prefetch on/off bit-identical, and the stage holds what was asked for.
-TEST(Megakernel, SplitAttentionTiles) {
-  for (int ci : {0, 3}) {
-    SCOPED_TRACE(cases()[size_t(ci)].name);
-    Model m = make_random_model(cases()[size_t(ci)].c, DType::BF16, 97 + uint64_t(ci));
-    std::vector<MegakernelOptions> opts;
-    for (int st : {1, 2, 5, 7, 64}) {
-      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = st, .attn_mma = false});
-      opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = st, .attn_mma = false});
-    }
-    opts.push_back({.n_sm = 7, .attn_chunk_len = 13, .attn_chunks_dynamic = false, .attn_mma = false});  // the default stage
-    // Stage buffers other than the default 1 (a stage of 5 positions: tiles of 5 or 2; of 7: 7, 3, 2 or 1).
-    opts.push_back({.attn_chunk_len = 24, .attn_stage_positions = 5, .attn_stage_buffers = 2, .attn_mma = false});
-    for (int nb : {2, 3, 4})
-      opts.push_back({.n_sm = 7, .attn_chunk_len = 24, .attn_chunks_dynamic = false, .attn_stage_positions = 7,
-                      .attn_stage_buffers = nb, .attn_mma = false});
-    expect_modes_bit_identical(m, 53, 9, opts, 2, [](MegakernelBackend& b, int mode) {
-      EXPECT_GT(b.schedule().layout.n_chunks, 1);
-      ASSERT_TRUE(b.flag_publish());
-      EXPECT_GE(b.attn_stage(), 1);
-      EXPECT_FALSE(b.attn_mma());
-      b.set_prefetch(mode == 0);
-    });
-    for (int st : {1, 5, 64}) {
-      auto b = make_mk(m, 160, {.attn_chunk_len = 24, .attn_stage_positions = st});
-      ASSERT_TRUE(b);
-      EXPECT_EQ(b->attn_stage(), std::min(st, 24));
-    }
-  }
-}
-
-// Session 17: split attention on the tensor cores (ops/attn_mma.cuh, the default of the flag protocol's SPLIT
-// instances). GQA 4 / head_dim 64, GQA 1 and GQA 8 / head_dim 128; chunks shorter than a 16-key tile and longer than
-// several, starting anywhere within a tile (dynamic chunks of ceil((pos + 1) / n_chunks), fixed chunks of 5, 24, 40),
+// Session 17: split attention on the tensor cores (ops/attn_mma.cuh, the flag protocol's SPLIT instances; it replaced
+// session 13's attn_split). GQA 4 / head_dim 64, GQA 1 and GQA 8 / head_dim 128; chunks shorter than a 16-key tile
+// and longer than several, starting anywhere within a tile (dynamic chunks of ceil((pos + 1) / n_chunks), fixed chunks of 5, 24, 40),
 // 1, 2, 3 and all the warps that fit streaming tiles, 7 SMs and all: 140 positions within tolerance of the CPU,
 // prefetch on / off bit-identical; greedy tokens (16 steps, 8 per launch) equal to the CPU's.
 TEST(Megakernel, SplitAttentionMma) {
@@ -366,7 +331,6 @@ TEST(Megakernel, SplitAttentionMma) {
     expect_modes_bit_identical(m, 59, 13, opts, 2, [](MegakernelBackend& b, int mode) {
       EXPECT_GT(b.schedule().layout.n_chunks, 1);
       ASSERT_TRUE(b.flag_publish());
-      ASSERT_TRUE(b.attn_mma());
       EXPECT_GE(b.attn_mma_warps(), 1);
       b.set_prefetch(mode == 0);
     });
@@ -505,16 +469,15 @@ TEST(Megakernel, DynamicLmHeadTiny) {
 
 // The smallest split-attention run (7 SMs, chunks of 3 positions, 6 positions, then 3 steps in one launch), flags (the
 // default) and counters: compute-sanitizer's case for the merge stage and (flags) attn_mma (chunks of up to 3
-// positions within 16-key tiles; single positions and empty chunks at the first positions); then attn_split with
-// fixed chunks of 5 and a stage of 3: the double stage, tiles of 1.
+// positions within 16-key tiles; single positions and empty chunks at the first positions); then fixed chunks of 5
+// with one warp streaming the tiles.
 TEST(Megakernel, SplitAttentionTiny) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 96);
-  for (int run : {1, 0, 2}) {  // 1 flags, 0 counters, 2 flags with 2 stage buffers
+  for (int run : {1, 0, 2}) {  // 1 flags, 0 counters, 2 flags with fixed chunks of 5 and one warp streaming tiles
     const MegakernelOptions o =
-        run < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = run, .attn_stage_positions = 2}
-                : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false,
-                                    .attn_stage_positions = 3, .attn_stage_buffers = 2, .attn_mma = false};
+        run < 2 ? MegakernelOptions{.n_sm = 7, .attn_chunk_len = 3, .flag_publish = run}
+                : MegakernelOptions{.n_sm = 7, .attn_chunk_len = 5, .attn_chunks_dynamic = false, .attn_mma_warps = 1};
     SCOPED_TRACE(cat("run ", run));
     auto b = make_mk(m, 12, o);
     ASSERT_TRUE(b);

@@ -58,7 +58,7 @@ Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const Mod
   return std::move(b);
 }
 
-int MegakernelBackend::attn_mma_fit() const {
+int MegakernelBackend::attn_mma_warps() const {
   return std::min(attn_mma_want_, device::attn_mma_fit(smem_x_floats_, config_.head_dim));
 }
 
@@ -132,29 +132,17 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     attn_short_max_ = std::min(max_context_, device::attn_short_plan(G, hd).max_n);
   }
   // Split attention with flags: AttnOProj's merge stage in s_x (its group's chunk partials past the merged outputs,
-  // device::merge_stage_offset), s_x grown for it when the ring keeps at least 2 pages; else split attention publishes
-  // with counters (the flag protocol is refused).
+  // device::merge_stage_offset), s_x grown for it when the ring keeps at least 2 pages; and (session 17) the SPLIT
+  // instances' AttnPartial on the tensor cores (ops/attn_mma.cuh): s_x grown, into the room the wanted ring pages
+  // leave, to hold the tile stages of every warp that streams tiles. Where either does not fit, split attention
+  // publishes with counters (the flag protocol is refused).
+  attn_mma_want_ = 0;
   if (L.n_chunks > 1) {
     const int64_t want = (device::merge_stage_offset(G, hd) + int64_t(L.n_chunks) * L.att_part_stride + 3) / 4 * 4;
     if (want <= x_floats || (want < (1 << 30) && pages_that_fit(int(want)) >= 2)) {
       x_floats = std::max(x_floats, int(want));
       merge_stage_ = true;
     }
-    // The SPLIT instances' AttnPartial (ops/attention.cuh attn_split): its K/V stage of a tile of positions in s_x,
-    // [NC][T | 1] + [T][NC] x 16 B; up to 264 positions (a chunk of 1B at ctx 4096 in one tile, at 16384 in 4),
-    // s_x grown only into the room the wanted ring pages leave.
-    const int nc = hd / 8;
-    const int want_pos = std::min(L.chunk_len, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 264);
-    const int want_x = nc * (2 * want_pos + 1) * 4;
-    const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
-    const int x_room = int((optin - other - ring) / 16 * 4);
-    x_floats = std::max(x_floats, std::min(want_x, x_room));
-    attn_stage_ = std::max(1, std::min(want_pos, (x_floats / 4 / nc - 1) / 2));
-  }
-  // Session 17: the SPLIT instances' AttnPartial on the tensor cores (ops/attn_mma.cuh): s_x grown (into the room the
-  // wanted ring pages leave) to hold the tile stages of every warp that streams tiles.
-  attn_mma_want_ = 0;
-  if (L.n_chunks > 1 && opt.attn_mma) {
     attn_mma_want_ = opt.attn_mma_warps > 0 ? std::min(opt.attn_mma_warps, device::WARPS) : device::WARPS;
     const int want_x = attn_mma_want_ * device::MMA_NS * device::attn_mma_stage_bytes(hd) / 4;
     const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
@@ -162,20 +150,19 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     x_floats = std::max(x_floats, std::min(want_x, x_room));
   }
   smem_x_floats_ = x_floats;
-  set_attn_mma(attn_mma_want_ > 0);
+  merge_stage_ = merge_stage_ && attn_mma_warps() > 0;
   attn_short_ = opt.attn_short;
-  attn_buffers_ = std::clamp(opt.attn_stage_buffers, 1, 4);
   lm_dynamic_ = opt.lm_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage).
   // H200, 1B, session 13: split attention with flags (merge stage, attn_split) 1.123 / 1.588 ms/token at ctx 4096 /
-  // 16384 against 1.211 / 1.587 with counters (bench/RESULTS.md, the closing call and mk8).
+  // 16384 against 1.211 / 1.587 with counters (bench/RESULTS.md, the closing call and mk8); attn_mma since session 17.
   flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 || merge_stage_) : opt.flag_publish != 0;
   if (flags_ && L.n_chunks > 1 && !merge_stage_)
     return make_error("megakernel: flag publishing with ", L.n_chunks, " attention chunks needs a merge stage of their partials "
-                      "that does not fit in shared memory (raise attn_chunk_len)");
+                      "and attention tile stages that do not fit in shared memory (raise attn_chunk_len)");
   MK_TRY(kv_.init(config_, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
   std::vector<Instr> instrs;
@@ -287,7 +274,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
-  p.attn_buffers = attn_buffers_;
   p.attn_mma_warps = attn_mma_warps();
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;

@@ -54,19 +54,12 @@ struct MegakernelOptions {
   // 0.951 vs 1.014 ms/token off (v8 binary 0.988), 8B 5.021 vs 5.246 (v8 5.089).
   bool attn_short = true;
   // attn_short's K/V stage in shared memory: at most this many positions (0: up to 256, as many as fit beside
-  // ring_pages pages; positions past the stage are read from L2 in place). With split attention (mk9): the tile of
-  // the SPLIT instances' attn_split (0: up to 264 positions, at most a chunk). Tests set it small.
+  // ring_pages pages; positions past the stage are read from L2 in place). Tests set it small.
   int attn_stage_positions = 0;
-  // Session 16: split attention (attn_split) over a chunk longer than one tile in tiles that fit its stage this many
-  // times (1..4): B - 1 tiles' K/V stream in while one is computed (1: each tile's copy is issued during the tile
-  // before and waited for at its start). H200, 1B ctx 16384*, one process: 1 buffer 1.600 ms/token, 2 1.708, 3
-  // 1.848, 4 2.038 -- a tile's phases cost ~3 us whatever its length, so fewer, longer tiles win (bench/RESULTS.md,
-  // session 16); ctx 4096* (one tile) the same with any.
-  int attn_stage_buffers = 1;
   // Session 17: split attention (the flag protocol's SPLIT instances) on the tensor cores (device/ops/attn_mma.cuh:
-  // every warp streams its own 16-key tiles, online softmax in registers, no block barrier per tile) instead of
-  // attn_split; attn_mma_warps: how many consumer warps stream tiles (0: as many as fit, at most 15).
-  bool attn_mma = true;
+  // every warp streams its own 16-key tiles, online softmax in registers, no block barrier per tile; H200, 1B ctx
+  // 16384*: 1.270 vs 1.608 ms/token with session 13's attn_split, 4096* -4%): how many consumer warps stream tiles
+  // (0: as many as have their stages in shared memory, at most 15).
   int attn_mma_warps = 0;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /
@@ -182,12 +175,7 @@ class MegakernelBackend final : public Backend {
   // Version 9: attn_short on / off for the next launches (inline attention; not bit-identical to attn_range).
   void set_attn_short(bool on) { attn_short_ = on; }
   bool attn_short() const { return attn_short_; }
-  void set_attn_buffers(int n) { attn_buffers_ = std::clamp(n, 1, 4); }
-  int attn_buffers() const { return attn_buffers_; }
-  // Split attention on the tensor cores (MegakernelOptions::attn_mma) for the next launches, where it fits.
-  void set_attn_mma(bool on) { attn_mma_ = on && attn_mma_fit() > 0; }
-  bool attn_mma() const { return attn_mma_; }
-  int attn_mma_warps() const { return attn_mma_ ? attn_mma_fit() : 0; }
+  int attn_mma_warps() const;  // split attention's warps that stream tiles (MegakernelOptions::attn_mma_warps)
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
@@ -255,10 +243,7 @@ class MegakernelBackend final : public Backend {
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   bool prefetch_ = true;
   bool attn_short_ = true;
-  int attn_buffers_ = 1;
-  bool attn_mma_ = false;
-  int attn_mma_want_ = 0;  // warps asked to stream tiles (0: attn_mma not built for this schedule)
-  int attn_mma_fit() const;  // warps that stream tiles: those asked for whose stages fit in s_x
+  int attn_mma_want_ = 0;  // split attention's warps asked to stream tiles (0: no split attention)
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)

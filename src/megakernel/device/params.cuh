@@ -123,11 +123,8 @@ struct MkParams {
   // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
   int attn_short_max;
   int attn_stage;
-  // Session 16: attn_split's stage buffers (MegakernelOptions::attn_stage_buffers, 1..4): with B > 1 a chunk longer
-  // than one tile runs in tiles that fit the stage B times, B - 1 tiles' K/V in flight while one is computed.
-  int attn_buffers;
   // Session 17: the SPLIT instances' AttnPartial on the tensor cores (ops/attn_mma.cuh) with this many consumer warps
-  // streaming tiles (MegakernelOptions::attn_mma, attn_mma_warps); 0: attn_split.
+  // streaming tiles (MegakernelOptions::attn_mma_warps; at least 1 wherever a SPLIT instance runs).
   int attn_mma_warps;
   // Version 10: the dynamic LM head (isa.h Layout::lm_unit_rows; ring.cuh loader_lm_dynamic, ops/lm_head.cuh): 1 on
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at

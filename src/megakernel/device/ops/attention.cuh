@@ -215,208 +215,6 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   csync();
 }
 
-// Session 13 (mk9): the split chunks' attention in parallel phases, AttnPartial of the SPLIT instances only
-// (interpreter.cu; other instances keep attn_range: new code in them raised ptxas's spills). attn_range chains an
-// online softmax per warp (~90% instruction issue at ctx 4096, RESULTS.md mk8); here, as attn_short.cuh does for
-// inline attention, the chunk [p0, end) runs in tiles of T positions (the K/V stage in s_x holds one tile) and each
-// tile in three phases: 1. scores, one thread per position for all G q heads (K from the stage); 2. one warp per
-// q head: the tile's max, the running max m and sum (rescaled by e^(m_old - m)), the numerators in place; 3. P.V,
-// warp w over positions w, w + WARPS, ...; lane over HD / 32 dims of every q head, its accumulators rescaled by each
-// tile's correction. The per-warp partials are added in warp order (deterministic) and written as attn_range's
-// record: unnormalised o, max score, sum of e^(s - max) per q head ((0, -inf, 0) for an empty chunk).
-// Stage (s_x, uint4): s_k [NC][T | 1] (transposed, as attn_short's), then s_v [T][NC]; position pos's k, v come from
-// s_h (packed into its slot). The first tile is issued by attn_preload before the wait when that is safe; each later
-// tile's K goes out after the previous tile's scores, its V after the previous tile's P.V -- or, with B > 1 stage
-// buffers (split_tile), tile t + B - 1's K and V at the start of tile t, into the buffer tile t - 1 used.
-// Scratch in s_aux from s_o's start (attn_short_plan's region): scores [G][T], later the warp partials
-// [WARPS][G][HD]; at region - 3 G_MAX: the running max, sum and correction per q head.
-
-// The tile's positions: at most MkParams::attn_stage (the stage) and what the scores' scratch holds; a chunk of n
-// positions in ceil(n / that) tiles of equal length (the last shorter). `nb`: the stage's buffers -- a chunk that needs
-// more than one tile runs in tiles that fit the stage MkParams::attn_buffers times when they hold a position (B
-// buffers of NC * (T | 1 + T) 16-byte slots: B (2 T + 1) <= 2 attn_stage + 1 slots per chunk column), else fewer.
-__device__ __forceinline__ int split_tile(const MkParams& p, int n, int& nb) {
-  const int G = p.L.group;
-  const int scratch = (attn_short_plan(G, p.L.head_dim).region - 3 * G_MAX) / G;
-  int t_max = max(1, min(p.attn_stage, scratch));
-  nb = 1;
-  if (n > t_max)
-    for (int b = p.attn_buffers; b >= 2; --b) {
-      const int t = min((2 * p.attn_stage + 1 - b) / (2 * b), scratch);
-      if (t >= 1) {
-        nb = b, t_max = t;
-        break;
-      }
-    }
-  const int n_t = (n + t_max - 1) / t_max;
-  return (n + n_t - 1) / n_t;
-}
-
-// This thread's cp.async of tile positions [t0, t0 + nt) (tile length T) into stage buffer `buf`: K and/or V rows,
-// one commit group; position pos is skipped (not in the cache yet: attn_split_hd fills its slot from s_h).
-template <int HD>
-__device__ void attn_split_issue_hd(const Ctx& c, int l, int g, int t0, int nt, int T, bool k, bool v, int buf = 0) {
-  constexpr int NC = HD / 8;
-  const int TS = T | 1;
-  const MkLayer& w = c.p.layers[l];
-  uint4* s_k = reinterpret_cast<uint4*>(c.s_x) + buf * NC * (TS + T);
-  uint4* s_v = s_k + NC * TS;
-  for (int i = threadIdx.x; i < nt * NC; i += NCT) {
-    const int r = i / NC, ch = i % NC, p = t0 + r;
-    if (p == c.pos) continue;
-    const int64_t at = kv_offset(c, p, g) + ch * 8;
-    if (k) cp_async16_ca(s_k + ch * TS + r, w.k_cache + at);
-    if (v) cp_async16_ca(s_v + r * NC + ch, w.v_cache + at);
-  }
-  cp_async_commit();
-}
-__device__ __forceinline__ void attn_split_issue(const Ctx& c, int l, int g, int t0, int nt, int T, bool k, bool v) {
-  if (c.p.L.head_dim == 64) attn_split_issue_hd<64>(c, l, g, t0, nt, T, k, v);
-  else attn_split_issue_hd<128>(c, l, g, t0, nt, T, k, v);
-}
-
-template <int HD>
-__device__ void attn_split_hd(const Ctx& c, int l, int g, int p0, int end, int64_t rec) {
-  constexpr int NC = HD / 8, D = HD / 32;
-  const int G = c.p.L.group;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float* s_h = c.s_aux;
-  float* s_reg = c.s_aux + (G + 2) * HD;  // s_o's start
-  float* s_sc = s_reg;                    // [G][T]
-  float* s_part = s_reg;                  // [WARPS][G][HD], after the last tile
-  float* s_mr = s_reg + attn_short_plan(G, HD).region - 3 * G_MAX;  // [G] running max
-  float* s_sum = s_mr + G_MAX;                                       // [G] running sum
-  float* s_corr = s_sum + G_MAX;                                     // [G] this tile's correction
-  const int n = end - p0;
-  int nb = 1;
-  const int T = n > 0 ? split_tile(c.p, n, nb) : 1, TS = T | 1, n_tiles = (n + T - 1) / T;
-  if (threadIdx.x < G) s_mr[threadIdx.x] = -INFINITY, s_sum[threadIdx.x] = 0.f;
-  if (n > 0 && !c.staged) attn_split_issue_hd<HD>(c, l, g, p0, min(T, n), T, true, true);
-  for (int k = 1; k <= nb - 2 && k < n_tiles; ++k)  // 3+ buffers: tiles 1 .. nb - 2 in flight before tile 0
-    attn_split_issue_hd<HD>(c, l, g, p0 + k * T, min(T, end - p0 - k * T), T, true, true, k);
-  float acc[G_MAX][D];
-#pragma unroll
-  for (int j = 0; j < G_MAX; ++j)
-#pragma unroll
-    for (int e = 0; e < D; ++e) acc[j][e] = 0.f;
-  const float scale = rsqrtf(float(HD));
-  for (int t0 = p0, ti = 0; t0 < end; t0 += T, ++ti) {
-    const int nt = min(T, end - t0), buf = ti % nb;
-    uint4* s_k = reinterpret_cast<uint4*>(c.s_x) + buf * NC * (TS + T);
-    uint4* s_v = s_k + NC * TS;
-    const int r_pos = c.pos - t0;  // this step's k, v into their slot (the copies skipped it)
-    if (r_pos >= 0 && r_pos < nt && threadIdx.x < NC) {
-      s_k[threadIdx.x * TS + r_pos] = pack8_bf16(s_h + G * HD + 8 * threadIdx.x);
-      s_v[r_pos * NC + threadIdx.x] = pack8_bf16(s_h + (G + 1) * HD + 8 * threadIdx.x);
-    }
-    // This thread's copies of the tile (the later tiles' groups, issued before, stay in flight); the barrier makes
-    // every thread's visible.
-    const int later = min(nb - 2, n_tiles - 1 - ti);
-    if (later >= 2) cp_async_wait_group<2>();
-    else if (later == 1) cp_async_wait_group<1>();
-    else cp_async_wait_all();
-    csync();
-    if (t0 == p0) attn_stamp(c, T_ATT_KV);
-    // 2+ buffers: tile ti + nb - 1 into the buffer of the tile before this one (whose last barrier passed).
-    const int t1 = t0 + T, t_ahead = t0 + (nb - 1) * T;
-    if (nb > 1 && t_ahead < end)
-      attn_split_issue_hd<HD>(c, l, g, t_ahead, min(T, end - t_ahead), T, true, true, (ti + nb - 1) % nb);
-    // 1. scores: thread per position, every q head (q reads are broadcasts, K rows conflict-free).
-    for (int i = threadIdx.x; i < nt; i += NCT) {
-      float d[G_MAX][2];
-#pragma unroll
-      for (int j = 0; j < G_MAX; ++j) d[j][0] = d[j][1] = 0.f;
-#pragma unroll 4
-      for (int ch = 0; ch < NC; ++ch) {
-        float kf[8];
-        unpack8(s_k[ch * TS + i], kf);
-#pragma unroll
-        for (int j = 0; j < G_MAX; ++j) {
-          if (j >= G) break;
-          const float4 a = *reinterpret_cast<const float4*>(s_h + j * HD + 8 * ch);
-          const float4 b = *reinterpret_cast<const float4*>(s_h + j * HD + 8 * ch + 4);
-          d[j][0] = fmaf(a.x, kf[0], d[j][0]);
-          d[j][1] = fmaf(a.y, kf[1], d[j][1]);
-          d[j][0] = fmaf(a.z, kf[2], d[j][0]);
-          d[j][1] = fmaf(a.w, kf[3], d[j][1]);
-          d[j][0] = fmaf(b.x, kf[4], d[j][0]);
-          d[j][1] = fmaf(b.y, kf[5], d[j][1]);
-          d[j][0] = fmaf(b.z, kf[6], d[j][0]);
-          d[j][1] = fmaf(b.w, kf[7], d[j][1]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < G_MAX; ++j) {
-        if (j >= G) break;
-        s_sc[j * T + i] = (d[j][0] + d[j][1]) * scale;
-      }
-    }
-    csync();
-    // Single stage: the next tile's K into it (free now), in flight during phases 2 and 3.
-    if (nb == 1 && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, true, false);
-    // 2. softmax, one warp per q head: running max and sum, the tile's numerators in place.
-    if (warp < G) {
-      const float m_old = s_mr[warp];
-      float m_new = m_old;
-      const float sum = softmax_numerators<true>(s_sc + warp * T, nt, m_new);
-      const float corr = expf(m_old - m_new);  // 0 on the first tile (m_old = -inf)
-      __syncwarp();
-      if (lane == 0) s_corr[warp] = corr, s_sum[warp] = s_sum[warp] * corr + sum, s_mr[warp] = m_new;
-    }
-    csync();
-    // 3. P.V: warp w over positions w, w + WARPS, ...; lane over D dims of every q head.
-    if (t0 > p0) {
-#pragma unroll
-      for (int j = 0; j < G_MAX; ++j) {
-        if (j >= G) break;
-        const float cr = s_corr[j];
-#pragma unroll
-        for (int e = 0; e < D; ++e) acc[j][e] *= cr;
-      }
-    }
-    // Two positions per iteration (their shared-memory loads in flight together); the same order of sums.
-    int i = warp;
-    for (; i + WARPS < nt; i += 2 * WARPS) {
-      float v0[D], v1[D];
-      v_lanes<D>(reinterpret_cast<const bf16*>(s_v + i * NC), false, v0);
-      v_lanes<D>(reinterpret_cast<const bf16*>(s_v + (i + WARPS) * NC), false, v1);
-      pv_accumulate<D>(acc, v0, s_sc + i, T, G);
-      pv_accumulate<D>(acc, v1, s_sc + i + WARPS, T, G);
-    }
-    if (i < nt) {
-      float v[D];
-      v_lanes<D>(reinterpret_cast<const bf16*>(s_v + i * NC), false, v);
-      pv_accumulate<D>(acc, v, s_sc + i, T, G);
-    }
-    csync();  // every warp is done with the tile's scores and V
-    if (nb == 1 && t1 < end) attn_split_issue_hd<HD>(c, l, g, t1, min(T, end - t1), T, false, true);
-  }
-  store_warp_partials<D, HD>(acc, s_part, G, warp, lane);
-  csync();
-  for (int t = threadIdx.x; t < G * (HD + 2); t += NCT) {
-    const int j = t / (HD + 2), e = t % (HD + 2);
-    float o;
-    if (e < HD) {
-      o = 0.f;
-#pragma unroll
-      for (int k = 0; k < WARPS; ++k) o += s_part[(k * G + j) * HD + e];
-    } else {
-      o = e == HD ? s_mr[j] : s_sum[j];
-    }
-    st_act<true>(c, rec + t, o);
-  }
-}
-
-// The SPLIT instance's AttnPartial after attn_prepare (s_aux holds q, k, v), the record at rec. Inlined: out of line
-// (scalars in, as attn_merge_split) the SPLIT instances' ptxas spill stores were 192 / 200 B (greedy / stop ids) plus
-// 124 in the function, inlined 112 / 176 (HEAD with attn_range inlined: 104 / 96).
-__device__ __forceinline__ void attn_split(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr, int pos,
-                                        int layer, int group, int p0, int end, bool staged, int64_t rec) {
-  const Ctx c{p, s_x, s_aux, nullptr, nullptr, nullptr, nullptr, 0, pos, epoch, instr, true, staged, -1, 0, 0, 0, false};
-  if (p.L.head_dim == 64) attn_split_hd<64>(c, layer, group, p0, end, rec);
-  else attn_split_hd<128>(c, layer, group, p0, end, rec);
-}
-
 // Issued BEFORE the instruction's dependency wait (MkParams::prefetch): the cache offset of (pos, group)
 // for the append, and the K/V of positions < pos, cp.async into a stage in s_x: for attn_short (inline, short
 // context) the whole stage of attn_short.cuh; else this thread's loads of attn_range's first iteration
@@ -447,17 +245,10 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     c.staged = true;
     return;
   }
-  if constexpr (SPLIT) {  // AttnPartial (the only op preloaded in SPLIT instances): attn_split's first tile
+  if constexpr (SPLIT) {  // AttnPartial (the only op preloaded in SPLIT instances): attn_mma's first tiles
     int p0, p1;
     attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
-    const int n = min(p1, c.pos + 1) - p0;
-    if (c.p.attn_mma_warps > 0) {
-      attn_mma_preload(c, in.layer, in.group, p0, p0 + max(n, 0));
-    } else if (n > 0) {
-      int nb;
-      const int T = split_tile(c.p, n, nb);
-      attn_split_issue(c, in.layer, in.group, p0, min(T, n), T, true, true);  // buffer 0 either way
-    }
+    attn_mma_preload(c, in.layer, in.group, p0, max(p0, min(p1, c.pos + 1)));
     c.staged = true;
     return;
   }
@@ -524,7 +315,7 @@ __device__ __noinline__ void attn_merge_split(const MkParams& p, float* s_x, uin
   merge_chunk_records(L, s_x, [&](int64_t off) { return st[off]; });
 }
 
-// SPLIT (flag protocol, split attention; interpreter.cu): the chunk's attention through attn_split (parallel phases).
+// SPLIT (flag protocol, split attention; interpreter.cu): the chunk's attention through attn_mma (tensor cores).
 template <bool FLAG, bool SPLIT = false>
 __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
@@ -541,9 +332,7 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   attn_stamp(c, T_ATT_PREP);
   if constexpr (SPLIT) {
     const int64_t rec = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
-    if (c.p.attn_mma_warps > 0)
-      attn_mma(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
-    else attn_split(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
+    attn_mma(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
     attn_stamp(c, T_ATT_RANGE);
     return;
   }

@@ -116,18 +116,13 @@ __device__ __forceinline__ void pv_accumulate(float (&acc)[G_MAX][D], const floa
   }
 }
 
-// This warp's P.V partials into s_part [WARPS][G][HD] (lane: its D dims), summed in warp order after a barrier.
-// Phase 2 of the parallel-phase attention (attn_short_hd, attention.cuh attn_split_hd), one warp per q head: the
-// head's scores sc[0, n) become softmax numerators in place against the max m, and their sum is returned. m comes
-// back as the scores' max, or with RUNNING as the larger of it and the m passed in (attn_split's running max).
-template <bool RUNNING>
+// Phase 2 of the parallel-phase attention (attn_short_hd), one warp per q head: the head's scores sc[0, n) become
+// softmax numerators in place against their max m, and their sum is returned.
 __device__ __forceinline__ float softmax_numerators(float* sc, int n, float& m) {
   const int lane = threadIdx.x & 31;
   float t = -INFINITY;
   for (int i = lane; i < n; i += 32) t = fmaxf(t, sc[i]);
-  t = warp_max(t);
-  if constexpr (RUNNING) m = fmaxf(m, t);
-  else m = t;
+  m = warp_max(t);
   float sum = 0.f;
   for (int i = lane; i < n; i += 32) {
     const float e = expf(sc[i] - m);
@@ -137,6 +132,7 @@ __device__ __forceinline__ float softmax_numerators(float* sc, int n, float& m) 
   return warp_sum(sum);
 }
 
+// This warp's P.V partials into s_part [WARPS][G][HD] (lane: its D dims), summed in warp order after a barrier.
 template <int D, int HD>
 __device__ __forceinline__ void store_warp_partials(const float (&acc)[G_MAX][D], float* s_part, int G, int warp,
                                                     int lane) {
@@ -187,7 +183,7 @@ __device__ void attn_short_hd(const Ctx& c, int l, int g, const float* s_h) {
   // 2. softmax numerators and sums, one warp per q head (fixed order: the same bits on every SM).
   if (warp < G) {
     float m;
-    const float sum = softmax_numerators<false>(s_sc + warp * n32, n, m);
+    const float sum = softmax_numerators(s_sc + warp * n32, n, m);
     if (lane == 0) s_sum[warp] = sum;
   }
   csync();
