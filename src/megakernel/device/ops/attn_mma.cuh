@@ -60,11 +60,34 @@ __device__ __forceinline__ void attn_mma_preload(const Ctx& c, int l, int g, int
   else attn_mma_first<128>(c, l, g, p0, end);
 }
 
+// S = Q K^T of one tile (as cuda::attn::warp_qk) with Q's A fragments made per k-step from the f32 q in s_h (rows = q
+// heads; rows >= G and 8..15 zero): not held through the loop, so that head dim 128's 64 accumulators fit the
+// kernel's registers without spills.
+template <int HD>
+__device__ __forceinline__ void attn_mma_qk(float (&s)[MMA_TK / 8][4], const float* q_row, bool live,
+                                            const __nv_bfloat16* k_tile, int lane) {
+#pragma unroll
+  for (int j = 0; j < MMA_TK / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    const float2 lo = *reinterpret_cast<const float2*>(q_row + kk * 16), hi = *reinterpret_cast<const float2*>(q_row + kk * 16 + 8);
+    const uint32_t a[4] = {live ? cuda::attn::pack_bf16(lo.x, lo.y) : 0u, 0u, live ? cuda::attn::pack_bf16(hi.x, hi.y) : 0u, 0u};
+#pragma unroll
+    for (int jp = 0; jp < MMA_TK / 16; ++jp) {
+      uint32_t b0, b1, b2, b3;
+      const int r = jp * 16 + (lane % 8) + 8 * (lane / 16), col = kk * 16 + 8 * ((lane / 8) % 2);
+      cuda::attn::ldmatrix_x4(b0, b1, b2, b3, k_tile + cuda::attn::swz<HD>(r, col));
+      cuda::attn::mma_bf16(s[2 * jp], a, b0, b1);
+      cuda::attn::mma_bf16(s[2 * jp + 1], a, b2, b3);
+    }
+  }
+}
+
 // AttnPartial's attention over [p0, end) (after attn_prepare: s_aux holds q, k, v), the record at rec. `staged`: the
 // first tiles were issued by attn_preload.
 template <int HD>
 __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
-  constexpr int KSTEPS = HD / 16, DT = HD / 8, NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
+  constexpr int DT = HD / 8, NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
   const int G = c.p.L.group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
   const int aw = c.p.attn_mma_warps;
@@ -77,15 +100,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * MMA_NS * STAGE;
   const MkLayer& w = c.p.layers[l];
 
-  // Q as mma A fragments: rows = q heads (rows >= G are zero; G <= G_MAX = 8, so rows 8..15 always are).
-  uint32_t qf[KSTEPS][4];
-#pragma unroll
-  for (int kk = 0; kk < KSTEPS; ++kk) {
-    const float* q = s_h + gq * HD + kk * 16 + 2 * t;
-    qf[kk][0] = gq < G ? cuda::attn::pack_bf16(q[0], q[1]) : 0u;
-    qf[kk][2] = gq < G ? cuda::attn::pack_bf16(q[8], q[9]) : 0u;
-    qf[kk][1] = qf[kk][3] = 0u;
-  }
+  const float* q_row = s_h + (gq < G ? gq : 0) * HD + 2 * t;  // this lane's q row (rows >= G: zero fragments)
   const float sl2 = rsqrtf(float(HD)) * cuda::attn::LOG2E;
   float o[DT][4];
 #pragma unroll
@@ -111,7 +126,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
       __syncwarp();
     }
     float s[NT][4];
-    cuda::attn::warp_qk<HD>(s, qf, sk, lane);
+    attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
     if (key0 < p0 || key0 + MMA_TK > end) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
