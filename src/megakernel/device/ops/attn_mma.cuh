@@ -1,6 +1,6 @@
 // Session 17: the split chunks' attention (AttnPartial of the SPLIT instances) on the tensor cores, as the layered
-// decode kernel (cuda/attention/decode_kernel.cuh) computes it: each of the first MkParams::attn_mma_warps consumer warps
-// streams its own 16-key tiles of the chunk (tiles aligned to 16 absolute positions, so a tile never straddles a
+// decode kernel (cuda/attention/decode_kernel.cuh) computes it: each of the first MkParams::attn_mma_warps consumer
+// warps streams its own 16-key tiles of the chunk (tiles aligned to 16 absolute positions, so a tile never straddles a
 // 64-position cache block; warp w takes tiles w, w + AW, ...) by cp.async into a ring of MMA_NS stages of its own in
 // s_x; S = Q K^T and O += P V on mma.sync with the group's q heads as the rows (bf16 q and P, f32 sums), the online
 // softmax in registers (log2 units): no block barrier per tile -- attn_split's phases cost ~3 us per tile plus
@@ -70,8 +70,10 @@ __device__ __forceinline__ void attn_mma_qk(float (&s)[MMA_TK / 8][4], const flo
   for (int j = 0; j < MMA_TK / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
-    const float2 lo = *reinterpret_cast<const float2*>(q_row + kk * 16), hi = *reinterpret_cast<const float2*>(q_row + kk * 16 + 8);
-    const uint32_t a[4] = {live ? cuda::attn::pack_bf16(lo.x, lo.y) : 0u, 0u, live ? cuda::attn::pack_bf16(hi.x, hi.y) : 0u, 0u};
+    const float2 lo = *reinterpret_cast<const float2*>(q_row + kk * 16);
+    const float2 hi = *reinterpret_cast<const float2*>(q_row + kk * 16 + 8);
+    const uint32_t a[4] = {live ? cuda::attn::pack_bf16(lo.x, lo.y) : 0u, 0u,
+                           live ? cuda::attn::pack_bf16(hi.x, hi.y) : 0u, 0u};
 #pragma unroll
     for (int jp = 0; jp < MMA_TK / 16; ++jp) {
       uint32_t b0, b1, b2, b3;
@@ -151,7 +153,8 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
     uint32_t pf[MMA_TK / 16][4];
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      const float e0 = cuda::attn::exp2_mufu(fmaf(s[j][0], sl2, -m_new)), e1 = cuda::attn::exp2_mufu(fmaf(s[j][1], sl2, -m_new));
+      const float e0 = cuda::attn::exp2_mufu(fmaf(s[j][0], sl2, -m_new));
+      const float e1 = cuda::attn::exp2_mufu(fmaf(s[j][1], sl2, -m_new));
       l_run += e0 + e1;
       pf[j / 2][(j & 1) * 2] = cuda::attn::pack_bf16(e0, e1);
       pf[j / 2][(j & 1) * 2 + 1] = 0u;
