@@ -34,23 +34,6 @@ __device__ __forceinline__ void attn_mma_issue(const Ctx& c, const MkLayer& w, i
   }
 }
 
-#ifndef MK_ATTN_MMA_L2
-#define MK_ATTN_MMA_L2 0
-#endif
-// An L2 prefetch of tile `tile` (MK_ATTN_MMA_L2 tiles past the ring): one 128-byte line of its K or V rows per lane
-// (head dim 64; two at 128). The lines of keys outside the chunk are in the same cache block: inside the cache.
-template <int HD>
-__device__ __forceinline__ void attn_mma_prefetch(const Ctx& c, const MkLayer& w, int g, int tile, int lane) {
-  constexpr int LPR = HD * 2 / 128;  // lines per K / V row
-  const int64_t base = kv_offset(c, tile * MMA_TK, g), rs = int64_t(c.p.L.n_kv_head) * HD;
-#pragma unroll
-  for (int q = lane; q < 2 * MMA_TK * LPR; q += 32) {
-    const int r = (q % (MMA_TK * LPR)) / LPR, part = q % LPR;
-    const __nv_bfloat16* a = (q < MMA_TK * LPR ? w.k_cache : w.v_cache) + base + r * rs + part * 64;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-  }
-}
-
 // The chunk [p0, end)'s tiles: the first, and how many (0 for an empty chunk).
 __device__ __forceinline__ void attn_mma_tiles(int p0, int end, int& t_first, int& n_tiles) {
   t_first = p0 / MMA_TK;
@@ -116,9 +99,6 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   attn_mma_tiles(p0, end, t_first, n_tiles);
   const int my_tiles = warp < aw && warp < n_tiles ? (n_tiles - warp + aw - 1) / aw : 0;
   if (!staged) attn_mma_first<HD>(c, l, g, p0, end);
-#pragma unroll
-  for (int k = 1; k < MK_ATTN_MMA_L2; ++k)  // the tiles the loop's prefetches do not reach
-    if (MMA_NS - 1 + k < my_tiles) attn_mma_prefetch<HD>(c, c.p.layers[l], g, t_first + warp + (MMA_NS - 1 + k) * aw, lane);
   __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * MMA_NS * STAGE;
   const MkLayer& w = c.p.layers[l];
 
@@ -134,8 +114,6 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
       attn_mma_issue<HD>(c, w, g, t_first + warp + (i + MMA_NS - 1) * aw, p0, end,
                          ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, lane);
     cp_async_commit();
-    if (MK_ATTN_MMA_L2 > 0 && i + MMA_NS - 1 + MK_ATTN_MMA_L2 < my_tiles)
-      attn_mma_prefetch<HD>(c, w, g, t_first + warp + (i + MMA_NS - 1 + MK_ATTN_MMA_L2) * aw, lane);
     cp_async_wait_group<MMA_NS - 1>();  // tile i has landed (this lane's copies) ...
     __syncwarp();                       // ... and every lane's
     const int key0 = (t_first + warp + i * aw) * MMA_TK;
