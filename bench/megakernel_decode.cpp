@@ -83,8 +83,9 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
-// MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk build, MK_LAYERED=0 leaves the
-// layered peer out.
+// MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
+// split attention streams with more warps); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
+// build, MK_LAYERED=0 leaves the layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
   const char* v = std::getenv(name);
   if (!v || !*v) return def;
@@ -138,6 +139,7 @@ void bench_shape(const std::string& name, double gbs) {
     if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
     megakernel::MegakernelOptions mo;
     if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
+    mo.ring_pages = env_ints("MK_RING_PAGES", {mo.ring_pages})[0];  // shared memory planned for that many pages
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {
