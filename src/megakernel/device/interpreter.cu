@@ -115,6 +115,9 @@ __device__ __forceinline__ void stop_block(int r) {
 template <bool RING, bool FLAG, bool SAMPLE, bool STOP, bool SPLIT = false>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  // Greedy flag launches without split attention (launch_megakernel): one attention chunk, so no AttnPartial and no
+  // merge of chunk records -- that code is left out of these instances.
+  constexpr bool INLINE = FLAG && !SAMPLE && !SPLIT;
   // An earlier launch of this generate call chose a stop id (isa.h StopIds): nothing to run. Every thread reads the
   // same word (only earlier launches wrote a value in [call_seq, launch_seq)), so the whole block leaves together.
   if constexpr (STOP)
@@ -167,7 +170,9 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;
           case Op::MlpGateUp: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
           case Op::LmHead: prefetch_norm(c, p.final_norm); break;
-          case Op::AttnPartial: attn_preload<FLAG, SPLIT>(c, in); break;
+          case Op::AttnPartial:
+            if constexpr (!INLINE) attn_preload<FLAG, SPLIT>(c, in);
+            break;
           case Op::AttnOProj:
             if (!SPLIT && p.L.n_chunks == 1) attn_preload<FLAG>(c, in);
             break;
@@ -198,8 +203,10 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       if (t) t[T_WAIT_END] = global_ns();
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING, FLAG, STOP>(c, in); break;
-        case Op::AttnPartial: op_attn_partial<FLAG, SPLIT>(c, in); break;
-        case Op::AttnOProj: op_attn_o_proj<RING, FLAG, SPLIT>(c, in); break;
+        case Op::AttnPartial:
+          if constexpr (!INLINE) op_attn_partial<FLAG, SPLIT>(c, in);
+          break;
+        case Op::AttnOProj: op_attn_o_proj<RING, FLAG, SPLIT, INLINE>(c, in); break;
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
         case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;

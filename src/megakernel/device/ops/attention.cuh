@@ -345,8 +345,9 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   }
 }
 
-// SPLIT (flag protocol, split attention; interpreter.cu): only the merge stage's path is compiled.
-template <bool RING, bool FLAG, bool SPLIT = false>
+// SPLIT (flag protocol, split attention; interpreter.cu): only the merge stage's path is compiled; INLINE (greedy flag
+// launches without split attention): only the inline paths.
+template <bool RING, bool FLAG, bool SPLIT = false, bool INLINE = false>
 __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
@@ -375,7 +376,7 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
     attn_stamp(c, T_ATT_RANGE);
     for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
-  } else {
+  } else if constexpr (!INLINE) {
     // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag
     // protocol: the group's records are polled first (all threads), then read.
     const int64_t rec0 = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
