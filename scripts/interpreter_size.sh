@@ -13,7 +13,7 @@ LOG=$(mktemp)
 nvcc -DMK_HAVE_CUDA=1 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O3 -DNDEBUG --expt-relaxed-constexpr \
   -std=c++20 -x cu -cubin -Xptxas -v src/megakernel/device/interpreter.cu -o "$CUBIN" > "$LOG" 2>&1
 # megakernel_kernel<RING, FLAG, SPLIT, STOP, SAMPLE> (interpreter.cu), as 0/1 flags.
-printf '%-34s %10s %14s\n' "instance <ring flag split stop sample>" "SASS bytes" "spill stores"
+printf '%-34s %10s %14s\n' "instance <ring flag sample stop split>" "SASS bytes" "spill stores"
 awk '/Compiling entry function/ { match($0, /megakernel_kernelI(Lb[01]E)+/); k = substr($0, RSTART, RLENGTH) }
      /spill stores/ && k != "" { print k, $5; k = "" }' "$LOG" | while read -r name spills; do
   hex=$(readelf -S -W "$CUBIN" 2>/dev/null | awk -v n="$name" 'index($2, ".text.") == 1 && index($2, n) { print $6 }')

@@ -1,7 +1,8 @@
 // Sampled decoding inside the megakernel (isa.h SampleParams, device/ops/sample.cuh): K steps per launch, each next
 // token drawn on the device, must give exactly the tokens of the host loop -- the megakernel's own forward (one greedy
 // launch per token, logits to the host) + the host Sampler with the same seed and draw indices -- for 1 and K steps
-// per launch, with and without min-p, both publish protocols (flags / counters), all SMs and 7; the draws must spread
+// per launch, with and without min-p, both publish protocols (flags / counters), all SMs and 7, split attention with
+// both (flags: the sampled SPLIT instances, session 17, whose attention is the greedy forward's); the draws must spread
 // (> 5 distinct ids). Greedy launches after sampled ones are unchanged. The engine's entry (Backend::decode_sample)
 // too. Run: test_gpu --gtest_filter='MegakernelSample*'
 #include <gtest/gtest.h>
@@ -74,7 +75,8 @@ TEST(MegakernelSample, KStepsPerLaunchEqualHostLoopBothProtocols) {
     Model m = make_random_model(k.c, DType::BF16, seed);
     for (MegakernelOptions opt : {MegakernelOptions{.flag_publish = 1}, MegakernelOptions{.flag_publish = 0},
                                   MegakernelOptions{.n_sm = 7, .flag_publish = 1},
-                                  MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 0}}) {
+                                  MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 0},
+                                  MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 1}}) {
       auto b = make_mk(m, 64, opt);
       ASSERT_TRUE(b);
       ASSERT_EQ(b->flag_publish(), opt.flag_publish == 1);

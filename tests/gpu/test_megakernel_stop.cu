@@ -3,7 +3,7 @@
 // caches exactly the fed positions: a following decode that feeds the stop token equals the reference's continuation
 // (which also proves the counters, the step barrier and the LM-head claim counter stand where the next launch expects
 // them -- else it would time out or diverge). Greedy and sampled; flags and counters; all SMs and 7 with split
-// attention; one launch (K = 12), K = 1 and K = 5 steps per launch (a stop in an earlier launch makes the later ones
+// attention (both protocols); one launch (K = 12), K = 1 and K = 5 steps per launch (a stop in an earlier launch makes the later ones
 // run nothing); stop at the very first token; stop ids that never occur: unchanged. The engine's entry
 // (decode_*_until) too. Run: test_gpu --gtest_filter='MegakernelStop*' (MegakernelStop.Small under compute-sanitizer).
 #include <gtest/gtest.h>
@@ -90,6 +90,7 @@ TEST(MegakernelStop, StopAtStepJEqualsPrefixAndContinues) {
     Model m = make_random_model(k.c, DType::BF16, seed++);
     for (MegakernelOptions opt : {MegakernelOptions{.flag_publish = 1}, MegakernelOptions{.flag_publish = 0},
                                   MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 0},
+                                  MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 1},
                                   MegakernelOptions{.n_sm = 7, .flag_publish = 1, .lm_dynamic = false}}) {
       auto b = make_mk(m, 64, opt);
       ASSERT_TRUE(b);

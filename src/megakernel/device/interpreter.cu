@@ -80,6 +80,10 @@
 // unchanged; split attention publishes with flags at every chunk length (1B ctx 4096* 1.169 -> 1.123 ms/token, 16384*
 // 1.587 either way). The other instances keep attn_range. Session 17: attn_split replaced by attn_mma (ops/attn_mma.cuh:
 // per-warp 16-key tiles on mma.sync, no block barrier per tile; 1B ctx 16384* 1.608 -> 1.270 ms/token, 4096* -4%).
+// Session 17 too: sampled flag launches with split attention run SPLIT instances of their own (they ran attn_range
+// for the chunks, other arithmetic than the greedy forward's), and the flag instances without split attention leave
+// out the split code (INLINE): the greedy one 303 -> 231 KB of SASS, spill stores 220 -> 8 B; the sampled one 405 ->
+// 335 KB, 244 -> 172 B (scripts/interpreter_size.sh; not yet timed on a GPU).
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>
@@ -115,9 +119,9 @@ __device__ __forceinline__ void stop_block(int r) {
 template <bool RING, bool FLAG, bool SAMPLE, bool STOP, bool SPLIT = false>
 __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_constant__ MkParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  // Greedy flag launches without split attention (launch_megakernel): one attention chunk, so no AttnPartial and no
-  // merge of chunk records -- that code is left out of these instances.
-  constexpr bool INLINE = FLAG && !SAMPLE && !SPLIT;
+  // Flag launches without split attention (launch_megakernel): one attention chunk, so no AttnPartial and no merge of
+  // chunk records -- that code is left out of these instances.
+  constexpr bool INLINE = FLAG && !SPLIT;
   // An earlier launch of this generate call chose a stop id (isa.h StopIds): nothing to run. Every thread reads the
   // same word (only earlier launches wrote a value in [call_seq, launch_seq)), so the whole block leaves together.
   if constexpr (STOP)
@@ -247,11 +251,12 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   if ((p.flags || sample || stop) && p.n_pages == 0) return cudaErrorInvalidValue;
   // Sampled launches and launches with stop ids have instances of their own, so the others keep their code (and
   // registers) unchanged.
-  // Greedy flag launches with split attention (with or without stop ids) run the SPLIT instances.
+  // Flag launches with split attention (greedy or sampled, with or without stop ids) run the SPLIT instances.
   const bool split = p.L.n_chunks > 1;
   auto pick = [&](auto stop_tag) -> const void* {
     constexpr bool S = decltype(stop_tag)::value;
-    return sample ? (p.flags ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true, S>)
+    return sample ? (p.flags ? (split ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true, S, true>)
+                                      : reinterpret_cast<const void*>(megakernel_kernel<true, true, true, S>))
                              : reinterpret_cast<const void*>(megakernel_kernel<true, false, true, S>))
                   : (p.flags ? (split ? reinterpret_cast<const void*>(megakernel_kernel<true, true, false, S, true>)
                                       : reinterpret_cast<const void*>(megakernel_kernel<true, true, false, S>))
