@@ -61,8 +61,9 @@ __device__ __forceinline__ void attn_mma_preload(const Ctx& c, int l, int g, int
 }
 
 // S = Q K^T of one tile (as cuda::attn::warp_qk) with Q's A fragments made per k-step from the f32 q in s_h (rows = q
-// heads; rows >= G and 8..15 zero): not held through the loop, so that head dim 128's 64 accumulators fit the
-// kernel's registers without spills.
+// heads; rows >= G and 8..15 zero), not held in registers through the loop: ptxas spill stores 64 -> 36 B (head dim
+// 64), 408 -> 320 B (128, whose 64 accumulators still do not fit), H200 1B ctx 16384* -3.9%, 8B ctx 4096* -6.0%
+// (bench/RESULTS.md session 17, call 6).
 template <int HD>
 __device__ __forceinline__ void attn_mma_qk(float (&s)[MMA_TK / 8][4], const float* q_row, bool live,
                                             const __nv_bfloat16* k_tile, int lane) {
@@ -192,8 +193,8 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   }
 }
 
-// Out of line, scalars in (as attn_merge_split), one function per head dim: their registers (hd 128: 64
-// accumulators, 32 of Q) are then their own and do not raise the SPLIT instances' spills elsewhere.
+// Out of line, scalars in (as attn_merge_split), one function per head dim: their registers (head dim 128: 64
+// accumulators) are then their own and do not raise the SPLIT instances' spills elsewhere.
 template <int HD>
 __device__ __noinline__ void attn_mma_call(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                            int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
