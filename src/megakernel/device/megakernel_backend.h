@@ -161,8 +161,9 @@ class MegakernelBackend final : public Backend {
   void set_ring_pages(int n) { n_pages_ = n >= 2 ? std::min(n, max_pages_) : 0; }  // < 2: off
   int ring_pages() const { return n_pages_; }
   // Flag-in-data publishing instead of epoch counters for the next launches (isa.h "Publishing"; bit-identical
-  // results; needs the weight ring). The residual readers' source (Layout::mid_resid; bit-identical too).
-  void set_flag_publish(bool on) { flags_ = on; }
+  // results; needs the weight ring, and with split attention the merge stage and attn_mma's stages in shared memory:
+  // without them it stays off). The residual readers' source (Layout::mid_resid; bit-identical too).
+  void set_flag_publish(bool on) { flags_ = on && (schedule_.layout.n_chunks == 1 || merge_stage_); }
   bool flag_publish() const { return flags_; }
   void set_mid_resid(bool on) { mid_resid_ = on; }
   bool mid_resid() const { return mid_resid_; }
