@@ -15,18 +15,28 @@
 
 namespace mk::megakernel::device {
 
-// This warp's copy of tile `tile` (keys [16 tile, 16 tile + 16)) into `stage` (K then V, rows swizzled): keys outside
-// [p0, end) and key pos are zero-filled (src size 0), the others read from the cache. Every lane takes part.
+#ifndef MK_ATTN_MMA_PAIRS
+#define MK_ATTN_MMA_PAIRS 0
+#endif
+// Head dim 128 with MK_ATTN_MMA_PAIRS = 1 (compile time; not yet measured, bench/RESULTS.md session 17 "review mends"):
+// pairs of warps share one tile stage, both compute S and the softmax, each accumulates half of the dims (32
+// accumulators instead of 64, which spill at the kernel's 128 registers per thread).
 template <int HD>
+__host__ __device__ constexpr bool attn_mma_pairs() { return MK_ATTN_MMA_PAIRS && HD == 128; }
+
+// The copy of tile `tile` (keys [16 tile, 16 tile + 16)) into `stage` (K then V, rows swizzled) by the NTH threads
+// that share it (tid: this thread's index among them): keys outside [p0, end) and key pos are zero-filled (src size
+// 0), the others read from the cache. Every one of the NTH threads takes part.
+template <int HD, int NTH = 32>
 __device__ __forceinline__ void attn_mma_issue(const Ctx& c, const MkLayer& w, int g, int tile, int p0, int end,
-                                               __nv_bfloat16* stage, int lane) {
+                                               __nv_bfloat16* stage, int tid) {
   constexpr int CH = HD / 8;  // 16-byte chunks per row
   const int key0 = tile * MMA_TK;
   const int64_t base = kv_offset(c, key0, g), rs = int64_t(c.p.L.n_kv_head) * HD;
   __nv_bfloat16* sv = stage + MMA_TK * HD;
 #pragma unroll
-  for (int j = 0; j < MMA_TK * CH / 32; ++j) {
-    const int ci = lane + 32 * j, r = ci / CH, col = (ci % CH) * 8, p = key0 + r;
+  for (int j = 0; j < MMA_TK * CH / NTH; ++j) {
+    const int ci = tid + NTH * j, r = ci / CH, col = (ci % CH) * 8, p = key0 + r;
     const bool ok = p >= p0 && p < end && p != c.pos;
     const int64_t off = ok ? base + r * rs + col : 0;
     cuda::attn::cp_async16(stage + cuda::attn::swz<HD>(r, col), w.k_cache + off, ok ? 16 : 0);
@@ -40,18 +50,25 @@ __device__ __forceinline__ void attn_mma_tiles(int p0, int end, int& t_first, in
   n_tiles = end > p0 ? (end - 1) / MMA_TK - t_first + 1 : 0;
 }
 
-// The first MMA_NS - 1 tiles of this warp, one commit group each (attn_preload before the wait, or attn_mma_hd).
+// Pairs that stream tiles: one per warp whose stages fit (MkParams::attn_mma_warps), at most WARPS / 2.
+__device__ __forceinline__ int attn_mma_n_pairs(int aw) { return min(aw, WARPS / 2); }
+
+// The first MMA_NS - 1 tiles of this warp (or, attn_mma_pairs, of its pair), one commit group each (attn_preload
+// before the wait, or attn_mma_hd).
 template <int HD>
 __device__ __forceinline__ void attn_mma_first(const Ctx& c, int l, int g, int p0, int end) {
+  constexpr bool PAIRS = attn_mma_pairs<HD>();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int aw = c.p.attn_mma_warps;
+  const int streams = PAIRS ? attn_mma_n_pairs(c.p.attn_mma_warps) : c.p.attn_mma_warps;
+  const int me = PAIRS ? warp / 2 : warp, tid = PAIRS ? (warp % 2) * 32 + lane : lane;
   int t_first, n_tiles;
   attn_mma_tiles(p0, end, t_first, n_tiles);
-  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * MMA_NS * (2 * MMA_TK * HD);
+  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + me * MMA_NS * (2 * MMA_TK * HD);
 #pragma unroll
   for (int i = 0; i < MMA_NS - 1; ++i) {
-    if (warp < aw && warp + i * aw < n_tiles)
-      attn_mma_issue<HD>(c, c.p.layers[l], g, t_first + warp + i * aw, p0, end, ring + i * (2 * MMA_TK * HD), lane);
+    if (me < streams && me + i * streams < n_tiles)
+      attn_mma_issue<HD, PAIRS ? 64 : 32>(c, c.p.layers[l], g, t_first + me + i * streams, p0, end,
+                                          ring + i * (2 * MMA_TK * HD), tid);
     cp_async_commit();
   }
 }
@@ -83,6 +100,91 @@ __device__ __forceinline__ void attn_mma_qk(float (&s)[MMA_TK / 8][4], const flo
       cuda::attn::mma_bf16(s[2 * jp], a, b0, b1);
       cuda::attn::mma_bf16(s[2 * jp + 1], a, b2, b3);
     }
+  }
+}
+
+// Keys of the tile at key0 outside [p0, end) get score -inf (S's fragment layout: lane t holds keys 8 j + 2 t, + 1).
+__device__ __forceinline__ void attn_mma_mask(float (&s)[MMA_TK / 8][4], int key0, int p0, int end, int t) {
+  if (key0 >= p0 && key0 + MMA_TK <= end) return;
+#pragma unroll
+  for (int j = 0; j < MMA_TK / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + j * 8 + 2 * t + (e & 1);
+      if (key < p0 || key >= end) s[j][e] = -INFINITY;
+    }
+}
+
+// One tile's online softmax of row gq (every tile holds a key of [p0, end), so m_new is finite; rows 8..15 are
+// padding): the running max m_run (log2 units of the scaled score), this lane's sum l_run and the N accumulator
+// blocks o rescaled by e^(m_old - m_new); the tile's P (bf16) as the A fragment of P V.
+template <int N>
+__device__ __forceinline__ void attn_mma_softmax(const float (&s)[MMA_TK / 8][4], float sl2, float& m_run, float& l_run,
+                                                 float (&o)[N][4], uint32_t (&pf)[MMA_TK / 16][4]) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < MMA_TK / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m_run, mx * sl2);
+  const float alpha = cuda::attn::exp2_mufu(m_run - m_new);  // 0 on the first tile (m_run = -inf)
+  m_run = m_new;
+  l_run *= alpha;
+#pragma unroll
+  for (int j = 0; j < N; ++j) o[j][0] *= alpha, o[j][1] *= alpha;
+#pragma unroll
+  for (int j = 0; j < MMA_TK / 8; ++j) {
+    const float e0 = cuda::attn::exp2_mufu(fmaf(s[j][0], sl2, -m_new));
+    const float e1 = cuda::attn::exp2_mufu(fmaf(s[j][1], sl2, -m_new));
+    l_run += e0 + e1;
+    pf[j / 2][(j & 1) * 2] = cuda::attn::pack_bf16(e0, e1);
+    pf[j / 2][(j & 1) * 2 + 1] = 0u;
+  }
+}
+
+// This thread's part of its stream's record in s_wp [streams][G][HD + 2]: the N accumulator blocks of row gq from
+// column col0 (lanes t hold columns 8 j + 2 t, + 1); with `scalars` also the max in natural units and the row's sum.
+template <int HD, int N>
+__device__ __forceinline__ void attn_mma_record(float* s_wp, int stream, int G, int gq, int t, int col0,
+                                                const float (&o)[N][4], float m_run, float l_run, bool scalars,
+                                                bool any) {
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+  if (gq >= G) return;
+  float* r = s_wp + (stream * G + gq) * (HD + 2);
+#pragma unroll
+  for (int j = 0; j < N; ++j) *reinterpret_cast<float2*>(r + col0 + 8 * j + 2 * t) = make_float2(o[j][0], o[j][1]);
+  if (scalars && t == 0) r[HD] = m_run * cuda::attn::LN2, r[HD + 1] = any ? l_run : 0.f;
+}
+
+// The streams' records merged in stream order (deterministic) into attn_range's record at rec (after a barrier).
+template <int HD>
+__device__ __forceinline__ void attn_mma_merge(const Ctx& c, const float* s_wp, int streams, int G, int64_t rec) {
+  for (int i = threadIdx.x; i < G * (HD + 2); i += NCT) {
+    const int j = i / (HD + 2), e = i % (HD + 2);
+    float mm = -INFINITY;
+    for (int k = 0; k < streams; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
+    float v = 0.f;
+    if (e == HD) {
+      v = mm;
+    } else {
+      for (int k = 0; k < streams; ++k) {
+        const float* r = s_wp + (k * G + j) * (HD + 2);
+        if (r[HD + 1] == 0.f) continue;  // this stream saw no position
+        v += expf(r[HD] - mm) * r[e];
+      }
+    }
+    st_act<true>(c, rec + i, v);
+  }
+}
+
+// This step's k, v (s_h, bf16-rounded) into row r of the tile in sk / sv (the copy zero-filled it), by one warp.
+template <int HD>
+__device__ __forceinline__ void attn_mma_pos_row(const float* s_h, int G, int r, __nv_bfloat16* sk, __nv_bfloat16* sv,
+                                                 int lane) {
+  for (int e = lane; e < HD / 8; e += 32) {
+    *reinterpret_cast<uint4*>(sk + cuda::attn::swz<HD>(r, 8 * e)) = pack8_bf16(s_h + G * HD + 8 * e);
+    *reinterpret_cast<uint4*>(sv + cuda::attn::swz<HD>(r, 8 * e)) = pack8_bf16(s_h + (G + 1) * HD + 8 * e);
   }
 }
 
@@ -120,77 +222,85 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
     const int key0 = (t_first + warp + i * aw) * MMA_TK;
     __nv_bfloat16* sk = ring + (i % MMA_NS) * STAGE;
     __nv_bfloat16* sv = sk + MMA_TK * HD;
-    if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {  // this step's k, v into their row
-      const int r = c.pos - key0;
-      for (int e = lane; e < HD / 8; e += 32) {
-        *reinterpret_cast<uint4*>(sk + cuda::attn::swz<HD>(r, 8 * e)) = pack8_bf16(s_h + G * HD + 8 * e);
-        *reinterpret_cast<uint4*>(sv + cuda::attn::swz<HD>(r, 8 * e)) = pack8_bf16(s_h + (G + 1) * HD + 8 * e);
-      }
+    if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {
+      attn_mma_pos_row<HD>(s_h, G, c.pos - key0, sk, sv, lane);
       __syncwarp();
     }
     float s[NT][4];
     attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
-    if (key0 < p0 || key0 + MMA_TK > end) {
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + j * 8 + 2 * t + (e & 1);
-          if (key < p0 || key >= end) s[j][e] = -INFINITY;
-        }
-    }
-    // Online softmax of row gq (every tile holds a key of [p0, end), so m_new is finite); rows 8..15 are padding.
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m_run, mx * sl2);
-    const float alpha = cuda::attn::exp2_mufu(m_run - m_new);  // 0 on the first tile (m_run = -inf)
-    m_run = m_new;
-    l_run *= alpha;
-#pragma unroll
-    for (int j = 0; j < DT; ++j) o[j][0] *= alpha, o[j][1] *= alpha;
+    attn_mma_mask(s, key0, p0, end, t);
     uint32_t pf[MMA_TK / 16][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const float e0 = cuda::attn::exp2_mufu(fmaf(s[j][0], sl2, -m_new));
-      const float e1 = cuda::attn::exp2_mufu(fmaf(s[j][1], sl2, -m_new));
-      l_run += e0 + e1;
-      pf[j / 2][(j & 1) * 2] = cuda::attn::pack_bf16(e0, e1);
-      pf[j / 2][(j & 1) * 2 + 1] = 0u;
-    }
+    attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
     cuda::attn::warp_pv<HD>(o, pf, sv, lane);
     __syncwarp();  // every lane done with stage i % MMA_NS before iteration i + 1 refills it
   }
   cp_async_wait_all();  // (the empty groups of the last iterations)
-
-  // This warp's record: o of row gq (lanes t hold columns 8 j + 2 t, + 1), max in natural units, the row's sum.
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-  if (warp < aw && gq < G) {
-    float* r = s_wp + (warp * G + gq) * (HD + 2);
-#pragma unroll
-    for (int j = 0; j < DT; ++j) *reinterpret_cast<float2*>(r + 8 * j + 2 * t) = make_float2(o[j][0], o[j][1]);
-    if (t == 0) r[HD] = m_run * cuda::attn::LN2, r[HD + 1] = my_tiles > 0 ? l_run : 0.f;
-  }
+  if (warp < aw) attn_mma_record<HD>(s_wp, warp, G, gq, t, 0, o, m_run, l_run, true, my_tiles > 0);
   csync();
-  for (int i = threadIdx.x; i < G * (HD + 2); i += NCT) {
-    const int j = i / (HD + 2), e = i % (HD + 2);
-    float mm = -INFINITY;
-    for (int k = 0; k < aw; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
-    float v = 0.f;
-    if (e == HD) {
-      v = mm;
-    } else {
-      for (int k = 0; k < aw; ++k) {
-        const float* r = s_wp + (k * G + j) * (HD + 2);
-        if (r[HD + 1] == 0.f) continue;  // this warp saw no position
-        v += expf(r[HD] - mm) * r[e];
-      }
+  attn_mma_merge<HD>(c, s_wp, aw, G, rec);
+}
+
+// Barrier of the two warps of pair `pair` (named barriers 2..8; 1 is csync's).
+__device__ __forceinline__ void attn_mma_pair_sync(int pair) { asm volatile("bar.sync %0, 64;" ::"r"(2 + pair) : "memory"); }
+
+// attn_mma_hd for attn_mma_pairs: the pair's 64 threads load each tile together into the pair's ring; both warps
+// compute S and the softmax (the same values), warp half h accumulates P V for dims [h HD / 2, (h + 1) HD / 2).
+// Two pair barriers per tile: before the refill of the stage both read last, and after the tile landed.
+template <int HD>
+__device__ void attn_mma_pairs_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
+  constexpr int DH = HD / 16, NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;  // DH: 8-column blocks of half the dims
+  const int G = c.p.L.group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
+  const int np = attn_mma_n_pairs(c.p.attn_mma_warps), pair = warp / 2, half = warp % 2;
+  const float* s_h = c.s_aux;
+  float* s_wp = c.s_aux + (G + 2) * HD + G * HD + 2 * G;  // records [pairs][G][HD + 2]
+  int t_first, n_tiles;
+  attn_mma_tiles(p0, end, t_first, n_tiles);
+  const int my_tiles = pair < np && pair < n_tiles ? (n_tiles - pair + np - 1) / np : 0;
+  if (!staged) attn_mma_first<HD>(c, l, g, p0, end);
+  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + pair * MMA_NS * STAGE;
+  const MkLayer& w = c.p.layers[l];
+
+  const float* q_row = s_h + (gq < G ? gq : 0) * HD + 2 * t;
+  const float sl2 = rsqrtf(float(HD)) * cuda::attn::LOG2E;
+  float o[DH][4];
+#pragma unroll
+  for (int j = 0; j < DH; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m_run = -INFINITY, l_run = 0.f;
+
+  for (int i = 0; i < my_tiles; ++i) {
+    attn_mma_pair_sync(pair);  // both warps are done with stage (i - 1) % MMA_NS, refilled below
+    if (i + MMA_NS - 1 < my_tiles)
+      attn_mma_issue<HD, 64>(c, w, g, t_first + pair + (i + MMA_NS - 1) * np, p0, end,
+                             ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, half * 32 + lane);
+    cp_async_commit();
+    cp_async_wait_group<MMA_NS - 1>();  // tile i has landed (this thread's copies) ...
+    attn_mma_pair_sync(pair);           // ... and the pair's
+    const int key0 = (t_first + pair + i * np) * MMA_TK;
+    __nv_bfloat16* sk = ring + (i % MMA_NS) * STAGE;
+    __nv_bfloat16* sv = sk + MMA_TK * HD;
+    if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {  // the same branch in both warps
+      if (half == 0) attn_mma_pos_row<HD>(s_h, G, c.pos - key0, sk, sv, lane);
+      attn_mma_pair_sync(pair);
     }
-    st_act<true>(c, rec + i, v);
+    float s[NT][4];
+    attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
+    attn_mma_mask(s, key0, p0, end, t);
+    uint32_t pf[MMA_TK / 16][4];
+    attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
+#pragma unroll
+    for (int dp = 0; dp < DH / 2; ++dp) {  // P V over this warp's half of V's columns (one 16-key k-step)
+      uint32_t b0, b1, b2, b3;
+      const int r = (lane % 8) + 8 * ((lane / 8) % 2), col = half * (HD / 2) + dp * 16 + 8 * (lane / 16);
+      cuda::attn::ldmatrix_x4_trans(b0, b1, b2, b3, sv + cuda::attn::swz<HD>(r, col));
+      cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
+      cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
+    }
   }
+  cp_async_wait_all();
+  if (pair < np) attn_mma_record<HD>(s_wp, pair, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, my_tiles > 0);
+  csync();
+  attn_mma_merge<HD>(c, s_wp, np, G, rec);
 }
 
 // Out of line, scalars in (as attn_merge_split), one function per head dim: their registers (head dim 128: 64
@@ -199,7 +309,8 @@ template <int HD>
 __device__ __noinline__ void attn_mma_call(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                            int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
   const Ctx c{p, s_x, s_aux, nullptr, nullptr, nullptr, nullptr, 0, pos, epoch, instr, true, staged, -1, 0, 0, 0, false};
-  attn_mma_hd<HD>(c, layer, group, p0, end, staged, rec);
+  if constexpr (attn_mma_pairs<HD>()) attn_mma_pairs_hd<HD>(c, layer, group, p0, end, staged, rec);
+  else attn_mma_hd<HD>(c, layer, group, p0, end, staged, rec);
 }
 __device__ __forceinline__ void attn_mma(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                          int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
