@@ -18,9 +18,9 @@ namespace mk::megakernel::device {
 #ifndef MK_ATTN_MMA_PAIRS
 #define MK_ATTN_MMA_PAIRS 0
 #endif
-// Head dim 128 with MK_ATTN_MMA_PAIRS = 1 (compile time; not yet measured, bench/RESULTS.md session 17 "review mends"):
-// pairs of warps share one tile stage, both compute S and the softmax, each accumulates half of the dims (32
-// accumulators instead of 64, which spill at the kernel's 128 registers per thread).
+// Head dim 128 with MK_ATTN_MMA_PAIRS = 1 (compile time; not yet run on a GPU, bench/RESULTS.md session 17 "in pairs
+// of warps"): pairs of warps share one tile stage, both compute S and the softmax, each accumulates half of the dims
+// (32 accumulators instead of 64, which spill at the kernel's 128 registers per thread).
 template <int HD>
 __host__ __device__ constexpr bool attn_mma_pairs() { return MK_ATTN_MMA_PAIRS && HD == 128; }
 
