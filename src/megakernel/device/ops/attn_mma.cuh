@@ -188,100 +188,56 @@ __device__ __forceinline__ void attn_mma_pos_row(const float* s_h, int G, int r,
   }
 }
 
+// Barrier of the two warps of pair `pair` (named barriers 2..8; 1 is csync's).
+__device__ __forceinline__ void attn_mma_pair_sync(int pair) { asm volatile("bar.sync %0, 64;" ::"r"(2 + pair) : "memory"); }
+
 // AttnPartial's attention over [p0, end) (after attn_prepare: s_aux holds q, k, v), the record at rec. `staged`: the
-// first tiles were issued by attn_preload.
+// first tiles were issued by attn_preload. A stream of tiles is one warp, or with attn_mma_pairs a pair of warps that
+// load each tile together into the pair's ring, both compute S and the softmax (the same values), and warp half h
+// accumulates P V for dims [h HD / 2, (h + 1) HD / 2); a stream's barrier (warp or pair) follows the tile's landing
+// and ends each tile (before the next iteration refills the stage read last).
 template <int HD>
 __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
-  constexpr int DT = HD / 8, NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
+  constexpr bool PAIRS = attn_mma_pairs<HD>();
+  constexpr int NACC = PAIRS ? HD / 16 : HD / 8;  // 8-column accumulator blocks of this warp's dims
+  constexpr int NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
   const int G = c.p.L.group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
-  const int aw = c.p.attn_mma_warps;
+  const int streams = PAIRS ? attn_mma_n_pairs(c.p.attn_mma_warps) : c.p.attn_mma_warps;
+  const int me = PAIRS ? warp / 2 : warp, half = PAIRS ? warp % 2 : 0;
   const float* s_h = c.s_aux;
   float* s_wp = c.s_aux + (G + 2) * HD + G * HD + 2 * G;  // attn_range's per-warp records [WARPS][G][HD + 2]
   int t_first, n_tiles;
   attn_mma_tiles(p0, end, t_first, n_tiles);
-  const int my_tiles = warp < aw && warp < n_tiles ? (n_tiles - warp + aw - 1) / aw : 0;
+  const int my_tiles = me < streams && me < n_tiles ? (n_tiles - me + streams - 1) / streams : 0;
   if (!staged) attn_mma_first<HD>(c, l, g, p0, end);
-  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + warp * MMA_NS * STAGE;
+  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + me * MMA_NS * STAGE;
   const MkLayer& w = c.p.layers[l];
+  auto stream_sync = [&] {
+    if constexpr (PAIRS) attn_mma_pair_sync(me);
+    else __syncwarp();
+  };
 
   const float* q_row = s_h + (gq < G ? gq : 0) * HD + 2 * t;  // this lane's q row (rows >= G: zero fragments)
   const float sl2 = rsqrtf(float(HD)) * cuda::attn::LOG2E;
-  float o[DT][4];
+  float o[NACC][4];
 #pragma unroll
-  for (int j = 0; j < DT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  for (int j = 0; j < NACC; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m_run = -INFINITY, l_run = 0.f;  // row gq: running max (log2 units of the scaled score), this lane's sum
 
   for (int i = 0; i < my_tiles; ++i) {
     if (i + MMA_NS - 1 < my_tiles)
-      attn_mma_issue<HD>(c, w, g, t_first + warp + (i + MMA_NS - 1) * aw, p0, end,
-                         ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, lane);
-    cp_async_commit();
-    cp_async_wait_group<MMA_NS - 1>();  // tile i has landed (this lane's copies) ...
-    __syncwarp();                       // ... and every lane's
-    const int key0 = (t_first + warp + i * aw) * MMA_TK;
-    __nv_bfloat16* sk = ring + (i % MMA_NS) * STAGE;
-    __nv_bfloat16* sv = sk + MMA_TK * HD;
-    if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {
-      attn_mma_pos_row<HD>(s_h, G, c.pos - key0, sk, sv, lane);
-      __syncwarp();
-    }
-    float s[NT][4];
-    attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
-    attn_mma_mask(s, key0, p0, end, t);
-    uint32_t pf[MMA_TK / 16][4];
-    attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
-    cuda::attn::warp_pv<HD>(o, pf, sv, lane);
-    __syncwarp();  // every lane done with stage i % MMA_NS before iteration i + 1 refills it
-  }
-  cp_async_wait_all();  // (the empty groups of the last iterations)
-  if (warp < aw) attn_mma_record<HD>(s_wp, warp, G, gq, t, 0, o, m_run, l_run, true, my_tiles > 0);
-  csync();
-  attn_mma_merge<HD>(c, s_wp, aw, G, rec);
-}
-
-// Barrier of the two warps of pair `pair` (named barriers 2..8; 1 is csync's).
-__device__ __forceinline__ void attn_mma_pair_sync(int pair) { asm volatile("bar.sync %0, 64;" ::"r"(2 + pair) : "memory"); }
-
-// attn_mma_hd for attn_mma_pairs: the pair's 64 threads load each tile together into the pair's ring; both warps
-// compute S and the softmax (the same values), warp half h accumulates P V for dims [h HD / 2, (h + 1) HD / 2).
-// Two pair barriers per tile: before the refill of the stage both read last, and after the tile landed.
-template <int HD>
-__device__ void attn_mma_pairs_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
-  constexpr int DH = HD / 16, NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;  // DH: 8-column blocks of half the dims
-  const int G = c.p.L.group;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
-  const int np = attn_mma_n_pairs(c.p.attn_mma_warps), pair = warp / 2, half = warp % 2;
-  const float* s_h = c.s_aux;
-  float* s_wp = c.s_aux + (G + 2) * HD + G * HD + 2 * G;  // records [pairs][G][HD + 2]
-  int t_first, n_tiles;
-  attn_mma_tiles(p0, end, t_first, n_tiles);
-  const int my_tiles = pair < np && pair < n_tiles ? (n_tiles - pair + np - 1) / np : 0;
-  if (!staged) attn_mma_first<HD>(c, l, g, p0, end);
-  __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + pair * MMA_NS * STAGE;
-  const MkLayer& w = c.p.layers[l];
-
-  const float* q_row = s_h + (gq < G ? gq : 0) * HD + 2 * t;
-  const float sl2 = rsqrtf(float(HD)) * cuda::attn::LOG2E;
-  float o[DH][4];
-#pragma unroll
-  for (int j = 0; j < DH; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float m_run = -INFINITY, l_run = 0.f;
-
-  for (int i = 0; i < my_tiles; ++i) {
-    attn_mma_pair_sync(pair);  // both warps are done with stage (i - 1) % MMA_NS, refilled below
-    if (i + MMA_NS - 1 < my_tiles)
-      attn_mma_issue<HD, 64>(c, w, g, t_first + pair + (i + MMA_NS - 1) * np, p0, end,
-                             ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, half * 32 + lane);
+      attn_mma_issue<HD, PAIRS ? 64 : 32>(c, w, g, t_first + me + (i + MMA_NS - 1) * streams, p0, end,
+                                          ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, half * 32 + lane);
     cp_async_commit();
     cp_async_wait_group<MMA_NS - 1>();  // tile i has landed (this thread's copies) ...
-    attn_mma_pair_sync(pair);           // ... and the pair's
-    const int key0 = (t_first + pair + i * np) * MMA_TK;
+    stream_sync();                      // ... and the stream's
+    const int key0 = (t_first + me + i * streams) * MMA_TK;
     __nv_bfloat16* sk = ring + (i % MMA_NS) * STAGE;
     __nv_bfloat16* sv = sk + MMA_TK * HD;
-    if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {  // the same branch in both warps
+    if (c.pos >= key0 && c.pos < key0 + MMA_TK && c.pos >= p0 && c.pos < end) {  // the same branch in a pair's warps
       if (half == 0) attn_mma_pos_row<HD>(s_h, G, c.pos - key0, sk, sv, lane);
-      attn_mma_pair_sync(pair);
+      stream_sync();
     }
     float s[NT][4];
     attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
@@ -289,18 +245,20 @@ __device__ void attn_mma_pairs_hd(const Ctx& c, int l, int g, int p0, int end, b
     uint32_t pf[MMA_TK / 16][4];
     attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
 #pragma unroll
-    for (int dp = 0; dp < DH / 2; ++dp) {  // P V over this warp's half of V's columns (one 16-key k-step)
+    for (int dp = 0; dp < NACC / 2; ++dp) {  // P V over this warp's columns of V (one 16-key k-step)
       uint32_t b0, b1, b2, b3;
       const int r = (lane % 8) + 8 * ((lane / 8) % 2), col = half * (HD / 2) + dp * 16 + 8 * (lane / 16);
       cuda::attn::ldmatrix_x4_trans(b0, b1, b2, b3, sv + cuda::attn::swz<HD>(r, col));
       cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
       cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
     }
+    stream_sync();  // the stream is done with stage i % MMA_NS before iteration i + 1 refills it
   }
-  cp_async_wait_all();
-  if (pair < np) attn_mma_record<HD>(s_wp, pair, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, my_tiles > 0);
+  cp_async_wait_all();  // (the empty groups of the last iterations)
+  if (me < streams)
+    attn_mma_record<HD>(s_wp, me, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, my_tiles > 0);
   csync();
-  attn_mma_merge<HD>(c, s_wp, np, G, rec);
+  attn_mma_merge<HD>(c, s_wp, streams, G, rec);
 }
 
 // Out of line, scalars in (as attn_merge_split), one function per head dim: their registers (head dim 128: 64
@@ -309,8 +267,7 @@ template <int HD>
 __device__ __noinline__ void attn_mma_call(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                            int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
   const Ctx c{p, s_x, s_aux, nullptr, nullptr, nullptr, nullptr, 0, pos, epoch, instr, true, staged, -1, 0, 0, 0, false};
-  if constexpr (attn_mma_pairs<HD>()) attn_mma_pairs_hd<HD>(c, layer, group, p0, end, staged, rec);
-  else attn_mma_hd<HD>(c, layer, group, p0, end, staged, rec);
+  attn_mma_hd<HD>(c, layer, group, p0, end, staged, rec);
 }
 __device__ __forceinline__ void attn_mma(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                          int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
