@@ -15,14 +15,12 @@
 
 namespace mk::megakernel::device {
 
-#ifndef MK_ATTN_MMA_PAIRS
-#define MK_ATTN_MMA_PAIRS 0
-#endif
-// Head dim 128 with MK_ATTN_MMA_PAIRS = 1 (compile time; not yet run on a GPU, bench/RESULTS.md session 17 "in pairs
-// of warps"): pairs of warps share one tile stage, both compute S and the softmax, each accumulates half of the dims
-// (32 accumulators instead of 64, which spill at the kernel's 128 registers per thread).
+// Head dim 128 runs in pairs of warps that share one tile stage: both compute S and the softmax, each accumulates half
+// of the dims (32 accumulators instead of 64, which spill at the kernel's 128 registers per thread). Measured (H200,
+// bench/RESULTS.md session 18 call 1): 8B ctx 4096* 5.786 -> 5.485 ms/token, 16384* 6.677 -> 6.193, Qwen3-1.7B 4096*
+// 2.208 -> 1.859 against a warp per stream.
 template <int HD>
-__host__ __device__ constexpr bool attn_mma_pairs() { return MK_ATTN_MMA_PAIRS && HD == 128; }
+__host__ __device__ constexpr bool attn_mma_pairs() { return HD == 128; }
 
 // The copy of tile `tile` (keys [16 tile, 16 tile + 16)) into `stage` (K then V, rows swizzled) by the NTH threads
 // that share it (tid: this thread's index among them): keys outside [p0, end) and key pos are zero-filled (src size
