@@ -343,6 +343,11 @@ __device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = 
   csync();
 }
 
+// Timestamp `field` of the current instruction (MkParams::timing; thread 0).
+__device__ __forceinline__ void stamp(const Ctx& c, int field) {
+  if (c.p.timing && threadIdx.x == 0) c.p.timing[size_t(c.instr) * TIMING_FIELDS + size_t(field)] = global_ns();
+}
+
 // For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp
 // that owns the row. Each warp takes two rows at a time and issues U 16-byte loads per row before
 // using any (2 x 4 x 16 B x 480 threads = 60 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.

@@ -56,10 +56,10 @@ Expected<std::string> MegakernelBackend::timing_report() {
     comp[op] += double(r[device::T_COMPUTE_END] - mv);
     page[op] += double(r[device::T_PAGE_WAIT]);
     sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
-    if (r[device::T_ATT_PREP] && r[device::T_ATT_RANGE]) {
-      att_prep[op] += double(r[device::T_ATT_PREP] - r[device::T_WAIT_END]);
-      att_range[op] += double(r[device::T_ATT_RANGE] - r[device::T_ATT_PREP]);
-      if (r[device::T_ATT_KV]) att_kv[op] += double(r[device::T_ATT_KV] - r[device::T_ATT_PREP]);
+    if (r[device::T_PREP1] && r[device::T_PREP2]) {
+      att_prep[op] += double(r[device::T_PREP1] - r[device::T_WAIT_END]);
+      att_range[op] += double(r[device::T_PREP2] - r[device::T_PREP1]);
+      if (r[device::T_ATT_KV]) att_kv[op] += double(r[device::T_ATT_KV] - r[device::T_PREP1]);
     }
     t_min = std::min(t_min, r[device::T_WAIT_START]);
     t_max = std::max(t_max, r[device::T_SIGNAL_END]);
@@ -85,9 +85,13 @@ Expected<std::string> MegakernelBackend::timing_report() {
   }
   for (int op = 0; op < N_OP; ++op)
     if (att_prep[op] > 0) {
-      std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait %.1f), merge/normalise %.1f\n",
-                    op_name(Op(op)), att_prep[op] * per, att_range[op] * per, att_kv[op] * per,
-                    (prep[op] - att_prep[op] - att_range[op]) * per);
+      if (Op(op) == Op::QkvProj || Op(op) == Op::MlpGateUp)
+        std::snprintf(line, sizeof line, "    %-13s prep = inputs polled + summed %.1f, residual store + RMSNorm %.1f, to the first page %.1f\n",
+                      op_name(Op(op)), att_prep[op] * per, att_range[op] * per, (prep[op] - att_prep[op] - att_range[op]) * per);
+      else
+        std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait %.1f), merge/normalise %.1f\n",
+                      op_name(Op(op)), att_prep[op] * per, att_range[op] * per, att_kv[op] * per,
+                      (prep[op] - att_prep[op] - att_range[op]) * per);
       out += line;
     }
   std::snprintf(line, sizeof line, "    %-13s %6zu %28.1f %8.1f %8.1f %8.1f %12.1f\n", "total", n_instr, tw * per, tq * per,

@@ -65,10 +65,11 @@ struct MkLayer {
 // [flat instruction index][TIMING_FIELDS].
 // T_MATVEC_START: the first matvec page (what comes before is the op's preparation: residual sum, norm,
 // attention); 0 for ops without weights.
-// T_ATT_PREP / T_ATT_RANGE (attention ops): q/k/v loaded + RoPE + append done; attention over the cache done.
+// T_PREP1 / T_PREP2: attention ops: q/k/v loaded + RoPE + append done; attention over the cache done. QkvProj and
+// MlpGateUp: the residual's inputs polled and summed (every thread's, after a barrier); the RMSNorm done.
 // T_ATT_KV (attention ops): thread 0's staged K/V copies landed (attn_range: before the first score; attn_short:
 // every thread's, after the barrier that follows them).
-enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_ATT_PREP, T_ATT_RANGE, T_ATT_KV, TIMING_FIELDS };
+enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_PREP1, T_PREP2, T_ATT_KV, TIMING_FIELDS };
 // After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
 // kernel start, kernel end (ns).
 enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_UNUSED, BLOCK_FIELDS };

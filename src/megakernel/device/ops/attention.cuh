@@ -112,7 +112,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
   // attn_preload's loads of the first iteration (this thread's, positions base + u * stride + slot).
   const uint4* stage = attn_stage(c);
   if (c.staged) cp_async_wait_all();
-  attn_stamp(c, T_ATT_KV);
+  stamp(c, T_ATT_KV);
   for (int hb0 = 0; hb0 < G; hb0 += HB) {
     float m[HB], s[HB], acc[HB][8];
 #pragma unroll
@@ -329,15 +329,15 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
   const bool append = p0 <= c.pos && c.pos < p1;
   attn_prepare<FLAG>(c, in.layer, in.group, append, s_h);
-  attn_stamp(c, T_ATT_PREP);
+  stamp(c, T_PREP1);
   if constexpr (SPLIT) {
     const int64_t rec = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
     attn_mma(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, p0, min(p1, c.pos + 1), c.staged, rec);
-    attn_stamp(c, T_ATT_RANGE);
+    stamp(c, T_PREP2);
     return;
   }
   attn_range(c, in.layer, in.group, p0, p1, s_h, s_o, s_m, s_s, s_wp);
-  attn_stamp(c, T_ATT_RANGE);
+  stamp(c, T_PREP2);
   const int64_t rec = L.att_part + ((int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks + in.chunk) * L.att_part_stride;
   for (int t = threadIdx.x; t < G * (hd + 2); t += NCT) {
     const int j = t / (hd + 2), e = t % (hd + 2);
@@ -366,15 +366,15 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
     if (!c.staged) attn_short_issue(c, in.layer, in.group);
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
-    attn_stamp(c, T_ATT_PREP);
+    stamp(c, T_PREP1);
     if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
     else attn_short_hd<128>(c, in.layer, in.group, s_h);
-    attn_stamp(c, T_ATT_RANGE);
+    stamp(c, T_PREP2);
   } else if (L.n_chunks == 1) {
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
-    attn_stamp(c, T_ATT_PREP);
+    stamp(c, T_PREP1);
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
-    attn_stamp(c, T_ATT_RANGE);
+    stamp(c, T_PREP2);
     for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
   } else if constexpr (!INLINE) {
     // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag

@@ -21,11 +21,6 @@
 
 namespace mk::megakernel::device {
 
-// Timestamp `field` of the current instruction (MkParams::timing; thread 0).
-__device__ __forceinline__ void attn_stamp(const Ctx& c, int field) {
-  if (c.p.timing && threadIdx.x == 0) c.p.timing[size_t(c.instr) * TIMING_FIELDS + size_t(field)] = global_ns();
-}
-
 constexpr int G_MAX = 8;  // q heads per kv head the attention ops support (backend refuses more)
 
 // 8 floats that are bf16 values (exactly representable) -> 8 packed bf16 (the inverse of unpack8).
@@ -166,7 +161,7 @@ __device__ void attn_short_hd(const Ctx& c, int l, int g, const float* s_h) {
   for (int t = threadIdx.x; t < 2 * NC; t += NCT) s_pos[t] = pack8_bf16(s_h + G * HD + 8 * t);  // k then v
   cp_async_wait_all();  // this thread's stage copies; the barrier makes every thread's visible
   csync();
-  attn_stamp(c, T_ATT_KV);
+  stamp(c, T_ATT_KV);
   // 1. scores: thread per (j, p); a warp holds 32 positions of one q head (q reads are broadcasts).
   const float scale = rsqrtf(float(HD));
   for (int idx = threadIdx.x; idx < G * n32; idx += NCT) {
