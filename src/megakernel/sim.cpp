@@ -219,6 +219,7 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
   };
   // Tries to run SM sm's next instruction; false when a wait is unsatisfied.
   const bool flags = s.protocol == Protocol::Flags;
+  std::vector<int> phase(size_t(n_sm), 0);  // of the SM's current instruction when it has two (State::two_phase)
   std::vector<std::pair<int64_t, int64_t>> polls;
   // The flag protocol's blocking condition, or "" when the instruction can run (as the device: the step
   // barrier before an SM's first instruction of a step, then the pairs the instruction reads).
@@ -226,7 +227,7 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
     if (pc[size_t(sm)] == 0 && !s.no_step_barrier && s.step_counter < epoch * uint64_t(s.n_active))
       return cat("step barrier ", s.step_counter, "/", epoch * uint64_t(s.n_active));
     if (in.op == s.skip_polls_op) return "";
-    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in, s.cur_phase = phase[size_t(sm)];
     polls.clear();
     s.flag_polls(in, polls);
     for (auto [off, n] : polls)
@@ -246,9 +247,14 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
     const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
     if (attn && !s.check_prewait_kv(in)) return true;  // s.error ends the run
     if (!flag_block(sm, in, epoch).empty()) return false;
-    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in, s.cur_phase = phase[size_t(sm)];
     s.clock[size_t(sm)][size_t(sm)] = ++s.seq[size_t(sm)];
     if (!s.execute()) return true;
+    if (s.two_phase(in) && phase[size_t(sm)] == 0) {  // its first phase is done; the SM polls for the second
+      phase[size_t(sm)] = 1;
+      return true;
+    }
+    phase[size_t(sm)] = 0;
     ++res.n_executed;
     advance(sm);
     if (pc[size_t(sm)] == 0) {  // the SM's last instruction of the step: release the step barrier

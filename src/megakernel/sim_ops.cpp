@@ -174,20 +174,25 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
 
 // act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
 // act (whole [n_ff] vector, rows filled).
+// Two-phase (State::two_phase), phase 1: x = resid_mid[l], every SM's phase 0.
 bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
   Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), up(static_cast<size_t>(L.n_ff));
   act.assign(size_t(L.n_ff), 0.f);
   Vec& gate = act;
-  if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
-  for (int g = 0; g < L.n_kv_head; ++g) {
-    if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
-    cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+  if (s.two_phase(in)) {
+    if (!s.read(L.resid_mid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+  } else {
+    if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+    for (int g = 0; g < L.n_kv_head; ++g) {
+      if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
+      cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+    }
+    if (in.aux_end > in.aux_begin &&
+        !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
+      return false;
   }
-  if (in.aux_end > in.aux_begin &&
-      !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
-    return false;
   cpu::rmsnorm(xn.data(), x.data(), w.mlp_norm, s.config.rms_norm_eps, L.n_embd);
   cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), in.row_begin, in.row_end);
   cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
@@ -196,8 +201,24 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   return true;
 }
 
+// Two-phase MlpGateUp, phase 0: resid_mid[l][aux_begin, aux_end) = resid[l] + sum_g o_part[l][g] there (the order
+// of gate_up_rows' whole-vector sum, so the same bits).
+bool mid_resid_slice(Simulator::State& s, const Instr& in) {
+  const Layout& L = s.schedule.layout;
+  const int64_t b = in.aux_begin, n = int64_t(in.aux_end) - b;
+  if (n <= 0) return true;
+  Vec x(static_cast<size_t>(n)), part(static_cast<size_t>(n));
+  if (!s.read(L.resid + int64_t(in.layer) * L.n_embd + b, n, x.data())) return false;
+  for (int g = 0; g < L.n_kv_head; ++g) {
+    if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd + b, n, part.data())) return false;
+    cpu::add(x.data(), x.data(), part.data(), int(n));
+  }
+  return s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + b, n, x.data());
+}
+
 bool mlp_gate_up(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
+  if (s.two_phase(in) && s.cur_phase == 0) return mid_resid_slice(s, in);
   Vec act;
   if (!gate_up_rows(s, in, act)) return false;
   return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, in.row_end - in.row_begin,
@@ -352,6 +373,16 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       break;
     case Op::MlpGateUp:
     case Op::MlpGateUpDown:
+      if (two_phase(in)) {  // phase 0: its slice of resid and of each o_part; phase 1: all of resid_mid
+        if (cur_phase == 1) {
+          out.emplace_back(L.resid_mid + in.layer * E, E);
+        } else if (in.aux_end > in.aux_begin) {
+          for (int k = 0; k <= L.n_kv_head; ++k)
+            out.emplace_back((k == 0 ? L.resid + in.layer * E : L.o_part + (in.layer * L.n_kv_head + k - 1) * E) + in.aux_begin,
+                             int64_t(in.aux_end) - in.aux_begin);
+        }
+        break;
+      }
       out.emplace_back(L.resid + in.layer * E, E);
       out.emplace_back(L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head * E);
       break;

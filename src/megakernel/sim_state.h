@@ -53,6 +53,7 @@ struct Simulator::State {
   int cur_step = 0;     // step within the launch
   int cur_pos = 0;
   const Instr* cur = nullptr;
+  int cur_phase = 0;    // of a two-phase instruction (two_phase): 0 its slice of resid_mid, 1 the rest
   std::string error;    // first violation
 
   void init(const ModelConfig& c, const Weights& w, Schedule s);
@@ -76,6 +77,12 @@ struct Simulator::State {
   bool flagged(int64_t i) const;
   uint32_t cur_epoch() const { return epoch + uint32_t(cur_step); }
   void flag_polls(const Instr& in, std::vector<std::pair<int64_t, int64_t>>& out) const;
+  // Flag protocol with the mid-layer residual: MlpGateUp runs in two phases (device/ops/mlp.cuh says why). Phase 0
+  // sums and publishes its slice of resid_mid[l]; phase 1 polls the whole resid_mid[l] -- every SM's phase 0 -- and
+  // runs the rest. The SM blocks between them like between two instructions.
+  bool two_phase(const Instr& in) const {
+    return protocol == Protocol::Flags && in.op == Op::MlpGateUp && schedule.layout.mid_resid;
+  }
   bool prewait_through_pos = false;  // test hook: check position pos too (must fail)
 };
 
