@@ -34,26 +34,22 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
   const int64_t qkv = L.qkv + int64_t(l) * L.qkv_dim;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Qwen3's q/k norm weights of this warp's head (warp h < G: q head h, warp G: k), into registers before the poll
-  // (they do not depend on it). Read inside the norm loop they were one dependent L2 round trip per 32 dims: the
-  // loads could not pass the loop's shared-memory stores (the compiler cannot tell them apart).
-  constexpr int NW = 4;  // hd / 32 for the supported head dims (64, 128)
-  float nw[NW];
-  const bool qk_norm = w.q_norm != nullptr && warp <= G;
-  if (qk_norm) {
-    const float* src = warp < G ? w.q_norm : w.k_norm;
-#pragma unroll
-    for (int k = 0; k < NW; ++k) nw[k] = lane + 32 * k < hd ? __ldg(src + lane + 32 * k) : 0.f;
-  }
   for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) {
     int src = i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
                                                              : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
     s_h[i] = FLAG ? poll1(c, c.p.fws + qkv + src) : ld_act(c.p.ws + qkv + src);
   }
   csync();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (w.q_norm) {  // Qwen3: RMSNorm over each head (q heads 0..G-1, k = head G), one warp per head (G < WARPS)
-    if (qk_norm) {
+    if (warp <= G) {
+      // The head's norm weights into registers first, all loads at once: read inside the loop they were one
+      // dependent L2 round trip per 32 dims (the loads could not pass the loop's shared-memory stores).
+      constexpr int NW = 4;  // hd / 32 for the supported head dims (64, 128)
+      const float* src = warp < G ? w.q_norm : w.k_norm;
+      float nw[NW];
+#pragma unroll
+      for (int k = 0; k < NW; ++k) nw[k] = lane + 32 * k < hd ? __ldg(src + lane + 32 * k) : 0.f;
       float* x = s_h + warp * hd;
       float ss = 0.f;
 #pragma unroll
