@@ -83,7 +83,11 @@
 // Session 17 too: sampled flag launches with split attention run SPLIT instances of their own (they ran attn_range
 // for the chunks, other arithmetic than the greedy forward's), and the flag instances without split attention leave
 // out the split code (INLINE): the greedy one 303 -> 231 KB of SASS, spill stores 220 -> 8 B; the sampled one 405 ->
-// 335 KB, 244 -> 172 B (scripts/interpreter_size.sh; not yet timed on a GPU).
+// 335 KB, 244 -> 172 B (scripts/interpreter_size.sh). Measured in session 18 (bench/RESULTS.md call 1): 1B ctx 32
+// -4.3%, Qwen3 -5%, 8B -3.5%; sampled 4096* / 16384* 1.377 / 1.763 -> 1.196 / 1.350 ms/token.
+// Version 18 (session 18): MlpGateUp in two phases under the flag protocol (ops/mlp.cuh: each SM sums its slice of the
+// mid residual, then polls it whole; 1B ctx 32 0.860 -> 0.815 ms/token, 8B 4.735 -> 4.581), head dim 128's split
+// attention in pairs of warps (ops/attn_mma.cuh), Qwen3's q/k norm weights loaded at once (Qwen3 -1.3%).
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>
