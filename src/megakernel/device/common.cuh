@@ -347,33 +347,19 @@ __device__ void residual_in(const Ctx& c, int l) {
                L.n_kv_head, c.p.ws + down);
 }
 
-// s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm); n % 4 == 0. Ends with a barrier.
-// Each thread takes the slots of 4 elements at 4 tid + 4 NCT k -- those that poll_vector, sum_residual(_flag) and
-// prefetch_norm give it --, so with `own` (the thread wrote exactly these slots of s_x, or a barrier has passed since
-// s_x was written) the barrier before the sum of squares is left out: each thread reads what it wrote itself, and
-// the norm weights it copied itself. With `staged` (prefetch_norm issued before the wait) w is read from norm_stage.
-__device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = false, bool own = false) {
+// s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.
+// With `staged` (prefetch_norm issued before the wait) w is read from norm_stage instead.
+__device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = false) {
   if (staged) {
     if (const float* st = norm_stage(c)) w = st;
-    cp_async_wait_all();  // this thread's copies: the slots it reads below
+    cp_async_wait_all();  // this thread's copies; the barrier below publishes them to the others
   }
-  if (!own) csync();
+  csync();
   float ss = 0.f;
-  for (int i = 4 * threadIdx.x; i < n; i += 4 * NCT) {
-    const float4 x = *reinterpret_cast<const float4*>(c.s_x + i);
-    ss += x.x * x.x;
-    ss += x.y * x.y;
-    ss += x.z * x.z;
-    ss += x.w * x.w;
-  }
+  for (int i = threadIdx.x; i < n; i += NCT) ss += c.s_x[i] * c.s_x[i];
   ss = cons_sum(ss, c.s_red);
   const float inv = 1.f / sqrtf(ss / float(n) + c.p.eps);
-  for (int i = 4 * threadIdx.x; i < n; i += 4 * NCT) {
-    float4 x = *reinterpret_cast<const float4*>(c.s_x + i);
-    const float4 g = *reinterpret_cast<const float4*>(w + i);
-    x.x = g.x * (x.x * inv), x.y = g.y * (x.y * inv), x.z = g.z * (x.z * inv), x.w = g.w * (x.w * inv);
-    *reinterpret_cast<float4*>(c.s_x + i) = x;
-  }
+  for (int i = threadIdx.x; i < n; i += NCT) c.s_x[i] = w[i] * (c.s_x[i] * inv);
   csync();
 }
 

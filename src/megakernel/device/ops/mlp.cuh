@@ -37,16 +37,18 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   if (two_phase) {
     mid_resid_slice(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, mid, int(in.aux_begin),
                     int(in.aux_end));
-    poll_vector(c, mid, L.n_embd);  // this thread's slots: the norm below reads no other (no barrier between)
+    poll_vector(c, mid, L.n_embd);
+  } else if constexpr (FLAG) {
+    sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
   } else {
-    if constexpr (FLAG) sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
-    else sum_residual(c, c.p.ws + L.resid + in.layer * E, c.p.ws + L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, nullptr);
-    csync();
-    // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
-    for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
+    sum_residual(c, c.p.ws + L.resid + in.layer * E, c.p.ws + L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, nullptr);
   }
-  stamp(c, T_PREP1);  // two-phase: thread 0's polls
-  rmsnorm_smem(c, w.mlp_norm, L.n_embd, true, true);
+  csync();
+  stamp(c, T_PREP1);
+  // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
+  if (!two_phase)
+    for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
+  rmsnorm_smem(c, w.mlp_norm, L.n_embd, true);
   stamp(c, T_PREP2);
   // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
   const int r0 = int(in.row_begin), r1 = int(in.row_end);

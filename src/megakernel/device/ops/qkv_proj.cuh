@@ -16,7 +16,7 @@ __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
   const int64_t resid = L.resid + int64_t(in.layer) * L.n_embd;
   for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, resid + i, c.s_x[i]);
-  rmsnorm_smem(c, w.attn_norm, L.n_embd, true, true);  // own: the barrier above has passed
+  rmsnorm_smem(c, w.attn_norm, L.n_embd, true);
   stamp(c, T_PREP2);
   const int64_t out = L.qkv + int64_t(in.layer) * L.qkv_dim;
   const float* bias = w.bqkv;
