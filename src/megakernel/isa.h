@@ -35,7 +35,10 @@
 // separate residual-add step. Every buffer is per layer, so within a step nothing is overwritten.
 // With Layout::mid_resid the readers of resid_in(l) (QkvProj, LmHead) read resid_mid[l-1] (= resid[l-1] +
 // sum_g o_part[l-1][g], materialised by MlpGateUp in the same order) + sum_p down[l-1][p]: the same bits from
-// 2 + (n_down_parts - 1) vectors instead of 2 + n_kv_head + (n_down_parts - 1).
+// 2 + (n_down_parts - 1) vectors instead of 2 + n_kv_head + (n_down_parts - 1). With flag publishing and
+// mid_resid, MlpGateUp runs in two phases (device/ops/mlp.cuh, the simulator's State::two_phase): first it sums and
+// publishes its slice resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every
+// instruction's slice -- as its x: one vector per SM instead of 1 + n_kv_head, the same bits.
 //
 // Publishing (Layout-independent; the device's MkParams::flags and the simulator's Protocol): either
 // epoch counters (below), or flag-in-data: every workspace element except logits is stored together with
