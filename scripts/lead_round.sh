@@ -20,9 +20,9 @@ echo "bench 1b exit $?" >> "$OUT/summary.txt"
 timeout 60 "$B/megakernel" bench --shape llama-3.1-8b --backend all --no-ceilings --prefill 32 --context 32 --repeats 3 \
   --json > "$OUT/bench8b.json" 2> "$OUT/bench8b.txt"
 echo "bench 8b exit $?" >> "$OUT/summary.txt"
-if [ -n "${TORCH_PEERS:-}" ]; then  # e.g. TORCH_PEERS=gptfast,hfcompile PEER_LIMITS=gptfast=45,hfcompile=90
+if [ -n "${TORCH_PEERS:-}" ]; then  # e.g. TORCH_PEERS=gptfast,hfcompile PEER_LIMITS=gptfast=75,hfcompile=90
   PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --ours "$OUT/bench.json" --shapes llama-3.2-1b --modes "$TORCH_PEERS" \
-    --limits "${PEER_LIMITS:-gptfast=45,eager=25,hfcompile=90}" --reps 3 --out "$OUT/peers.json" > "$OUT/peers.log" 2>&1
+    --limits "${PEER_LIMITS:-gptfast=75,eager=25,hfcompile=90}" --reps 3 --out "$OUT/peers.json" > "$OUT/peers.log" 2>&1
   echo "torch peers exit $?" >> "$OUT/summary.txt"
 fi
 if [ -z "${SKIP_MK_DECODE:-}" ]; then  # the megakernel's own benchmark (timestamps, ring variants)
