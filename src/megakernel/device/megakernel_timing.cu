@@ -42,7 +42,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   schedule_.flatten(instrs, offsets);
   constexpr int N_OP = int(Op::Count);
   double wait[N_OP] = {}, prep[N_OP] = {}, comp[N_OP] = {}, page[N_OP] = {}, sig[N_OP] = {};
-  double att_prep[N_OP] = {}, att_range[N_OP] = {};  // attention ops: q/k/v + RoPE + append; the attention
+  double prep1[N_OP] = {}, prep2[N_OP] = {};  // the prep up to T_PREP1, then to T_PREP2 (params.cuh)
   double att_kv[N_OP] = {};  // of the attention: thread 0 waiting for its staged K/V copies
   int count[N_OP] = {};
   unsigned long long t_min = ~0ull, t_max = 0;
@@ -57,8 +57,8 @@ Expected<std::string> MegakernelBackend::timing_report() {
     page[op] += double(r[device::T_PAGE_WAIT]);
     sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
     if (r[device::T_PREP1] && r[device::T_PREP2]) {
-      att_prep[op] += double(r[device::T_PREP1] - r[device::T_WAIT_END]);
-      att_range[op] += double(r[device::T_PREP2] - r[device::T_PREP1]);
+      prep1[op] += double(r[device::T_PREP1] - r[device::T_WAIT_END]);
+      prep2[op] += double(r[device::T_PREP2] - r[device::T_PREP1]);
       if (r[device::T_ATT_KV]) att_kv[op] += double(r[device::T_ATT_KV] - r[device::T_PREP1]);
     }
     t_min = std::min(t_min, r[device::T_WAIT_START]);
@@ -84,14 +84,14 @@ Expected<std::string> MegakernelBackend::timing_report() {
     tw += wait[op], tq += prep[op], tc += comp[op], tp += page[op], ts += sig[op];
   }
   for (int op = 0; op < N_OP; ++op)
-    if (att_prep[op] > 0) {
+    if (prep1[op] > 0) {
       if (Op(op) == Op::QkvProj || Op(op) == Op::MlpGateUp)
         std::snprintf(line, sizeof line, "    %-13s prep = inputs polled + summed %.1f, residual store + RMSNorm %.1f, to the first page %.1f\n",
-                      op_name(Op(op)), att_prep[op] * per, att_range[op] * per, (prep[op] - att_prep[op] - att_range[op]) * per);
+                      op_name(Op(op)), prep1[op] * per, prep2[op] * per, (prep[op] - prep1[op] - prep2[op]) * per);
       else
         std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait %.1f), merge/normalise %.1f\n",
-                      op_name(Op(op)), att_prep[op] * per, att_range[op] * per, att_kv[op] * per,
-                      (prep[op] - att_prep[op] - att_range[op]) * per);
+                      op_name(Op(op)), prep1[op] * per, prep2[op] * per, att_kv[op] * per,
+                      (prep[op] - prep1[op] - prep2[op]) * per);
       out += line;
     }
   std::snprintf(line, sizeof line, "    %-13s %6zu %28.1f %8.1f %8.1f %8.1f %12.1f\n", "total", n_instr, tw * per, tq * per,

@@ -179,12 +179,9 @@ __host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { retu
 
 // Session 17, ops/attn_mma.cuh: split attention's tiles on the tensor cores.
 constexpr int MMA_TK = 16;  // keys per tile (the mma's k for P V)
-#ifndef MK_ATTN_MMA_STAGES
-#define MK_ATTN_MMA_STAGES 2
-#endif
 // Ring stages per warp: MMA_NS - 1 tiles in flight while one is computed (H200, 1B ctx 16384*: 10 warps x 2 stages
 // 1.270 ms/token, 6 x 3 1.288; bench/RESULTS.md session 17, call 3).
-constexpr int MMA_NS = MK_ATTN_MMA_STAGES;
+constexpr int MMA_NS = 2;
 __host__ __device__ constexpr int attn_mma_stage_bytes(int hd) { return 2 * MMA_TK * hd * 2; }  // K + V tile, bf16
 // Warps whose MMA_NS stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
 __host__ __device__ inline int attn_mma_fit(int smem_x_floats, int hd) {

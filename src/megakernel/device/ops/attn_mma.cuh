@@ -259,8 +259,8 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   attn_mma_merge<HD>(c, s_wp, streams, G, rec);
 }
 
-// Out of line, scalars in (as attn_merge_split), one function per head dim: their registers (head dim 128: 64
-// accumulators) are then their own and do not raise the SPLIT instances' spills elsewhere.
+// Out of line, scalars in (as attn_merge_split), one function per head dim: their registers (the accumulators) are
+// then their own and do not raise the SPLIT instances' spills elsewhere.
 template <int HD>
 __device__ __noinline__ void attn_mma_call(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                            int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
