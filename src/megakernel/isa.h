@@ -6,7 +6,7 @@
 //   per layer l:
 //     QkvProj     rows of [q | k | v] (q_dim + 2 kv_dim)  x = resid_in(l); rmsnorm(attn_norm); matvec rows
 //                                                        (+ Qwen2 bias) -> qkv[l]; also materialises
-//                                                        resid[l][aux_begin, aux_end)
+//                                                        resid[l][aux_begin, aux_end) (two phases: below)
 //     AttnPartial (kv head g, kv chunk c)                q/k norm (Qwen3) + RoPE of the group's q heads and of
 //                                                        k; the instruction whose chunk holds pos appends K,V
 //                                                        to the cache; partial softmax over the chunk ->
@@ -24,7 +24,9 @@
 //     MlpGateUpDown rows of n_ff, part p                 act rows as MlpGateUp, then the split-K partial
 //                                                        down[l][p] = w_down[:, rows] . act[rows]  (n_embd)
 //   LmHead        rows of n_vocab                        x = final residual; rmsnorm(final_norm);
-//                                                        logits[rows]; per-slice argmax -> amax[slice]
+//                                                        logits[rows]; per-slice argmax -> amax[slice]; with
+//                                                        fuse_down also materialises resid[n_layer][aux slice]
+//                                                        (two-phase only: below)
 //   Argmax        one instruction                        reduces amax[*] -> tokens[step + 1]; in a sampled launch
 //                                                        (SampleParams::temperature > 0) it draws tokens[step + 1]
 //                                                        from logits[*] by the host Sampler's rule instead
@@ -38,7 +40,12 @@
 // 2 + (n_down_parts - 1) vectors instead of 2 + n_kv_head + (n_down_parts - 1). With flag publishing and
 // mid_resid, MlpGateUp runs in two phases (device/ops/mlp.cuh, the simulator's State::two_phase): first it sums and
 // publishes its slice resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every
-// instruction's slice -- as its x: one vector per SM instead of 1 + n_kv_head, the same bits.
+// instruction's slice -- as its x: one vector per SM instead of 1 + n_kv_head, the same bits. MlpGateUpDown does
+// the same. When resid_two_phase (below: flags, mid_resid and the fused MLP's n_down_parts > 1), the readers of
+// resid_in(l) do it too (n_down_parts partials per SM are far more to read): QkvProj (l >= 1) first publishes
+// resid[l][aux slice] = resid_mid[l-1] + down[l-1][0] + ... + down[l-1][P-1] there (resid_in's order: the same
+// bits), then polls the whole resid[l] as its x (not writing it again); LmHead likewise through resid[n_layer] (its
+// dynamic claims all in the second phase). Layer 0's QkvProj reads the token: one phase.
 //
 // Publishing (Layout-independent; the device's MkParams::flags and the simulator's Protocol): either
 // epoch counters (below), or flag-in-data: every workspace element except logits is stored together with
@@ -110,7 +117,8 @@ struct Instr {
   uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead); part (MlpGateUpDown)
   uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
   uint32_t row_end = 0;
-  uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises; MlpGateUp(Down): resid_mid[l] rows
+  uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises; MlpGateUp(Down): resid_mid[l] rows;
+                            // LmHead (fuse_down): resid[n_layer] rows
   uint32_t aux_end = 0;
   uint32_t signal = 0;      // counter incremented (by 1) after the instruction's writes
   uint16_t flags = 0;
@@ -139,7 +147,8 @@ struct Layout {
   int n_down_parts = 1;  // partial vectors per layer in `down`: 1, or one per MlpGateUpDown
   int att_part_stride = 0;  // floats per (g, c) partial: group * (head_dim + 2)
   // offsets (floats) into the workspace:
-  int64_t resid = 0;     // [n_layer][n_embd]          resid[l] = input residual of layer l
+  int64_t resid = 0;     // [n_layer + 1][n_embd]      resid[l] = input residual of layer l; resid[n_layer] = the
+                         //                            final one (written by the two-phase LmHead only)
   int64_t qkv = 0;       // [n_layer][qkv_dim]         raw projections (bias added, no RoPE)
   int64_t att_part = 0;  // [n_layer][n_kv_head][n_chunks][group][head_dim + 2]  (o unnormalised, max, sum)
   int64_t o_part = 0;    // [n_layer][n_kv_head][n_embd]  split-K O-projection partials
@@ -165,6 +174,10 @@ struct Layout {
   // counters:
   int n_counters = 0;
 };
+
+// Flag protocol (flags) with the mid-layer residual and a fused MLP of several down partials: the readers of
+// resid_in(l), QkvProj (l >= 1) and LmHead, run in two phases (see above). The device and the simulator both ask this.
+MK_ISA_HD inline bool resid_two_phase(const Layout& L, bool flags) { return flags && L.mid_resid && L.n_down_parts > 1; }
 
 // Positions [p0, p1) that AttnPartial's chunk attends to at step position pos (both the device and the
 // simulator clip them to [0, pos]; the chunk whose range holds pos appends this step's k/v). Static

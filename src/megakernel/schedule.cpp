@@ -173,7 +173,7 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.att_part_stride = L.group * (c.head_dim + 2);
   int64_t off = 0;
   auto take = [&](int64_t n) { int64_t at = off; off += (n + 3) / 4 * 4; return at; };  // 16-B aligned
-  L.resid = take(int64_t(c.n_layer) * c.n_embd);
+  L.resid = take(int64_t(c.n_layer + 1) * c.n_embd);  // + the final residual (isa.h resid_two_phase)
   L.qkv = take(int64_t(c.n_layer) * L.qkv_dim);
   L.att_part = take(int64_t(c.n_layer) * c.n_kv_head * L.n_chunks * L.att_part_stride);
   L.o_part = take(int64_t(c.n_layer) * c.n_kv_head * c.n_embd);
@@ -292,10 +292,13 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
     b.emit_stage(std::move(stage));
   }
   std::vector<Pending> stage;
+  // Fused MLP: the slices of resid[n_layer] that a two-phase LmHead publishes (isa.h resid_two_phase).
+  const auto final_rows = o.fuse_down ? split_rows(c.n_embd, int(lm_rows.size()), 1) : decltype(lm_rows){};
   for (size_t i = 0; i < lm_rows.size(); ++i) {
     Instr in = b.make(Op::LmHead, c.n_layer - 1, C.lm_head(), C.down(c.n_layer - 1), count16(n_down));
     in.row_begin = lm_rows[i].first, in.row_end = lm_rows[i].second;
     in.chunk = uint16_t(i);
+    if (i < final_rows.size()) in.aux_begin = final_rows[i].first, in.aux_end = final_rows[i].second;
     stage.push_back({in, uint64_t(in.row_end - in.row_begin) * n_embd * wb});
   }
   b.emit_stage(std::move(stage));

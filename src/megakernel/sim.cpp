@@ -45,7 +45,8 @@ bool Simulator::State::flagged(int64_t i) const {
 std::string Simulator::State::where() const {
   if (!cur) return "host";
   return cat("step ", cur_step, " (pos ", cur_pos, ") SM ", cur_sm, " ", op_name(cur->op), "(layer ", cur->layer,
-             ", group ", cur->group, ", chunk ", cur->chunk, ", rows [", cur->row_begin, ", ", cur->row_end, "))");
+             ", group ", cur->group, ", chunk ", cur->chunk, ", rows [", cur->row_begin, ", ", cur->row_end, "))",
+             two_phase(*cur) ? cat(" phase ", cur_phase) : "");
 }
 
 std::string Simulator::State::region(int64_t off) const {
@@ -139,7 +140,7 @@ uint32_t Simulator::epoch() const { return st_->epoch; }
 const Schedule& Simulator::schedule() const { return st_->schedule; }
 
 void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true; }
-void Simulator::skip_flag_polls_for_test(Op op) { st_->skip_polls_op = op; }
+void Simulator::skip_flag_polls_for_test(Op op, int phase) { st_->skip_polls_op = op, st_->skip_polls_phase = phase; }
 void Simulator::drop_step_barrier_for_test() { st_->no_step_barrier = true; }
 void Simulator::extra_lm_claim_for_test() { st_->extra_lm_claim = true; }
 
@@ -226,7 +227,7 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
   auto flag_block = [&](int sm, const Instr& in, uint64_t epoch) -> std::string {
     if (pc[size_t(sm)] == 0 && !s.no_step_barrier && s.step_counter < epoch * uint64_t(s.n_active))
       return cat("step barrier ", s.step_counter, "/", epoch * uint64_t(s.n_active));
-    if (in.op == s.skip_polls_op) return "";
+    if (in.op == s.skip_polls_op && (s.skip_polls_phase < 0 || s.skip_polls_phase == phase[size_t(sm)])) return "";
     s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in, s.cur_phase = phase[size_t(sm)];
     polls.clear();
     s.flag_polls(in, polls);

@@ -62,8 +62,10 @@ class Simulator {
   // step's attention appends -- an unsafe preload, to prove that check fires.
   void preload_current_pos_for_test();
   // Test hooks of the flag protocol: `op` runs without polling its inputs' flags (it must be caught
-  // reading a stale element); the step barrier left out (the K/V cache and the next step's overwrites race).
-  void skip_flag_polls_for_test(Op op);
+  // reading a stale element) -- in phase `phase` of a two-phase instruction (State::two_phase; a one-phase
+  // instruction is phase 0), -1 in every phase; the step barrier left out (the K/V cache and the next step's
+  // overwrites race).
+  void skip_flag_polls_for_test(Op op, int phase = -1);
   void drop_step_barrier_for_test();
   // Test hook of the dynamic LM head: every LmHead instruction claims once more than the device does (the
   // per-step claim ranges then drift; Argmax's check must catch it).

@@ -41,12 +41,35 @@ bool residual_in(Simulator::State& s, int l, Vec& x) {
   return true;
 }
 
+// Phase 0 of a two-phase instruction (State::two_phase): dst[aux_begin, aux_end) = the sum of phase_sum's vectors
+// there, in their order -- the order of the one-phase whole-vector sums (residual_in, gate_up_rows), so the same bits.
+bool publish_slice(Simulator::State& s, const Instr& in) {
+  const Simulator::State::PhaseSum ps = s.phase_sum(in);
+  const int64_t E = s.schedule.layout.n_embd, b = in.aux_begin, n = int64_t(in.aux_end) - b;
+  if (n <= 0) return true;
+  Vec x(static_cast<size_t>(n)), part(static_cast<size_t>(n));
+  if (!s.read(ps.first + b, n, x.data())) return false;
+  for (int k = 0; k < ps.n_rest; ++k) {
+    if (!s.read(ps.rest + k * E + b, n, part.data())) return false;
+    cpu::add(x.data(), x.data(), part.data(), int(n));
+  }
+  return s.write(ps.dst + b, n, x.data());
+}
+
+// Phase 1 of a two-phase instruction: x = the whole vector that every instruction's phase 0 published.
+bool read_published(Simulator::State& s, const Instr& in, Vec& x) {
+  const Layout& L = s.schedule.layout;
+  x.assign(size_t(L.n_embd), 0.f);
+  return s.read(s.phase_sum(in).dst, L.n_embd, x.data());
+}
+
 bool qkv_proj(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
   Vec x, xn(static_cast<size_t>(L.n_embd)), out(static_cast<size_t>(L.qkv_dim));
-  if (!residual_in(s, in.layer, x)) return false;
-  if (in.aux_end > in.aux_begin &&
+  const bool two = s.two_phase(in);  // phase 1: x = resid[l], already published by phase 0
+  if (!(two ? read_published(s, in, x) : residual_in(s, in.layer, x))) return false;
+  if (!two && in.aux_end > in.aux_begin &&
       !s.write(L.resid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
     return false;
   cpu::rmsnorm(xn.data(), x.data(), w.attn_norm, s.config.rms_norm_eps, L.n_embd);
@@ -182,7 +205,7 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   act.assign(size_t(L.n_ff), 0.f);
   Vec& gate = act;
   if (s.two_phase(in)) {
-    if (!s.read(L.resid_mid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+    if (!read_published(s, in, x)) return false;
   } else {
     if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
     for (int g = 0; g < L.n_kv_head; ++g) {
@@ -201,24 +224,8 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   return true;
 }
 
-// Two-phase MlpGateUp, phase 0: resid_mid[l][aux_begin, aux_end) = resid[l] + sum_g o_part[l][g] there (the order
-// of gate_up_rows' whole-vector sum, so the same bits).
-bool mid_resid_slice(Simulator::State& s, const Instr& in) {
-  const Layout& L = s.schedule.layout;
-  const int64_t b = in.aux_begin, n = int64_t(in.aux_end) - b;
-  if (n <= 0) return true;
-  Vec x(static_cast<size_t>(n)), part(static_cast<size_t>(n));
-  if (!s.read(L.resid + int64_t(in.layer) * L.n_embd + b, n, x.data())) return false;
-  for (int g = 0; g < L.n_kv_head; ++g) {
-    if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd + b, n, part.data())) return false;
-    cpu::add(x.data(), x.data(), part.data(), int(n));
-  }
-  return s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + b, n, x.data());
-}
-
 bool mlp_gate_up(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
-  if (s.two_phase(in) && s.cur_phase == 0) return mid_resid_slice(s, in);
   Vec act;
   if (!gate_up_rows(s, in, act)) return false;
   return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, in.row_end - in.row_begin,
@@ -279,7 +286,8 @@ bool argmax_better(float v, int i, float bv, int bi) {
 bool lm_head(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec x, xn(static_cast<size_t>(L.n_embd)), logits(static_cast<size_t>(L.n_vocab));
-  if (!residual_in(s, L.n_layer, x)) return false;
+  // Two-phase: phase 1 (x = resid[n_layer]); phase 0 ran publish_slice and made no claims.
+  if (!(s.two_phase(in) ? read_published(s, in, x) : residual_in(s, L.n_layer, x))) return false;
   cpu::rmsnorm(xn.data(), x.data(), s.weights->final_norm, s.config.rms_norm_eps, L.n_embd);
   const TensorView& head = s.weights->lm_head.present() ? s.weights->lm_head : s.weights->tok_embd;
   std::vector<std::pair<int, int>> rows;
@@ -327,6 +335,7 @@ bool argmax(Simulator::State& s, const Instr&) {
 }  // namespace
 
 bool Simulator::State::execute() {
+  if (two_phase(*cur) && cur_phase == 0) return publish_slice(*this, *cur);
   switch (cur->op) {
     case Op::QkvProj: return qkv_proj(*this, *cur);
     case Op::AttnPartial: return attn_partial(*this, *cur);
@@ -356,6 +365,17 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
     }
     out.emplace_back(L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts * E);
   };
+  if (two_phase(in)) {  // phase 0: its slice of each vector it sums (publish_slice); phase 1: all of the sum
+    const PhaseSum ps = phase_sum(in);
+    const int64_t b = in.aux_begin, n = int64_t(in.aux_end) - b;
+    if (cur_phase == 1) {
+      out.emplace_back(ps.dst, E);
+    } else if (n > 0) {
+      out.emplace_back(ps.first + b, n);
+      for (int k = 0; k < ps.n_rest; ++k) out.emplace_back(ps.rest + k * E + b, n);
+    }
+    return;
+  }
   const int hd = L.head_dim, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
   const int64_t qkv = L.qkv + int64_t(in.layer) * L.qkv_dim;
   switch (in.op) {
@@ -373,16 +393,6 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       break;
     case Op::MlpGateUp:
     case Op::MlpGateUpDown:
-      if (two_phase(in)) {  // phase 0: its slice of resid and of each o_part; phase 1: all of resid_mid
-        if (cur_phase == 1) {
-          out.emplace_back(L.resid_mid + in.layer * E, E);
-        } else if (in.aux_end > in.aux_begin) {
-          for (int k = 0; k <= L.n_kv_head; ++k)
-            out.emplace_back((k == 0 ? L.resid + in.layer * E : L.o_part + (in.layer * L.n_kv_head + k - 1) * E) + in.aux_begin,
-                             int64_t(in.aux_end) - in.aux_begin);
-        }
-        break;
-      }
       out.emplace_back(L.resid + in.layer * E, E);
       out.emplace_back(L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head * E);
       break;

@@ -43,7 +43,8 @@ struct Simulator::State {
   uint64_t step_counter = 0;                 // the step barrier: one release per SM with a queue per step
   std::vector<uint32_t> step_clock;          // [n_sm] join of the releases
   int n_active = 0;                          // SMs with a non-empty queue
-  Op skip_polls_op = Op::Count;              // test hook: this op polls nothing
+  Op skip_polls_op = Op::Count;              // test hook: this op polls nothing (in phase skip_polls_phase;
+  int skip_polls_phase = -1;                 // -1: in every phase)
   bool no_step_barrier = false;              // test hook
   SampleParams sample;                       // this launch's sampling (temperature 0: greedy)
   uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm_unit_rows)
@@ -53,7 +54,7 @@ struct Simulator::State {
   int cur_step = 0;     // step within the launch
   int cur_pos = 0;
   const Instr* cur = nullptr;
-  int cur_phase = 0;    // of a two-phase instruction (two_phase): 0 its slice of resid_mid, 1 the rest
+  int cur_phase = 0;    // of a two-phase instruction (two_phase): 0 its published slice, 1 the rest
   std::string error;    // first violation
 
   void init(const ModelConfig& c, const Weights& w, Schedule s);
@@ -77,11 +78,31 @@ struct Simulator::State {
   bool flagged(int64_t i) const;
   uint32_t cur_epoch() const { return epoch + uint32_t(cur_step); }
   void flag_polls(const Instr& in, std::vector<std::pair<int64_t, int64_t>>& out) const;
-  // Flag protocol with the mid-layer residual: MlpGateUp runs in two phases (device/ops/mlp.cuh says why). Phase 0
-  // sums and publishes its slice of resid_mid[l]; phase 1 polls the whole resid_mid[l] -- every SM's phase 0 -- and
-  // runs the rest. The SM blocks between them like between two instructions.
+  // Flag protocol with the mid-layer residual: MlpGateUp(Down) runs in two phases (device/ops/mlp.cuh says why), and
+  // so do the readers of resid_in(l) when resid_two_phase (isa.h). Phase 0 sums and publishes its slice of one
+  // vector (phase_sum); phase 1 polls that whole vector -- every SM's phase 0 -- as its x and runs the rest. The SM
+  // blocks between them like between two instructions.
   bool two_phase(const Instr& in) const {
-    return protocol == Protocol::Flags && in.op == Op::MlpGateUp && schedule.layout.mid_resid;
+    const Layout& L = schedule.layout;
+    if (protocol != Protocol::Flags || !L.mid_resid) return false;
+    if (in.op == Op::MlpGateUp || in.op == Op::MlpGateUpDown) return true;
+    return resid_two_phase(L, true) && ((in.op == Op::QkvProj && in.layer >= 1) || in.op == Op::LmHead);
+  }
+  // What phase 0 of a two-phase instruction sums over [aux_begin, aux_end), in this order: `first`, then the n_rest
+  // vectors at rest + k * n_embd; into `dst`, the vector phase 1 reads whole. MlpGateUp(Down): resid[l] + every
+  // o_part[l] -> resid_mid[l]; QkvProj, LmHead: resid_mid[l-1] + every down[l-1] -> resid[l] (l = n_layer for LmHead).
+  struct PhaseSum {
+    int64_t first, rest;
+    int n_rest;
+    int64_t dst;
+  };
+  PhaseSum phase_sum(const Instr& in) const {
+    const Layout& L = schedule.layout;
+    const int64_t E = L.n_embd;
+    if (in.op == Op::MlpGateUp || in.op == Op::MlpGateUpDown)
+      return {L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, L.resid_mid + in.layer * E};
+    const int64_t l = in.op == Op::LmHead ? L.n_layer : in.layer;
+    return {L.resid_mid + (l - 1) * E, L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts, L.resid + l * E};
   }
   bool prewait_through_pos = false;  // test hook: check position pos too (must fail)
 };

@@ -90,6 +90,9 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
         case Op::LmHead:
           own(owners, "logits", L.n_vocab, in.row_begin, in.row_end);
           own(owners, "amax", L.n_lm_slices, in.chunk, in.chunk + 1);
+          ASSERT_LE(in.aux_begin, in.aux_end);
+          if (o.fuse_down) own(owners, "resid[n_layer]", L.n_embd, in.aux_begin, in.aux_end);  // two-phase LmHead
+          else EXPECT_EQ(in.aux_end, 0u);
           break;
         case Op::Argmax: own(owners, "token", 1, 0, 1); break;
         default: ADD_FAILURE() << "unexpected op " << int(in.op);
@@ -99,8 +102,9 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
   for (auto& [buf, v] : owners)
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], 1) << buf << " row " << i;
   EXPECT_EQ(L.mid_resid, o.mid_resid ? 1 : 0);
+  EXPECT_GE(L.qkv, L.resid + int64_t(c.n_layer + 1) * c.n_embd);  // resid holds n_layer + 1 rows
   size_t expect_bufs = size_t(c.n_layer) * (5 + size_t(c.n_kv_head) + (L.n_chunks > 1 ? size_t(c.n_kv_head) : 0) +
-                                            (L.n_chunks > 1 ? 0 : 1)) + 3;
+                                            (L.n_chunks > 1 ? 0 : 1)) + 3 + (o.fuse_down ? 1 : 0);
   EXPECT_EQ(owners.size(), expect_bufs);
   // Every wait's count is the number of instructions that signal that counter in one step.
   for (const Instr& in : all)
@@ -115,6 +119,9 @@ TEST(Schedule, OwnsEveryRowOnceAndWaitsOnEarlierStages) {
     check_schedule(tiny_config(Family::Qwen2, 8, 8, 64, 130, 77), {.n_sm = n_sm, .max_context = 5, .attn_chunk_len = 2});
     check_schedule(tiny_config(Family::Llama, 8, 2, 64, 200, 300),
                    {.n_sm = n_sm, .max_context = 40, .attn_chunk_len = 16, .fuse_down = true, .mid_resid = true});
+    // More LmHead (and QkvProj) instructions than hidden rows: some publish no slice of the final residual.
+    check_schedule(tiny_config(Family::Qwen2, 6, 1, 64, 40, 90, 2, 2000),
+                   {.n_sm = n_sm, .max_context = 8, .fuse_down = true, .mid_resid = true, .lm_unit_rows = 16, .lm_static_units = 1});
   }
   for (const char* name : {"llama-3.2-1b", "qwen3-0.6b"}) {
     auto c = shape_config(name);
@@ -155,6 +162,21 @@ TEST(Schedule, FusedMlpRemovesOneDependencyPointPerLayer) {
   EXPECT_EQ(stages(*plain) - stages(*fused), size_t(c->n_layer));
   EXPECT_EQ(fused->total_bytes, plain->total_bytes);  // the same weights, read once
   EXPECT_EQ(fused->layout.n_down_parts, 132);
+  // Under flags + mid_resid its residual readers run in two phases (isa.h resid_two_phase): the LmHead instructions'
+  // aux ranges are split_rows(n_embd, their count, 1), covering the final residual resid[n_layer] once.
+  auto mid = build_schedule(*c, {.n_sm = 132, .max_context = 256, .fuse_down = true, .mid_resid = true});
+  ASSERT_TRUE(mid.ok());
+  EXPECT_TRUE(resid_two_phase(mid->layout, true));
+  EXPECT_FALSE(resid_two_phase(mid->layout, false));
+  EXPECT_FALSE(resid_two_phase(fused->layout, true));  // no mid_resid
+  auto unfused_mid = build_schedule(*c, {.n_sm = 132, .max_context = 256, .mid_resid = true});
+  ASSERT_TRUE(unfused_mid.ok());
+  EXPECT_FALSE(resid_two_phase(unfused_mid->layout, true));  // one down partial
+  std::vector<std::pair<uint32_t, uint32_t>> aux(size_t(mid->layout.n_lm_slices));
+  for (const auto& q : mid->queues)
+    for (const Instr& in : q)
+      if (in.op == Op::LmHead) aux[in.chunk] = {in.aux_begin, in.aux_end};
+  EXPECT_EQ(aux, split_rows(c->n_embd, mid->layout.n_lm_slices, 1));
 }
 
 TEST(Schedule, SplitsAttentionForLongContexts) {

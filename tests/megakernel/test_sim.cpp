@@ -1,10 +1,12 @@
 // Tests of the megakernel protocol on the simulator (src/megakernel/sim.cpp): the simulated step
 // equals the CPU reference forward pass, for every family and awkward shapes, on SM counts 1, 2, 7,
 // 66 and 132 with random interleavings, over many steps (epoch counters never reset), one or K tokens
-// per launch; and the checker does catch a missing wait and a deadlock.
+// per launch; the two-phase forms of the flag protocol give the one-phase forms' bits; and the checker
+// does catch a missing wait or poll and a deadlock.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "cpu/cpu_backend.h"
 #include "megakernel/model.h"
@@ -51,12 +53,28 @@ std::vector<Case> cases() {
       {"llama gqa4 dynamic lm head", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 8, 1},
       {"qwen3 gqa8 tied dynamic lm head no static", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0, false, false, 6, 0},
       {"llama gqa1 split dynamic lm head", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 301, true), 3, false, true, 5, 2},
+      {"qwen3 gqa8 tied fused mlp dynamic lm head", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0, true, false, 6, 1},
   };
 }
 
+// The fused MLP: cases()' and more odd shapes -- three layers, GQA 1, head_dim 128 split, and a hidden size smaller
+// than the QkvProj and LmHead instruction counts on many SMs (instructions with no slice to publish).
+std::vector<Case> fused_cases() {
+  std::vector<Case> cs;
+  for (const Case& k : cases())
+    if (k.fuse_down) cs.push_back(k);
+  cs.push_back({"llama gqa1 hd64 split fused mlp 3 layers", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 3, 301, true), 3, true});
+  cs.push_back({"qwen3 gqa4 hd128 split fused mlp", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5, true});
+  cs.push_back({"qwen2 gqa6 hidden40 vocab2000 fused mlp dynamic lm head", tiny_config(Family::Qwen2, 6, 1, 64, 40, 90, 2, 2000),
+                0, true, false, 16, 1});
+  return cs;
+}
+
 // Runs n_steps tokens through the CPU reference and the simulator (one launch per token) and compares
-// every step's logits. `flags`: the flag-in-data protocol; `mid`: residual readers use resid_mid.
-void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, bool flags = false, bool mid = false) {
+// every step's logits. `flags`: the flag-in-data protocol; `mid`: residual readers use resid_mid. `logits`: each
+// step's simulated logits.
+void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, bool flags = false, bool mid = false,
+                        std::vector<std::vector<float>>* logits = nullptr) {
   SCOPED_TRACE(cat(k.name, ", n_sm ", n_sm, ", seed ", seed, ", flags ", flags, ", mid_resid ", mid));
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
@@ -70,6 +88,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, boo
     ASSERT_TRUE(cpu->forward(std::span(&token, 1), pos, ref).ok());
     auto r = sim.launch(token, pos, 1, seed * 1000 + uint64_t(pos));
     ASSERT_TRUE(r.ok()) << r.message();
+    if (logits) logits->push_back(r->logits);
     EXPECT_LT(rel_err(r->logits, ref), 1e-5) << "pos " << pos;
     int32_t greedy = int32_t(std::max_element(ref.begin(), ref.end()) - ref.begin());
     EXPECT_EQ(r->tokens[0], greedy) << "pos " << pos;
@@ -94,6 +113,37 @@ TEST(Sim, FlagProtocolAndMidResidualMatchCpuOnEverySmCount) {
     for (size_t i = 0; i < cs.size(); ++i) {
       const int v = int((i + size_t(n_sm)) % 3);  // 0: flags, 1: mid_resid, 2: both
       expect_matches_cpu(cs[i], n_sm, seed++, n_sm >= 66 ? 3 : 5, v != 1, v != 0);
+    }
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) return false;
+  return true;
+}
+
+// The fused MLP under flags + mid_resid: MlpGateUpDown, and with n_down_parts > 1 (every SM count but 1) the
+// residual readers QkvProj (layer >= 1) and LmHead too, run in two phases (isa.h resid_two_phase). The logits equal
+// the CPU forward pass, and bit for bit the one-phase runs of the same schedule (the counter protocol, with and
+// without mid_resid): phase 0 sums resid_mid + down[0] + ... + down[P-1] in residual_in's order, so another order or
+// a missing part shows. (The unfused MLP sums in another order: no bit equality with it.)
+TEST(Sim, FusedMlpTwoPhaseResidualMatchesCpuAndOnePhaseBits) {
+  uint64_t seed = 900;
+  for (int n_sm : {1, 2, 7, 66, 132})
+    for (const Case& k : fused_cases()) {
+      auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = 16, .fuse_down = true, .mid_resid = true});
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(resid_two_phase(s->layout, true), n_sm > 1) << k.name;
+      EXPECT_FALSE(resid_two_phase(s->layout, false));
+      const int n_steps = n_sm >= 66 ? 3 : 4;
+      std::vector<std::vector<float>> two, one_mid, one;
+      expect_matches_cpu(k, n_sm, seed, n_steps, /*flags=*/true, /*mid=*/true, &two);
+      expect_matches_cpu(k, n_sm, seed, n_steps, false, true, &one_mid);
+      expect_matches_cpu(k, n_sm, seed, n_steps, false, false, &one);
+      EXPECT_TRUE(same_bits(two, one_mid)) << k.name << ", n_sm " << n_sm;
+      EXPECT_TRUE(same_bits(two, one)) << k.name << ", n_sm " << n_sm;
+      ++seed;
     }
 }
 
@@ -226,6 +276,30 @@ TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
         EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
       }
       EXPECT_GE(failed, 4) << op_name(op) << ", mid_resid " << mid;
+    }
+  // The fused MLP under flags + mid_resid (isa.h resid_two_phase): each phase of each two-phase op polls what it
+  // reads -- phase 0 the slices it sums, phase 1 the whole vector every instruction's phase 0 published.
+  const Case f = fused_cases()[0];
+  Model mf = make_random_model(f.config, DType::BF16, 9);
+  for (Op op : {Op::QkvProj, Op::LmHead, Op::MlpGateUpDown})
+    for (int phase : {0, 1}) {
+      int failed = 0;
+      for (uint64_t seed = 1; seed <= 8; ++seed) {
+        auto s = build_schedule(f.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = f.chunk_len, .fuse_down = true, .mid_resid = true});
+        ASSERT_TRUE(s.ok());
+        ASSERT_TRUE(resid_two_phase(s->layout, true));
+        Simulator sim(mf.config, mf.weights, std::move(*s), Protocol::Flags);
+        sim.skip_flag_polls_for_test(op, phase);
+        auto r = sim.launch(1, 0, 2, seed);
+        if (r.ok()) continue;
+        ++failed;
+        EXPECT_TRUE(r.message().find("not this step's") != std::string::npos ||
+                    r.message().find("which nothing wrote") != std::string::npos)
+            << r.message();
+        EXPECT_NE(r.message().find(cat(op_name(op), "(")), std::string::npos) << r.message();
+        EXPECT_NE(r.message().find(cat(" phase ", phase, " reads")), std::string::npos) << r.message();
+      }
+      EXPECT_GE(failed, 4) << op_name(op) << ", fused MLP, phase " << phase;
     }
   for (int chunk : {0, 3}) {
     auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = chunk});

@@ -76,6 +76,7 @@ struct Case {
   ModelConfig config;
   int chunk_len = 0;
   int lm_unit = 0, lm_static = 0;
+  bool fuse_down = false;  // MlpGateUpDown (under flags + mid_resid: two-phase residual readers, isa.h resid_two_phase)
 };
 
 TEST(SimSample, KSampledStepsPerLaunchEqualHostLoop) {
@@ -83,6 +84,7 @@ TEST(SimSample, KSampledStepsPerLaunchEqualHostLoop) {
       {"llama gqa4 hd64 vocab 1000", tiny_config(Family::Llama, 8, 2, 64, 200, 300, 2, 1000)},
       {"qwen2 gqa6 split", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90, 2, 517), 4},
       {"qwen3 gqa8 tied dynamic lm head", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 611, true), 0, 6, 1},
+      {"qwen2 gqa6 split fused mlp dynamic lm head", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90, 2, 517), 4, 8, 1, true},
   };
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65};
   const int n_new = 12, max_ctx = 24;
@@ -99,7 +101,7 @@ TEST(SimSample, KSampledStepsPerLaunchEqualHostLoop) {
       for (int n_sm : {1, 2, 7, 66, -7, -2}) {  // negative: the flag protocol + mid_resid
         SCOPED_TRACE(cat(k.name, ", min_p ", min_p, ", n_sm ", n_sm));
         auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len,
-                                           .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
+                                           .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
         ASSERT_TRUE(s.ok()) << s.message();
         Simulator sim(m.config, m.weights, std::move(*s), n_sm < 0 ? Protocol::Flags : Protocol::Counters);
         SimResult r;

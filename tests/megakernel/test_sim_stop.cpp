@@ -25,6 +25,7 @@ struct Case {
   ModelConfig config;
   int chunk_len = 0;
   int lm_unit = 0, lm_static = 0;
+  bool fuse_down = false;  // MlpGateUpDown (under flags + mid_resid: two-phase residual readers, isa.h resid_two_phase)
 };
 
 const std::vector<int32_t> PROMPT = {3, 14, 15, 29};  // inside every test vocabulary
@@ -60,6 +61,7 @@ TEST(SimStop, StopAtStepJRunsJPlusOneStepsAndContinues) {
       {"llama gqa4 hd64", tiny_config(Family::Llama, 8, 2, 64, 200, 300, 2, 97)},
       {"qwen2 gqa6 split attention", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90, 2, 61), 4},
       {"qwen3 gqa8 tied dynamic lm head", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 83, true), 0, 6, 1},
+      {"llama gqa4 fused mlp dynamic lm head", tiny_config(Family::Llama, 8, 2, 64, 200, 300, 2, 89), 0, 4, 1, true},
   };
   const int K = 9, max_ctx = 24, P = int(PROMPT.size());
   uint64_t seed = 11;
@@ -70,7 +72,7 @@ TEST(SimStop, StopAtStepJRunsJPlusOneStepsAndContinues) {
         SCOPED_TRACE(cat(k.name, ", n_sm ", n_sm, temp > 0.f ? ", sampled" : ", greedy"));
         auto make = [&] {
           auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len,
-                                             .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit,
+                                             .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit,
                                              .lm_static_units = k.lm_static});
           EXPECT_TRUE(s.ok()) << s.message();
           return std::make_unique<Simulator>(m.config, m.weights, std::move(*s),
