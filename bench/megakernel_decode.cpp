@@ -83,7 +83,6 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
-// MK_FUSE=0/1 builds the backend without / with the fused MLP (MegakernelOptions::fuse_down);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
 // split attention streams with more warps); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
 // build, MK_LAYERED=0 leaves the layered peer out.
@@ -141,11 +140,10 @@ void bench_shape(const std::string& name, double gbs) {
     megakernel::MegakernelOptions mo;
     if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
     mo.ring_pages = env_ints("MK_RING_PAGES", {mo.ring_pages})[0];  // shared memory planned for that many pages
-    mo.fuse_down = env_on("MK_FUSE", mo.fuse_down);
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {
-      std::printf("  %s, fused MLP %d\n", (*b)->schedule().summary().c_str(), int((*b)->fused_mlp()));
+      std::printf("  %s\n", (*b)->schedule().summary().c_str());
       std::vector<int32_t> prompt(32, 7);
       std::vector<float> logits(static_cast<size_t>(c->n_vocab));
       auto t0 = std::chrono::steady_clock::now();

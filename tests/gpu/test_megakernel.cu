@@ -84,13 +84,10 @@ std::vector<Case> cases() {
 // Teacher-forced: 20 positions through the megakernel and the CPU; every step's logits and argmax compared.
 void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
   SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", dynamic ",
-                   opt.attn_chunks_dynamic, ", flags ", opt.flag_publish, ", mid_resid ", opt.mid_resid, ", fuse_down ",
-                   opt.fuse_down));
+                   opt.attn_chunks_dynamic, ", flags ", opt.flag_publish, ", mid_resid ", opt.mid_resid));
   Model m = make_random_model(k.c, DType::BF16, seed);
   auto mk_b = make_mk(m, 64, opt);
   ASSERT_TRUE(mk_b);
-  // The fused MLP takes effect exactly where the flag protocol runs (these options keep the ring and mid_resid).
-  if (opt.fuse_down) EXPECT_EQ(mk_b->fused_mlp(), mk_b->flag_publish());
   CpuBackend cpu(m, 64);
   const int V = k.c.n_vocab;
   std::vector<float> a(static_cast<size_t>(V)), b(static_cast<size_t>(V));
@@ -115,58 +112,6 @@ TEST(Megakernel, MatchesCpuFlagPublish) {
     compare(k, {.flag_publish = 1, .mid_resid = true}, seed++);
     compare(k, {.n_sm = 7, .attn_chunk_len = 5, .flag_publish = 1, .mid_resid = false}, seed++);
     compare(k, {.flag_publish = 0, .mid_resid = false}, seed++);  // version 6's protocol
-  }
-}
-
-// The fused MLP (isa.h MlpGateUpDown; the readers' two-phase residual): inline and split attention, all SMs and 7
-// (instructions of several rows and of one), rows spanning ring pages; with counters it falls back to MlpGateUp +
-// MlpDown (compare checks which ran).
-TEST(Megakernel, FusedMlpMatchesCpu) {
-  uint64_t seed = 61;
-  for (const Case& k : cases()) {
-    compare(k, {.fuse_down = true}, seed++);
-    compare(k, {.n_sm = 7, .fuse_down = true}, seed++);
-    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .fuse_down = true}, seed++);
-    compare(k, {.attn_chunk_len = 8, .flag_publish = 0, .fuse_down = true}, seed++);
-  }
-  const Case wide{"llama hd128 gqa4 wide", cfg(Family::Llama, 128, 8, 2, 1032, 2056, false, 3001)};
-  compare(wide, {.n_sm = 7, .fuse_down = true}, seed++);
-  compare(wide, {.fuse_down = true}, seed++);
-}
-
-// Fused MLP: 1 and 8 steps per launch give the same tokens (bit-exact), as the CPU's greedy ones; and with a stop id
-// (the STOP instance) the launch ends where it should.
-TEST(Megakernel, FusedMlpKStepsEqualOneStep) {
-  for (const Case& k : cases()) {
-    SCOPED_TRACE(k.name);
-    Model m = make_random_model(k.c, DType::BF16, 43);
-    const std::vector<int32_t> prompt = {5, 17, 300, 2, 99};
-    std::vector<float> logits(static_cast<size_t>(k.c.n_vocab));
-    for (int n_sm : {7, 0}) {
-      std::vector<std::vector<int32_t>> outs;
-      for (int spl : {1, 8}) {
-        auto b = make_mk(m, 64, {.n_sm = n_sm, .fuse_down = true});
-        ASSERT_TRUE(b);
-        ASSERT_TRUE(b->fused_mlp());
-        ASSERT_TRUE(b->forward(prompt, 0, logits).ok());
-        std::vector<int32_t> out(24);
-        auto st = b->generate_greedy(argmax(logits), int(prompt.size()), out, spl);
-        ASSERT_TRUE(st.ok()) << st.message();
-        outs.push_back(out);
-        if (spl == 8) {
-          b->truncate(int(prompt.size()));
-          std::vector<int32_t> stopped(24);
-          const std::vector<int32_t> stops = {out[5]};
-          auto n = b->decode_greedy_until(argmax(logits), int(prompt.size()), stops, stopped);
-          ASSERT_TRUE(n.ok()) << n.message();
-          const int want = int(std::find(out.begin(), out.end(), out[5]) - out.begin()) + 1;
-          EXPECT_EQ(*n, want);
-          EXPECT_TRUE(std::equal(stopped.begin(), stopped.begin() + want, out.begin()));
-        }
-      }
-      EXPECT_EQ(outs[0], outs[1]);
-      expect_cpu_greedy_prefix(m, prompt, outs[0]);
-    }
   }
 }
 
@@ -562,24 +507,6 @@ TEST(Megakernel, ShortAttentionTiny) {
   ASSERT_TRUE(b);
   ASSERT_TRUE(b->flag_publish());
   tiny_prompt_logits(m, *b, {3, 1, 4, 1});
-}
-
-// The smallest fused-MLP run (7 SMs, 4 positions, then 3 steps in one launch): compute-sanitizer's case for the
-// fused MLP's down pages and the two-phase residual.
-TEST(Megakernel, FusedMlpTiny) {
-  Model m = make_random_model(cfg(Family::Llama, 64, 8, 2, 200, 344, false), DType::BF16, 97);
-  auto b = make_mk(m, 8, {.n_sm = 7, .fuse_down = true});
-  ASSERT_TRUE(b);
-  ASSERT_TRUE(b->fused_mlp());
-  const std::vector<int32_t> prompt = {3, 1, 4, 1};
-  const std::vector<float> a = tiny_prompt_logits(m, *b, prompt);
-  std::vector<int32_t> out(3);
-  ASSERT_TRUE(b->generate_greedy(argmax(a), 4, out, 3).ok());
-  expect_cpu_greedy_prefix(m, prompt, out);
-  // Switching the protocol under a fused schedule is refused, not run wrong.
-  b->set_flag_publish(false);
-  std::vector<int32_t> more(1);
-  EXPECT_FALSE(b->generate_greedy(out[2], 7, more, 1).ok());
 }
 
 TEST(Megakernel, MatchesLayeredBackend) {

@@ -76,15 +76,12 @@ TEST(MegakernelSample, KStepsPerLaunchEqualHostLoopBothProtocols) {
     for (MegakernelOptions opt : {MegakernelOptions{.flag_publish = 1}, MegakernelOptions{.flag_publish = 0},
                                   MegakernelOptions{.n_sm = 7, .flag_publish = 1},
                                   MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 0},
-                                  MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 1},
-                                  MegakernelOptions{.n_sm = 7, .flag_publish = 1, .fuse_down = true},
-                                  MegakernelOptions{.attn_chunk_len = 12, .flag_publish = 1, .fuse_down = true}}) {
+                                  MegakernelOptions{.n_sm = 7, .attn_chunk_len = 12, .flag_publish = 1}}) {
       auto b = make_mk(m, 64, opt);
       ASSERT_TRUE(b);
       ASSERT_EQ(b->flag_publish(), opt.flag_publish == 1);
-      ASSERT_EQ(b->fused_mlp(), opt.fuse_down);
       for (float min_p : {0.f, 0.05f}) {
-        SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", flags ", opt.flag_publish, ", fused MLP ", opt.fuse_down, ", min_p ", min_p));
+        SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", flags ", opt.flag_publish, ", min_p ", min_p));
         expect_device_equals_host(*b, k.c.n_vocab, prompt, params(min_p > 0 ? 0.7f : 1.f, min_p, seed * 3), 20,
                                   {1, 8, 20}, min_p == 0.f);
       }

@@ -316,46 +316,12 @@ __device__ __forceinline__ void poll_vector(const Ctx& c, int64_t off, int n) {
   }
 }
 
-// Flag protocol, the first phase of a two-phase reader (isa.h): dst[b, e) = v[0] + v[1] + ... + v[n_parts] there, v[0]
-// at fws offset `first`, v[k] at parts + (k - 1) n_embd (the order of the one-phase sums, so the same bits), published
-// flagged. Every (vector, element) pair is one thread's load, up to 8 per thread in flight at once (1B's fused MLP: 133
-// vectors x 16 elements, one L2 round trip), staged in s_aux; then a thread per element adds in order.
-__device__ void slice_sum_flag(const Ctx& c, int64_t first, int64_t parts, int n_parts, int64_t dst, int b, int e) {
-  constexpr int K = 8;
-  const int len = e - b, total = (1 + n_parts) * len;
-  float* s_v = c.s_aux;  // [1 + n_parts][len] (the backend sizes s_aux for it)
-  auto at = [&](int t) {
-    const int k = t / len;
-    return c.p.fws + (k == 0 ? first : parts + int64_t(k - 1) * c.p.L.n_embd) + b + t % len;
-  };
-  for (int t0 = threadIdx.x; t0 < total; t0 += K * NCT) {
-    u64 q[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if (t0 + k * NCT < total) q[k] = ld_flag(at(t0 + k * NCT));
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int t = t0 + k * NCT;
-      if (t < total) s_v[t] = fresh(q[k], c.epoch) ? flag_val(q[k]) : poll1(c, at(t));
-    }
-  }
-  csync();
-  for (int i = threadIdx.x; i < len; i += NCT) {
-    float x = s_v[i];
-    for (int k = 1; k <= n_parts; ++k) x += s_v[k * len + i];
-    st_act<true>(c, dst + b + i, x);
-  }
-}
-
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
 // embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1] (with L.mid_resid:
 // resid_mid[l-1] + down[l-1], the same bits).
 // STOP: the interpreter instance with stop ids (its step check read the step's input token).
-// Flag protocol with the fused MLP's partials (isa.h resid_two_phase): two phases. The instruction sums and publishes
-// its slice [aux_begin, aux_end) of resid[l] (= resid_mid[l-1] + every down[l-1][p]), then polls resid[l] whole: per
-// SM (1 + n_down_parts) slices instead of 1 + n_down_parts whole vectors.
 template <bool FLAG, bool STOP = false>
-__device__ void residual_in(const Ctx& c, int l, const Instr& in) {
+__device__ void residual_in(const Ctx& c, int l) {
   const Layout& L = c.p.L;
   if (l == 0) {
     // With stop ids the step's stop check (step_check) has read the token already (steps >= 1; its barrier orders
@@ -367,14 +333,8 @@ __device__ void residual_in(const Ctx& c, int l, const Instr& in) {
     for (int i = threadIdx.x; i < L.n_embd; i += NCT) c.s_x[i] = __bfloat162float(row[i]);
     return;
   }
-  const int64_t E = L.n_embd, down = L.down + int64_t(l - 1) * L.n_down_parts * E;
+  const int64_t E = L.n_embd, down = L.down + int64_t(l - 1) * E;
   if constexpr (FLAG) {
-    if (resid_two_phase(L, true)) {
-      slice_sum_flag(c, L.resid_mid + (l - 1) * E, down, L.n_down_parts, L.resid + l * E, int(in.aux_begin),
-                     int(in.aux_end));
-      poll_vector(c, L.resid + l * E, L.n_embd);
-      return;
-    }
     if (L.mid_resid) sum_residual_flag(c, L.resid_mid + (l - 1) * E, 0, 0, down);
     else sum_residual_flag(c, L.resid + (l - 1) * E, L.o_part + int64_t(l - 1) * L.n_kv_head * E, L.n_kv_head, down);
     return;

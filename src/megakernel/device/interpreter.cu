@@ -176,8 +176,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       if (p.prefetch) {
         switch (in.op) {
           case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;
-          case Op::MlpGateUp:
-          case Op::MlpGateUpDown: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
+          case Op::MlpGateUp: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
           case Op::LmHead: prefetch_norm(c, p.final_norm); break;
           case Op::AttnPartial:
             if constexpr (!INLINE) attn_preload<FLAG, SPLIT>(c, in);
@@ -218,9 +217,6 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         case Op::AttnOProj: op_attn_o_proj<RING, FLAG, SPLIT, INLINE>(c, in); break;
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
-        case Op::MlpGateUpDown:
-          if constexpr (RING && FLAG) op_mlp_gate_up_down<RING, FLAG>(c, in);
-          break;
         case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;
         case Op::Argmax:
           op_argmax<FLAG, SAMPLE>(c, in);

@@ -33,17 +33,6 @@ Status check_shapes(const ModelConfig& c) {
   return {};
 }
 
-// out[c][r] = in[r][c] for a rows x cols bf16 matrix (w_down -> w_down_t for the fused MLP; once, at init).
-__global__ void transpose_bf16(const device::bf16* in, device::bf16* out, int rows, int cols) {
-  __shared__ device::bf16 tile[32][33];
-  const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
-  for (int i = threadIdx.y; i < 32; i += blockDim.y)
-    if (r0 + i < rows && c0 + int(threadIdx.x) < cols) tile[i][threadIdx.x] = in[size_t(r0 + i) * cols + c0 + threadIdx.x];
-  __syncthreads();
-  for (int i = threadIdx.y; i < 32; i += blockDim.y)
-    if (c0 + i < cols && r0 + int(threadIdx.x) < rows) out[size_t(c0 + i) * rows + r0 + threadIdx.x] = tile[threadIdx.x][i];
-}
-
 template <class T>
 Status alloc(T*& p, size_t n, const char* what) {
   void* v = nullptr;
@@ -85,8 +74,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
   mid_resid_ = opt.mid_resid;
-  // The fused MLP's down partial: 8-column chunks, at most 2 per consumer thread (ops/mlp.cuh op_mlp_gate_up_down).
-  so.fuse_down = opt.fuse_down && opt.mid_resid && opt.weight_ring && config_.n_embd <= 16 * device::NCT;
   // The dynamic LM head's units: one ring page of rows each (when a row fits a page); lm_static_share of each
   // slice's even share static (the loader streams those before its consumers arrive, with no claims), the rest
   // claimed (ring.cuh loader_lm_dynamic).
@@ -101,17 +88,13 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   schedule_ = std::move(*s);
   const Layout& L = schedule_.layout;
   // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the gate/up rows or attention.
-  // Two-phase slices (common.cuh slice_sum_flag): 1 + n_kv_head vectors for MlpGateUp(Down)'s resid_mid, 1 +
-  // n_down_parts for the fused MLP's readers (QkvProj, LmHead); the fused MLP keeps its act after its gate/up rows.
-  int max_gu_rows = 0, max_stage = 0;
+  int max_gu_rows = 0, max_mid_rows = 0;
   for (const auto& q : schedule_.queues)
     for (const Instr& in : q) {
-      const int rows = int(in.row_end - in.row_begin), aux = int(in.aux_end) - int(in.aux_begin);
-      if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, 2 * rows);
-      if (in.op == Op::MlpGateUpDown) max_gu_rows = std::max(max_gu_rows, 3 * rows);
-      if (in.op == Op::MlpGateUp || in.op == Op::MlpGateUpDown) max_stage = std::max(max_stage, (1 + L.n_kv_head) * aux);
-      if ((in.op == Op::QkvProj || in.op == Op::LmHead) && L.n_down_parts > 1)
-        max_stage = std::max(max_stage, (1 + L.n_down_parts) * aux);
+      if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
+      if (in.op == Op::MlpGateUp) max_mid_rows = std::max(max_mid_rows, int(in.aux_end) - int(in.aux_begin));
+      if (in.op == Op::MlpGateUpDown)  // simulator-proven, not yet implemented on the device
+        return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
     }
   const int G = L.group, hd = L.head_dim;
   // s_x also holds, before a dependency wait, the prefetched norm weights (at [n_embd, 2 n_embd)) and the
@@ -119,8 +102,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // n_ff floats of the supported models.
   int x_floats = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4}) + 3) / 4 * 4;
   // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
-  smem_aux_floats_ = (std::max({max_gu_rows, 2 * device::WARPS,
-                                (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd, max_stage}) + 3) / 4 * 4;
+  smem_aux_floats_ = (std::max({2 * max_gu_rows, 2 * device::WARPS,
+                                (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd,
+                                (1 + L.n_kv_head) * max_mid_rows}) + 3) / 4 * 4;
   const size_t optin = dev->smem_per_block_optin;
   const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 128 + 128;  // + static, + alignment
   if (other + size_t(x_floats) * 4 > optin)
@@ -182,12 +166,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   if (flags_ && L.n_chunks > 1 && !merge_stage_)
     return make_error("megakernel: flag publishing with ", L.n_chunks, " attention chunks needs a merge stage of their partials "
                       "and attention tile stages that do not fit in shared memory (raise attn_chunk_len)");
-  if (so.fuse_down && !flags_) {  // the fused MLP's readers reduce its partials in two phases, a flag-protocol form
-    so.fuse_down = false;
-    auto plain = build_schedule(config_, so);
-    if (!plain) return plain.error();
-    schedule_ = std::move(*plain);  // (L refers to it; the shared-memory plan above holds for it too)
-  }
   MK_TRY(kv_.init(config_, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
   std::vector<Instr> instrs;
@@ -199,24 +177,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   MK_TRY(alloc(queue_begin_, offsets.size(), "megakernel: queues"));
   CUDA_CHECK(cudaMemcpy(instrs_, instrs.data(), instrs.size() * sizeof(Instr), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(queue_begin_, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
-  const size_t down_elems = size_t(config_.n_ff) * size_t(config_.n_embd);
-  device::bf16* w_down_t = nullptr;
-  if (fused_mlp()) {
-    MK_TRY(alloc(w_down_t, size_t(config_.n_layer) * down_elems, "megakernel: the fused MLP's transposed w_down"));
-    w_down_t_ = w_down_t;
-    for (int l = 0; l < config_.n_layer; ++l)
-      transpose_bf16<<<dim3((config_.n_ff + 31) / 32, (config_.n_embd + 31) / 32), dim3(32, 8), 0, stream_>>>(
-          weights_.layers[size_t(l)].w_down, w_down_t + size_t(l) * down_elems, config_.n_embd, config_.n_ff);
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
   std::vector<MkLayer> layers(size_t(config_.n_layer));
   for (int l = 0; l < config_.n_layer; ++l) {
     const cuda::DeviceLayer& w = weights_.layers[size_t(l)];
-    layers[size_t(l)] = MkLayer{w.attn_norm, w.wqkv,      w.bqkv,   w.q_norm,
-                                w.k_norm,    w.wo,        w.mlp_norm, w.w_gate_up,
-                                w.w_down,    w_down_t ? w_down_t + size_t(l) * down_elems : nullptr,
-                                kv_.layer(l).k, kv_.layer(l).v};
+    layers[size_t(l)] = MkLayer{w.attn_norm, w.wqkv,     w.bqkv,   w.q_norm,          w.k_norm,         w.wo,
+                                w.mlp_norm,  w.w_gate_up, w.w_down, kv_.layer(l).k, kv_.layer(l).v};
   }
   MkLayer* d_layers = nullptr;
   MK_TRY(alloc(d_layers, layers.size(), "megakernel: layer table"));
@@ -262,7 +227,7 @@ MegakernelBackend::~MegakernelBackend() {
                   static_cast<void*>(ws_), static_cast<void*>(tokens_), static_cast<void*>(counters_),
                   static_cast<void*>(error_), static_cast<void*>(out_tokens_), static_cast<void*>(timing_),
                   static_cast<void*>(fws_), static_cast<void*>(ftokens_), static_cast<void*>(lm_claim_),
-                  static_cast<void*>(stop_state_), w_down_t_})
+                  static_cast<void*>(stop_state_)})
     if (p) cudaFree(p);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -279,9 +244,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
     return make_error("megakernel: flag-in-data publishing with split attention needs the merge stage, which does not fit");
   if (sample.temperature > 0.f && n_pages_ == 0)
     return make_error("megakernel: sampled launches run with the weight ring only (set_weight_ring(true))");
-  if (fused_mlp() && !(flags_ && mid_resid_ && n_pages_ > 0))
-    return make_error("megakernel: the fused MLP's schedule (MegakernelOptions::fuse_down) runs with flag publishing, "
-                      "the mid residual and the weight ring only");
   if (token >= 0) {
     CUDA_CHECK(cudaMemcpyAsync(tokens_, &token, 4, cudaMemcpyHostToDevice, stream_));
     const unsigned long long pair = (static_cast<unsigned long long>(epoch_) << 32) | uint32_t(token);

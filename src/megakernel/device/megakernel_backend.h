@@ -84,13 +84,6 @@ struct MegakernelOptions {
   // 0.907 / 1.095 / 1.564 ms/token at ctx 32 / 4096 / 16384 vs 0.927 / 1.121 / 1.588 without, 8B 4.952 vs 5.018,
   // Qwen3-1.7B 1.461 vs 1.508, Qwen3-0.6B 0.830 either way; 1 page and 3 pages in between (0.6B: 1 page +4.4%).
   int gate_pages = 2;
-  // Session 19: the fused MLP (isa.h MlpGateUpDown): each gate/up instruction also multiplies its rows' act by the
-  // matching columns of w_down (a transposed copy of w_down, n_layer x n_ff x n_embd bf16 more device memory) into a
-  // split-K partial, which the next layer's QkvProj (or the LM head) reduces in two phases: no dependency point between
-  // gate/up and down. Runs with the flag protocol, the mid residual and the ring only (else the backend schedules
-  // MlpGateUp + MlpDown), and is then fixed for the backend's life (set_flag_publish / set_mid_resid /
-  // set_weight_ring(false) make its launches fail with an error).
-  bool fuse_down = false;
 };
 
 // Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
@@ -192,7 +185,6 @@ class MegakernelBackend final : public Backend {
   int gate_pages() const { return gate_pages_; }
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
-  bool fused_mlp() const { return schedule_.layout.n_down_parts > 1; }  // MegakernelOptions::fuse_down took effect
   // Whether the next launch runs it: needs the ring and a schedule with LM-head units.
   bool lm_dynamic_on() const { return lm_dynamic_ && n_pages_ > 0 && schedule_.layout.lm_unit_rows > 0; }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
@@ -256,7 +248,6 @@ class MegakernelBackend final : public Backend {
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
-  void* w_down_t_ = nullptr;  // [n_layer][n_ff][n_embd] bf16: w_down transposed (the fused MLP only)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)

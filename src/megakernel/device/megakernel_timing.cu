@@ -85,7 +85,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   }
   for (int op = 0; op < N_OP; ++op)
     if (prep1[op] > 0) {
-      if (Op(op) == Op::QkvProj || Op(op) == Op::MlpGateUp || Op(op) == Op::MlpGateUpDown)
+      if (Op(op) == Op::QkvProj || Op(op) == Op::MlpGateUp)
         std::snprintf(line, sizeof line, "    %-13s prep = inputs polled + summed %.1f, residual store + RMSNorm %.1f, to the first page %.1f\n",
                       op_name(Op(op)), prep1[op] * per, prep2[op] * per, (prep[op] - prep1[op] - prep2[op]) * per);
       else

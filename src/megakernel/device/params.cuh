@@ -57,7 +57,6 @@ struct MkLayer {
   const float* mlp_norm;   // [n_embd]
   const bf16* w_gate_up;   // [2 n_ff, n_embd]  gate row r at 2r, up row r at 2r + 1
   const bf16* w_down;      // [n_embd, n_ff]
-  const bf16* w_down_t;    // [n_ff, n_embd]: w_down transposed, the fused MLP's down rows (isa.h MlpGateUpDown), or null
   bf16* k_cache;           // [kv_n_blocks, kv_block_size, n_kv_head, head_dim]
   bf16* v_cache;           // same
 };

@@ -60,16 +60,11 @@ struct WeightRows {
   int cols = 0, n = 0, row0 = 0;
 };
 
-// Part 1: the fused MLP's down rows (w_down_t, after its gate/up rows, part 0); n = 0 for every other op.
-__device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr& in, int part = 0) {
+__device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr& in) {
   const Layout& L = p.L;
   const MkLayer& w = p.layers[in.layer];
   const int r0 = int(in.row_begin), n = int(in.row_end) - r0;
   WeightRows r;
-  if (part == 1) {
-    if (in.op == Op::MlpGateUpDown) r = {w.w_down_t + int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, n, r0};
-    return r;
-  }
   switch (in.op) {
     case Op::QkvProj: r = {w.wqkv + int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, n, r0}; break;
     case Op::AttnOProj: {
@@ -77,8 +72,7 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
       r = {w.wo + int64_t(r0) * q_dim + int64_t(in.group) * gh, q_dim, gh, n, r0};
       break;
     }
-    case Op::MlpGateUp:
-    case Op::MlpGateUpDown: r = {w.w_gate_up + 2 * int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, 2 * n, 2 * r0}; break;
+    case Op::MlpGateUp: r = {w.w_gate_up + 2 * int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, 2 * n, 2 * r0}; break;
     case Op::MlpDown: r = {w.w_down + int64_t(r0) * L.n_ff, L.n_ff, L.n_ff, n, r0}; break;
     case Op::LmHead: r = {p.lm_head + int64_t(r0) * L.n_embd, L.n_embd, L.n_embd, n, r0}; break;
     default: break;
@@ -263,26 +257,24 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
         }
         continue;
       }
-      for (int part = 0; part < 2 && ok; ++part) {  // part 1: the fused MLP's down rows (weight_rows)
-        const WeightRows w = weight_rows(p, p.instrs[i], part);
-        if (w.n == 0) continue;
-        const int rpp = page_rows(w.cols);
-        const uint32_t row_bytes = uint32_t(w.cols) * 2u;
-        const int gate_at = p.gate_pages > 0 && part == 0 && gated_op(p.instrs[i].op) ? p.gate_pages * rpp : w.n;
-        for (int r = 0; r < w.n; r += rpp, ++page) {
-          if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
-            if constexpr (!STOP) return;
-            ok = false;
-            break;
-          }
-          if (!loader_slot<STOP>(p, empty, page, np, stall)) {
-            if constexpr (!STOP) return;
-            ok = false;
-            break;
-          }
-          loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
-                       w.stride == w.cols, policy, lane);
+      const WeightRows w = weight_rows(p, p.instrs[i]);
+      if (w.n == 0) continue;
+      const int rpp = page_rows(w.cols);
+      const uint32_t row_bytes = uint32_t(w.cols) * 2u;
+      const int gate_at = p.gate_pages > 0 && gated_op(p.instrs[i].op) ? p.gate_pages * rpp : w.n;
+      for (int r = 0; r < w.n; r += rpp, ++page) {
+        if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
+          if constexpr (!STOP) return;
+          ok = false;
+          break;
         }
+        if (!loader_slot<STOP>(p, empty, page, np, stall)) {
+          if constexpr (!STOP) return;
+          ok = false;
+          break;
+        }
+        loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
+                     w.stride == w.cols, policy, lane);
       }
     }
   // With stop ids the consumers may leave without reading the last pages (a stopped step's, run ahead): every bulk

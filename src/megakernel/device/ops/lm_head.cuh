@@ -30,7 +30,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   const bool dynamic = RING && c.p.lm_dynamic;
   // The loader claims this step's units once the consumers are here (ring.cuh s_lm_gate).
   if (dynamic && threadIdx.x == 0) lm_gate_set(c.step + 1);
-  residual_in<FLAG>(c, L.n_layer, in);
+  residual_in<FLAG>(c, L.n_layer);
   rmsnorm_smem(c, c.p.final_norm, L.n_embd, true);
   float* logits = c.p.ws + L.logits;
   // A sampled launch of the flag protocol: the draw reads every logit, so they go out flagged (isa.h).

@@ -9,15 +9,13 @@ template <bool RING, bool FLAG, bool STOP = false>
 __device__ void op_qkv_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
-  residual_in<FLAG, STOP>(c, in.layer, in);
+  residual_in<FLAG, STOP>(c, in.layer);
   csync();
   stamp(c, T_PREP1);
   gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh s_gate)
-  // Materialise this instruction's slice of resid[l] (the residual reduction is then done once); the two-phase
-  // residual_in published it already.
+  // Materialise this instruction's slice of resid[l] (the residual reduction is then done once).
   const int64_t resid = L.resid + int64_t(in.layer) * L.n_embd;
-  if (!(in.layer > 0 && resid_two_phase(L, FLAG)))
-    for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, resid + i, c.s_x[i]);
+  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, resid + i, c.s_x[i]);
   rmsnorm_smem(c, w.attn_norm, L.n_embd, true);
   stamp(c, T_PREP2);
   const int64_t out = L.qkv + int64_t(in.layer) * L.qkv_dim;
