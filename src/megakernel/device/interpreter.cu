@@ -150,7 +150,11 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     if (RING) run_loader<STOP>(p, ring, full, empty);
     return;
   }
-  if (blk && threadIdx.x == 0) blk[B_START] = global_ns();
+  if (blk && threadIdx.x == 0) {
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    blk[B_START] = global_ns(), blk[B_SMID] = smid;
+  }
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
   Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
   for (int step = 0; step < p.n_steps && begin < end; ++step) {

@@ -130,6 +130,35 @@ Expected<std::string> MegakernelBackend::timing_report() {
                     mv_max * 1e-3);
       out += line;
     }
+    // Session 19: which SMs end MlpGateUp late, and whether they stream slower. Per block over the layers: the sum
+    // of its end minus the stage's mean end, and of its matvec time; the 6 latest and the 6 earliest blocks, with
+    // their SM (%smid) and rows -- consistent SMs across launches would say per-SM speed, not the schedule.
+    std::vector<double> late_b(size_t(n_sm_), 0), mv_b(size_t(n_sm_), 0);
+    std::vector<int> rows_b(size_t(n_sm_), 0);
+    for (int b = 0; b < n_sm_; ++b)
+      for (uint32_t i = offsets[size_t(b)]; i < offsets[size_t(b) + 1]; ++i) {
+        if (instrs[i].op != Op::MlpGateUp) continue;
+        const unsigned long long* r = t.data() + size_t(i) * device::TIMING_FIELDS;
+        const Agg& a = agg[size_t(Op::MlpGateUp) * size_t(config_.n_layer + 1) + instrs[i].layer];
+        late_b[size_t(b)] += double(r[device::T_COMPUTE_END] - t_min) - a.sum_end / a.n;
+        const unsigned long long mv0 = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
+        mv_b[size_t(b)] += double(r[device::T_COMPUTE_END] - mv0);
+        rows_b[size_t(b)] = int(instrs[i].row_end - instrs[i].row_begin);
+      }
+    std::vector<int> order(static_cast<size_t>(n_sm_));
+    for (int b = 0; b < n_sm_; ++b) order[size_t(b)] = b;
+    std::sort(order.begin(), order.end(), [&](int x, int y) { return late_b[size_t(x)] > late_b[size_t(y)]; });
+    out += "    MlpGateUp per block (late end sum / matvec sum us per step, rows, SM): latest";
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (k == 6) out += "\n      ... earliest";
+      if (k >= 6 && k + 6 < order.size()) continue;
+      const int b = order[k];
+      std::snprintf(line, sizeof line, " [b%d sm%llu %d rows %.1f/%.1f]", b,
+                    t[n_instr * device::TIMING_FIELDS + size_t(b) * device::BLOCK_FIELDS + device::B_SMID], rows_b[size_t(b)],
+                    late_b[size_t(b)] * 1e-3, mv_b[size_t(b)] * 1e-3);
+      out += line;
+    }
+    out += "\n";
     for (size_t i = 0; i < n_instr; ++i)
       if (instrs[i].op == Op::Argmax) {
         const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;

@@ -71,8 +71,8 @@ struct MkLayer {
 // every thread's, after the barrier that follows them).
 enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_PREP1, T_PREP2, T_ATT_KV, TIMING_FIELDS };
 // After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
-// kernel start, kernel end (ns).
-enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_UNUSED, BLOCK_FIELDS };
+// kernel start, kernel end (ns), the SM it ran on (%smid).
+enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_SMID, BLOCK_FIELDS };
 
 // Flag-in-data publishing (MkParams::flags, isa.h "Publishing"): an activation element is the pair
 // (value bits, epoch) in one 8-byte word, written with one st.relaxed.gpu.b64 and read with ld.relaxed.gpu

@@ -113,7 +113,11 @@ __device__ __forceinline__ int lm_gate_get() {
 // over); its accesses are the LM head gate's, as measured.
 __shared__ uint32_t s_gate;
 __device__ __forceinline__ uint32_t gate_seq(const MkParams& p, int step, uint32_t i) { return uint32_t(step) * p.n_instr + i + 1; }
-__device__ __forceinline__ bool gated_op(Op op) { return op == Op::MlpDown || op == Op::QkvProj; }
+// MlpGateUp too where attention is inline (session 19): gated everywhere it was −0.2% (1B) to −1.4% (Qwen3-0.6B) at
+// ctx 32 but +0.8% at 1B 4096* (session 18 call 9), where split attention's stage ends differently.
+__device__ __forceinline__ bool gated_op(const MkParams& p, Op op) {
+  return op == Op::MlpDown || op == Op::QkvProj || (op == Op::MlpGateUp && p.L.n_chunks == 1);
+}
 __device__ __forceinline__ void gate_open(const MkParams& p, int step, uint32_t i) {
   if (p.gate_pages > 0 && threadIdx.x == 0)
     asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_gate)), "r"(gate_seq(p, step, i)) : "memory");
@@ -261,7 +265,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       if (w.n == 0) continue;
       const int rpp = page_rows(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
-      const int gate_at = p.gate_pages > 0 && gated_op(p.instrs[i].op) ? p.gate_pages * rpp : w.n;
+      const int gate_at = p.gate_pages > 0 && gated_op(p, p.instrs[i].op) ? p.gate_pages * rpp : w.n;
       for (int r = 0; r < w.n; r += rpp, ++page) {
         if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
           if constexpr (!STOP) return;

@@ -45,6 +45,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   }
   csync();
   stamp(c, T_PREP1);
+  gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh gated_op)
   // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
   if (!two_phase)
     for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
