@@ -33,7 +33,15 @@ struct ScheduleOptions {
                              // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
   int lm_unit_rows = 0;      // > 0: the dynamic LM head's units (Layout::lm_unit_rows, isa.h), 0: static slices only
   int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm_static)
+  // Session 19: relative streaming speed of each SM's queue ([n_sm], > 0; empty = all equal). The row-sliced stages
+  // (QkvProj, MlpGateUp, MlpDown) then give queue i a slice in proportion to sm_weight[i], so that SMs that stream
+  // slower (measured: ~10% apart on an H200, the same SMs every launch) end a stage together with the rest.
+  std::vector<double> sm_weight;
 };
+
+// Slices of n rows, multiples of `granularity` (the last may be shorter), one per weight in w's order with sizes in
+// proportion to it, each at least one unit; empty when there are fewer units than weights.
+std::vector<std::pair<uint32_t, uint32_t>> split_rows_weighted(int64_t n, const std::vector<double>& w, int granularity);
 
 // Counter ids of one model (see counter_* below).
 struct CounterLayout {
