@@ -85,8 +85,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
 // split attention streams with more warps); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
-// build, MK_WEIGHTED=1 the builds of even single-row slices and of slices weighted by each SM's measured streaming
-// rate, MK_LAYERED=0 leaves the layered peer out.
+// build, MK_LAYERED=0 leaves the layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
   const char* v = std::getenv(name);
   if (!v || !*v) return def;
@@ -103,7 +102,6 @@ bool env_on(const char* name, bool def) {
   return v && *v ? std::atoi(v) != 0 : def;
 }
 int g_ctx = 32;  // the context being measured (MK_SET_LONG applies above 32)
-int g_n_sm = 0;  // the device's SMs
 std::vector<std::string> variant_ids() {
   const char* v = g_ctx > 32 && std::getenv("MK_SET_LONG") ? std::getenv("MK_SET_LONG") : std::getenv("MK_SET");
   const std::string set = v && *v ? v : "d,o";
@@ -136,24 +134,11 @@ void bench_shape(const std::string& name, double gbs) {
     g_ctx = ctx;
     // Builds: the default (split-attention chunk ranges that follow pos: attn_chunks_dynamic, an even share of
     // [0, pos] per chunk), and at long contexts one with fixed chunks cut from max_context.
-    // MK_WEIGHTED=1: also a build with the row slices in single rows, pinned, even ("even rows"), and one weighted by
-    // each SM's streaming rate as the default build's timed launch measured it ("weighted rows";
-    // MegakernelOptions::sm_weights).
-    std::vector<std::string> builds = {"default"};
-    if (ctx > 32 && env_on("MK_FIXED", false)) builds.push_back("fixed chunks");
-    if (env_on("MK_WEIGHTED", false)) builds.push_back("even rows"), builds.push_back("weighted rows");
-    std::vector<double> rates;
-    for (size_t build = 0; build < builds.size(); ++build) {  // buffers freed before the next allocation
-    const std::string& bn = builds[build];
-    megakernel::MegakernelOptions mo;
-    if (bn == "fixed chunks") mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
-    if (bn == "even rows") mo.sm_weights.assign(size_t(g_n_sm), 1.0);
-    if (bn == "weighted rows") {
-      if (rates.empty()) continue;
-      mo.sm_weights = rates;
-    }
+    for (int build = 0; build < (ctx > 32 && env_on("MK_FIXED", false) ? 2 : 1); ++build) {  // buffers freed before the next allocation
     auto w = cuda::random_device_weights(*c, 1234);
     if (!w) return (void)std::fprintf(stderr, "%s\n", w.message().c_str());
+    megakernel::MegakernelOptions mo;
+    if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
     mo.ring_pages = env_ints("MK_RING_PAGES", {mo.ring_pages})[0];  // shared memory planned for that many pages
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
@@ -174,11 +159,10 @@ void bench_shape(const std::string& name, double gbs) {
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
     const int mp = (*b)->max_ring_pages();
-    const bool fixed = bn == "fixed chunks";
-    if (fixed) vars.push_back({mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks", pf0, fl0, mi0, ro0, 0, -1, -1, "d"});
-    for (const std::string& id : fixed ? std::vector<std::string>{} : variant_ids()) {
+    if (build == 1) vars.push_back({mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks", pf0, fl0, mi0, ro0, 0, -1, -1, "d"});
+    for (const std::string& id : build == 1 ? std::vector<std::string>{} : variant_ids()) {
       Variant v{"", pf0, fl0, mi0, ro0, 0, -1, -1, id};
-      if (id == "d") v.name = bn;
+      if (id == "d") v.name = "default";
       else if (id == "pmax") v.pages = mp, v.name = cat("ring ", mp, " pages (all that fit)");
       else if (id == "p4") v.pages = mp - 1, v.name = cat("ring ", mp - 1, " pages");
       else if (id == "p3") v.pages = mp - 2, v.name = cat("ring ", mp - 2, " pages");
@@ -235,14 +219,6 @@ void bench_shape(const std::string& name, double gbs) {
       auto st = (*b)->generate_greedy(1, ctx, out, 16);
       auto rep = (*b)->timing_report();
       if (st.ok() && rep) std::printf("  [%s] %s", v.name.c_str(), rep->c_str());
-      if (st.ok() && build == 0 && rates.empty()) {
-        if (auto r = (*b)->sm_stream_rates()) {
-          rates = *r;
-          std::vector<double> s = rates;
-          std::sort(s.begin(), s.end());
-          std::printf("  SM streaming rates (GB/s, matvec): min %.1f, median %.1f, max %.1f\n", s.front(), s[s.size() / 2], s.back());
-        }
-      }
       (void)(*b)->set_timing(false);
       (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0);
     }
@@ -278,7 +254,6 @@ int main(int argc, char** argv) {
   if (shapes.empty()) shapes.push_back("llama-3.2-1b");
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  g_n_sm = prop.multiProcessorCount;
   auto ceil = cuda::measure_read_ceiling();
   if (!ceil) {
     std::fprintf(stderr, "%s\n", ceil.message().c_str());

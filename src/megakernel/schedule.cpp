@@ -12,7 +12,6 @@
 #include "megakernel/schedule.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <sstream>
 
@@ -49,25 +48,6 @@ std::vector<std::pair<uint32_t, uint32_t>> split_rows(int64_t n, int n_slices, i
   return out;
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> split_rows_weighted(int64_t n, const std::vector<double>& w, int granularity) {
-  std::vector<std::pair<uint32_t, uint32_t>> out;
-  const int64_t units = (n + granularity - 1) / granularity, k = int64_t(w.size());
-  if (n <= 0 || units < k) return out;
-  double total = 0;
-  for (double x : w) total += x;
-  double cum = 0;
-  int64_t begin = 0;  // in units
-  for (int64_t i = 0; i < k; ++i) {
-    cum += w[size_t(i)];
-    // The ideal end, kept so that every slice before and after it holds at least one unit.
-    int64_t end = i + 1 == k ? units : std::llround(double(units) * cum / total);
-    end = std::clamp<int64_t>(end, begin + 1, units - (k - 1 - i));
-    out.emplace_back(uint32_t(std::min(n, begin * granularity)), uint32_t(std::min(n, end * granularity)));
-    begin = end;
-  }
-  return out;
-}
-
 size_t Schedule::n_instr() const {
   size_t n = 0;
   for (const auto& q : queues) n += q.size();
@@ -94,7 +74,6 @@ namespace {
 struct Pending {
   Instr instr;
   uint64_t bytes = 0;
-  int sm = -1;  // >= 0: this SM's (a slice weighted for it: ScheduleOptions::sm_weight)
 };
 
 class Builder {
@@ -119,8 +98,8 @@ class Builder {
                      [](const Pending& a, const Pending& b) { return a.bytes > b.bytes; });
     std::fill(stage_bytes_.begin(), stage_bytes_.end(), 0);
     for (const Pending& p : stage) {
-      int best = p.sm >= 0 ? p.sm : 0;
-      for (int sm = 1; sm < o_.n_sm && p.sm < 0; ++sm) {
+      int best = 0;
+      for (int sm = 1; sm < o_.n_sm; ++sm) {
         auto key = [&](int i) { return std::pair(stage_bytes_[size_t(i)], s_.sm_bytes[size_t(i)]); };
         if (key(sm) < key(best)) best = sm;
       }
@@ -151,11 +130,6 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
                       " must be >= 0");
   if (o.row_granularity < 1 || o.slices_per_sm < 1 || o.attn_chunk_len < 0)
     return make_error("megakernel schedule: row_granularity and slices_per_sm must be >= 1, attn_chunk_len >= 0");
-  if (!o.sm_weight.empty() && (int(o.sm_weight.size()) != o.n_sm || o.slices_per_sm != 1))
-    return make_error("megakernel schedule: sm_weight has ", o.sm_weight.size(), " entries, expected n_sm = ", o.n_sm,
-                      " (with slices_per_sm 1) or none");
-  for (double x : o.sm_weight)
-    if (!(x > 0 && std::isfinite(x))) return make_error("megakernel schedule: sm_weight ", x, ", expected > 0");
   if (c.n_layer < 1 || c.n_embd < 1 || c.n_ff < 1 || c.n_vocab < 1 || c.n_head < 1 || c.n_kv_head < 1)
     return make_error("megakernel schedule: model shapes must be positive (n_layer ", c.n_layer, ", n_embd ",
                       c.n_embd, ", n_ff ", c.n_ff, ", n_vocab ", c.n_vocab, ", n_head ", c.n_head, ", n_kv_head ",
@@ -224,17 +198,8 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   MK_TRY(validate(c, o));
   const int gran = o.row_granularity, target = o.n_sm * o.slices_per_sm;
   const uint64_t wb = uint64_t(o.weight_bytes), n_embd = uint64_t(c.n_embd);
-  // Row slices of the stages that sm_weight balances: weighted and pinned (slice i on SM i) when it is given and
-  // there are enough rows, in single rows (row_granularity 8 made 1B's gate/up slices 56 or 64 rows where the
-  // weights want 62 +- 6); else even.
-  auto rows_of = [&](int64_t n, bool& pinned) {
-    auto r = o.sm_weight.empty() ? decltype(split_rows(n, target, gran)){} : split_rows_weighted(n, o.sm_weight, 1);
-    pinned = !r.empty();
-    return pinned ? r : split_rows(n, target, gran);
-  };
-  bool pin_qkv = false, pin_ff = false, pin_down = false;
   auto lm_rows = split_rows(c.n_vocab, target, gran);
-  auto ff_rows = rows_of(c.n_ff, pin_ff);
+  auto ff_rows = split_rows(c.n_ff, target, gran);
   Schedule s;
   s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1);
   const Layout& L = s.layout;
@@ -250,11 +215,11 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   const bool split_attn = L.n_chunks > 1;
   const uint64_t kv_bytes_per_pos = uint64_t(c.head_dim) * 2 * uint64_t(o.kv_bytes);
 
-  auto qkv_rows = rows_of(L.qkv_dim, pin_qkv);
+  auto qkv_rows = split_rows(L.qkv_dim, target, gran);
   auto resid_rows = split_rows(c.n_embd, int(qkv_rows.size()), 1);
   int o_slices = std::max(1, target / c.n_kv_head);  // round down: a second slice on some SMs doubles the stage
   auto o_rows = split_rows(c.n_embd, o_slices, gran);
-  auto down_rows = rows_of(c.n_embd, pin_down);
+  auto down_rows = split_rows(c.n_embd, target, gran);
   auto mid_rows = split_rows(c.n_embd, int(ff_rows.size()), 1);  // resid_mid slices of the gate/up instructions
   const size_t n_down = o.fuse_down ? ff_rows.size() : down_rows.size();  // signals of counter down(l)
   auto count16 = [](size_t n) { return uint16_t(n); };
@@ -269,7 +234,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
                         : b.make(Op::QkvProj, l, C.qkv(l), C.down(l - 1), count16(n_down));
       in.row_begin = qkv_rows[i].first, in.row_end = qkv_rows[i].second;
       if (i < resid_rows.size()) in.aux_begin = resid_rows[i].first, in.aux_end = resid_rows[i].second;
-      stage.push_back({in, uint64_t(in.row_end - in.row_begin) * n_embd * wb, pin_qkv ? int(i) : -1});
+      stage.push_back({in, uint64_t(in.row_end - in.row_begin) * n_embd * wb});
     }
     b.emit_stage(std::move(stage));
     if (split_attn) {
@@ -305,7 +270,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
         Instr in = b.make(Op::MlpGateUpDown, l, C.down(l), C.attn_o(l), n_attn_o);
         in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);
         if (i < mid_rows.size()) in.aux_begin = mid_rows[i].first, in.aux_end = mid_rows[i].second;
-        stage.push_back({in, 3 * uint64_t(r1 - r0) * n_embd * wb, pin_ff ? int(i) : -1});
+        stage.push_back({in, 3 * uint64_t(r1 - r0) * n_embd * wb});
       }
       b.emit_stage(std::move(stage));
       continue;
@@ -315,15 +280,14 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
       Instr in = b.make(Op::MlpGateUp, l, C.gate_up(l), C.attn_o(l), n_attn_o);
       in.row_begin = r0, in.row_end = r1;
       if (i < mid_rows.size()) in.aux_begin = mid_rows[i].first, in.aux_end = mid_rows[i].second;
-      stage.push_back({in, 2 * uint64_t(r1 - r0) * n_embd * wb, pin_ff ? int(i) : -1});
+      stage.push_back({in, 2 * uint64_t(r1 - r0) * n_embd * wb});
     }
     b.emit_stage(std::move(stage));
     stage.clear();
-    for (size_t i = 0; i < down_rows.size(); ++i) {
-      auto [r0, r1] = down_rows[i];
+    for (auto [r0, r1] : down_rows) {
       Instr in = b.make(Op::MlpDown, l, C.down(l), C.gate_up(l), count16(ff_rows.size()));
       in.row_begin = r0, in.row_end = r1;
-      stage.push_back({in, uint64_t(r1 - r0) * uint64_t(c.n_ff) * wb, pin_down ? int(i) : -1});
+      stage.push_back({in, uint64_t(r1 - r0) * uint64_t(c.n_ff) * wb});
     }
     b.emit_stage(std::move(stage));
   }

@@ -21,7 +21,9 @@ struct ScheduleOptions {
                              // >= max_context = inline (no AttnPartial instructions)
   bool attn_chunks_dynamic = false;  // split attention: chunk ranges follow the step's position
                                      // (isa.h attn_chunk_range), n_chunks = n_sm / n_kv_head exactly
-  int row_granularity = 8;   // slices of matrix rows are multiples of this (the device's row tile)
+  int row_granularity = 1;   // slices of matrix rows are multiples of this. 8 until session 19: 1B's gate/up
+                             // slices then had 56 or 64 rows where 62 or 63 do (8B: 104 / 112 for 108 / 109), and
+                             // the 64-row SMs ended the stage late (H200: 1B -0.3%, Qwen3-0.6B -1.4%, 8B -0.9% with 1)
   int slices_per_sm = 1;     // instructions per SM per matrix stage (more = finer balance, more overhead)
   int weight_bytes = 2;      // bytes per weight element (bf16), for the cost estimate
   int kv_bytes = 2;          // bytes per cached K/V element
@@ -33,15 +35,7 @@ struct ScheduleOptions {
                              // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
   int lm_unit_rows = 0;      // > 0: the dynamic LM head's units (Layout::lm_unit_rows, isa.h), 0: static slices only
   int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm_static)
-  // Session 19: relative streaming speed of each SM's queue ([n_sm], > 0; empty = all equal). The row-sliced stages
-  // (QkvProj, MlpGateUp, MlpDown) then give queue i a slice in proportion to sm_weight[i], so that SMs that stream
-  // slower (measured: ~10% apart on an H200, the same SMs every launch) end a stage together with the rest.
-  std::vector<double> sm_weight;
 };
-
-// Slices of n rows, multiples of `granularity` (the last may be shorter), one per weight in w's order with sizes in
-// proportion to it, each at least one unit; empty when there are fewer units than weights.
-std::vector<std::pair<uint32_t, uint32_t>> split_rows_weighted(int64_t n, const std::vector<double>& w, int granularity);
 
 // Counter ids of one model (see counter_* below).
 struct CounterLayout {

@@ -84,8 +84,7 @@ std::vector<Case> cases() {
 // Teacher-forced: 20 positions through the megakernel and the CPU; every step's logits and argmax compared.
 void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
   SCOPED_TRACE(cat(k.name, ", n_sm ", opt.n_sm, ", chunk ", opt.attn_chunk_len, ", ring ", opt.weight_ring, ", dynamic ",
-                   opt.attn_chunks_dynamic, ", flags ", opt.flag_publish, ", mid_resid ", opt.mid_resid, ", sm_weights ",
-                   opt.sm_weights.size()));
+                   opt.attn_chunks_dynamic, ", flags ", opt.flag_publish, ", mid_resid ", opt.mid_resid));
   Model m = make_random_model(k.c, DType::BF16, seed);
   auto mk_b = make_mk(m, 64, opt);
   ASSERT_TRUE(mk_b);
@@ -114,39 +113,6 @@ TEST(Megakernel, MatchesCpuFlagPublish) {
     compare(k, {.n_sm = 7, .attn_chunk_len = 5, .flag_publish = 1, .mid_resid = false}, seed++);
     compare(k, {.flag_publish = 0, .mid_resid = false}, seed++);  // version 6's protocol
   }
-}
-
-// Row slices weighted per SM (MegakernelOptions::sm_weights): 7 SMs and all, both protocols, inline and split
-// attention; then the rates a timed launch measures (sm_stream_rates), one positive entry per SM.
-TEST(Megakernel, WeightedRowsMatchCpu) {
-  int n_dev = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&n_dev, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  std::vector<double> w7 = {1.0, 0.6, 1.4, 0.9, 1.2, 0.8, 1.1}, wall(static_cast<size_t>(n_dev));
-  for (size_t i = 0; i < wall.size(); ++i) wall[i] = 0.85 + 0.3 * double((i * 7) % 13) / 12.0;
-  uint64_t seed = 81;
-  for (const Case& k : cases()) {
-    compare(k, {.n_sm = 7, .sm_weights = w7}, seed++);
-    compare(k, {.n_sm = 7, .attn_chunk_len = 5, .flag_publish = 0, .sm_weights = w7}, seed++);
-    compare(k, {.sm_weights = wall}, seed++);
-  }
-  const Case wide{"llama hd128 gqa4 wide", cfg(Family::Llama, 128, 8, 2, 1032, 2056, false, 3001)};
-  compare(wide, {.sm_weights = wall}, seed++);
-  Model m = make_random_model(wide.c, DType::BF16, seed);
-  auto b = make_mk(m, 64, {.sm_weights = wall});
-  ASSERT_TRUE(b);
-  ASSERT_TRUE(b->set_timing(true).ok());
-  std::vector<int32_t> out(8);
-  ASSERT_TRUE(b->generate_greedy(1, 0, out, 8).ok());
-  auto r = b->sm_stream_rates();
-  ASSERT_TRUE(r) << r.message();
-  ASSERT_EQ(r->size(), size_t(n_dev));
-  for (double x : *r) EXPECT_GT(x, 0.0);
-  // Weights of the wrong length are refused, naming them.
-  auto w = cuda::upload_weights(m.config, m.weights);
-  ASSERT_TRUE(w);
-  auto bad = MegakernelBackend::create(m.config, std::move(*w), 64, {.sm_weights = w7});
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.message().find("sm_weight"), std::string::npos);
 }
 
 TEST(Megakernel, MatchesCpuSplitAttentionFewSms) {

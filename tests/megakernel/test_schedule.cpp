@@ -111,51 +111,6 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
     for (int w = 0; w < in.n_waits; ++w) EXPECT_EQ(in.waits[w].count, signals[in.waits[w].counter]) << op_name(in.op);
 }
 
-TEST(Schedule, WeightedRowsFollowTheWeightsAndArePinned) {
-  // split_rows_weighted: contiguous, covering, at least one unit each, sizes within a unit of proportional.
-  const std::vector<double> w = {1.0, 0.5, 2.0, 1.0, 0.9, 1.1, 1.0};
-  for (int gran : {1, 8})
-    for (int64_t n : {int64_t(7 * gran), int64_t(100), int64_t(8192)}) {
-      auto r = split_rows_weighted(n, w, gran);
-      ASSERT_EQ(r.size(), w.size()) << n;
-      uint32_t at = 0;
-      for (size_t i = 0; i < r.size(); ++i) {
-        EXPECT_EQ(r[i].first, at);
-        EXPECT_GT(r[i].second, r[i].first);
-        const double want = double(n) * w[i] / 7.5;
-        if (n == 8192) EXPECT_NEAR(double(r[i].second - r[i].first), want, 2.0 * gran) << i;
-        at = r[i].second;
-      }
-      EXPECT_EQ(at, uint32_t(n));
-    }
-  EXPECT_TRUE(split_rows_weighted(6, w, 1).empty());  // fewer units than weights
-  // In a schedule: every row once (check_schedule), and SM i's QkvProj / MlpGateUp / MlpDown slice is slice i.
-  auto c = shape_config("llama-3.2-1b");
-  ASSERT_TRUE(c.ok()) << c.message();
-  std::vector<double> w132(132);
-  for (size_t i = 0; i < w132.size(); ++i) w132[i] = 0.8 + 0.4 * double((i * 37) % 11) / 10.0;
-  const ScheduleOptions o{.n_sm = 132, .max_context = 256, .mid_resid = true, .sm_weight = w132};
-  check_schedule(*c, o);
-  auto s = build_schedule(*c, o);
-  ASSERT_TRUE(s.ok()) << s.message();
-  const auto ff = split_rows_weighted(c->n_ff, w132, 1), qkv = split_rows_weighted(s->layout.qkv_dim, w132, 1),
-             down = split_rows_weighted(c->n_embd, w132, 1);
-  for (int sm = 0; sm < 132; ++sm)
-    for (const Instr& in : s->queues[size_t(sm)]) {
-      const auto* want = in.op == Op::MlpGateUp ? &ff : in.op == Op::QkvProj ? &qkv : in.op == Op::MlpDown ? &down : nullptr;
-      if (!want) continue;
-      EXPECT_EQ(in.row_begin, (*want)[size_t(sm)].first) << op_name(in.op) << " sm " << sm;
-      EXPECT_EQ(in.row_end, (*want)[size_t(sm)].second) << op_name(in.op) << " sm " << sm;
-    }
-  // Bad weights are refused with the field named.
-  auto bad = build_schedule(*c, {.n_sm = 132, .max_context = 256, .sm_weight = {1.0, 2.0}});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("sm_weight"), std::string::npos);
-  std::vector<double> neg = w132;
-  neg[5] = 0;
-  EXPECT_FALSE(build_schedule(*c, {.n_sm = 132, .max_context = 256, .sm_weight = neg}).ok());
-}
-
 TEST(Schedule, OwnsEveryRowOnceAndWaitsOnEarlierStages) {
   using test::tiny_config;
   for (int n_sm : {1, 2, 7, 66, 132}) {

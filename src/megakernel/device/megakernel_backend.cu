@@ -73,7 +73,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.attn_chunks_dynamic = opt.attn_chunks_dynamic;
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
-  so.sm_weight = opt.sm_weights;
   mid_resid_ = opt.mid_resid;
   // The dynamic LM head's units: one ring page of rows each (when a row fits a page); lm_static_share of each
   // slice's even share static (the loader streams those before its consumers arrive, with no claims), the rest

@@ -16,7 +16,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "core/status.h"
 #include "cuda/backend/device_weights.h"
@@ -85,9 +84,6 @@ struct MegakernelOptions {
   // 0.907 / 1.095 / 1.564 ms/token at ctx 32 / 4096 / 16384 vs 0.927 / 1.121 / 1.588 without, 8B 4.952 vs 5.018,
   // Qwen3-1.7B 1.461 vs 1.508, Qwen3-0.6B 0.830 either way; 1 page and 3 pages in between (0.6B: 1 page +4.4%).
   int gate_pages = 2;
-  // Session 19: each SM's relative streaming speed ([n_sm], by block index; empty = all equal): the row-sliced stages
-  // give faster SMs more rows (ScheduleOptions::sm_weight). sm_stream_rates() measures them.
-  std::vector<double> sm_weights;
 };
 
 // Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
@@ -195,9 +191,6 @@ class MegakernelBackend final : public Backend {
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
   Expected<std::string> timing_report();
-  // From the last timed launch: each block's weight bytes streamed per ns of matvec over its QkvProj, MlpGateUp and
-  // MlpDown instructions (MegakernelOptions::sm_weights of a backend built for the same model and SM count).
-  Expected<std::vector<double>> sm_stream_rates();
 
  private:
   MegakernelBackend() = default;

@@ -172,34 +172,4 @@ Expected<std::string> MegakernelBackend::timing_report() {
   return out;
 }
 
-Expected<std::vector<double>> MegakernelBackend::sm_stream_rates() {
-  if (!timing_) return make_error("megakernel: timing is off (set_timing(true) before the launch)");
-  MK_TRY(cuda_status(cudaStreamSynchronize(stream_), "megakernel: timing"));
-  const size_t n_instr = schedule_.n_instr();
-  std::vector<unsigned long long> t(n_instr * device::TIMING_FIELDS);
-  CUDA_CHECK(cudaMemcpy(t.data(), timing_, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
-  std::vector<Instr> instrs;
-  std::vector<uint32_t> offsets;
-  schedule_.flatten(instrs, offsets);
-  std::vector<double> rate(static_cast<size_t>(n_sm_), 0.0);
-  for (int b = 0; b < n_sm_; ++b) {
-    double bytes = 0, ns = 0;
-    for (uint32_t i = offsets[size_t(b)]; i < offsets[size_t(b) + 1]; ++i) {
-      const Instr& in = instrs[i];
-      const double rows = double(in.row_end - in.row_begin);
-      double row_bytes = 0;
-      if (in.op == Op::QkvProj) row_bytes = 2.0 * config_.n_embd;
-      else if (in.op == Op::MlpGateUp) row_bytes = 4.0 * config_.n_embd;
-      else if (in.op == Op::MlpDown) row_bytes = 2.0 * config_.n_ff;
-      const unsigned long long* r = t.data() + size_t(i) * device::TIMING_FIELDS;
-      if (row_bytes == 0 || !r[device::T_MATVEC_START] || r[device::T_COMPUTE_END] <= r[device::T_MATVEC_START]) continue;
-      bytes += rows * row_bytes;
-      ns += double(r[device::T_COMPUTE_END] - r[device::T_MATVEC_START]);
-    }
-    if (ns <= 0) return make_error("megakernel: block ", b, " has no timed matvec in the last launch");
-    rate[size_t(b)] = bytes / ns;
-  }
-  return rate;
-}
-
 }  // namespace mk::megakernel
