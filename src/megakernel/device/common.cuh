@@ -370,7 +370,7 @@ __device__ __forceinline__ void stamp(const Ctx& c, int field) {
 
 // For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp
 // that owns the row. Each warp takes two rows at a time and issues U 16-byte loads per row before
-// using any (2 x 4 x 16 B x 480 threads = 60 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
+// using any (2 x 4 x 16 B x NCT threads: 44 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
 template <class Out>
 __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const float* s_in, int cols, int r0, int r1,
                                             Out&& out) {

@@ -8,7 +8,7 @@
 // pages, running ahead across instructions and dependency waits. Warps 0..14 are consumers: they wait
 // for the dependencies (thread 0 polls with ld.acquire), compute from the pages and publish (barrier +
 // fence + atomic increment). MkParams::n_pages = 0 runs the consumers without a ring, loading weights
-// themselves (version 2's scheme, on 15 warps). With MkParams::timing set, thread 0 records per
+// themselves (version 2's scheme, on the consumer warps). With MkParams::timing set, thread 0 records per
 // instruction: wait start/end, first matvec page, compute end, publish end and the page waits of warp 0
 // (globaltimer ns); MegakernelBackend::timing_report() sums them per op.
 // Measured (H200, 1B shapes, ctx 32): ring 1.13-1.15 ms/token vs 1.16-1.18 without; the timestamps show

@@ -59,7 +59,7 @@ struct MegakernelOptions {
   // Session 17: split attention (the flag protocol's SPLIT instances) on the tensor cores (device/ops/attn_mma.cuh:
   // every warp streams its own 16-key tiles, online softmax in registers, no block barrier per tile; H200, 1B ctx
   // 16384*: 1.270 vs 1.608 ms/token with session 13's attn_split, 4096* -4%): how many consumer warps stream tiles
-  // (0: as many as have their stages in shared memory, at most 15; head dim 128 streams in pairs of them, at most 7).
+  // (0: as many as have their stages in shared memory, at most device::WARPS; head dim 128 streams in pairs of them).
   int attn_mma_warps = 0;
   // Weight ring pages: at most this many (0: all that fit). H200, 1B shapes, v8 call 1: 4 of the 5 that fit
   // 0.996 / 1.241 / 1.615 ms/token at ctx 32 / 4096 / 16384 vs 1.021 / 1.250 / 1.623 with 5 and 1.022 / 1.257 /

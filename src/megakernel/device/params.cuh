@@ -12,11 +12,15 @@ namespace mk::megakernel::device {
 
 using bf16 = __nv_bfloat16;
 
-// One block of 512 threads per SM: warps 0..14 are consumers (wait, compute, publish), warp 15 is the
+// One block of 384 threads per SM: warps 0..10 are consumers (wait, compute, publish), warp 11 is the
 // weight loader (ring.cuh). Consumers synchronise among themselves with named barrier 1 (csync), never
 // with __syncthreads, so the loader can run ahead independently.
-constexpr int THREADS = 512;
-constexpr int WARPS = 15;           // consumer warps
+// 11 consumer warps since session 19 (15 before): at 512 threads the kernel's 128 registers per thread made every new
+// poll form spill into the hot loops (+11..30%); at 384 it has 168 and the instances spill little or nothing. With the
+// act vector's packed poll (ops/mlp.cuh) the H200 measured, against 15 warps (bench/RESULTS.md session 19 call 6): 1B
+// ctx 32 +0.3%, 8B -1.5%, Qwen3-0.6B -0.9%, 1B ctx 4096* -3.3%.
+constexpr int THREADS = 384;
+constexpr int WARPS = 11;           // consumer warps
 constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)

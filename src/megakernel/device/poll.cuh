@@ -2,6 +2,8 @@
 // other than the interpreter (device/sample_probe.cu) can use them: activation loads from L2, the flag-in-data pairs
 // (params.cuh MkParams::flags) and their watchdog, named barrier 1 of the consumer threads. All force-inlined.
 #pragma once
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 #include "megakernel/device/params.cuh"
@@ -46,6 +48,24 @@ __device__ __forceinline__ bool fresh4(const Pairs4& q, uint32_t e) {
 }
 __device__ __forceinline__ float4 val4(const Pairs4& q) {
   return make_float4(flag_val(q.a.x), flag_val(q.a.y), flag_val(q.b.x), flag_val(q.b.y));
+}
+
+// Packed flagged words (session 19; the act vector, ops/mlp.cuh): bf16 value in the high half, the low 16 bits of
+// the epoch in the low half, 4 bytes per element -- half the bytes of a pair, so a 16-byte load checks 4 elements.
+// 16 tag bits suffice: every step writes every element, so a stale word is from the step before (a reader at epoch e
+// sees e or e - 1, never e - 65536); the poison 0xffffffff of a fresh workspace is stale at epoch 0.
+__device__ __forceinline__ uint32_t act_word(float v, uint32_t epoch) {
+  return (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v))) << 16) | (epoch & 0xffffu);
+}
+__device__ __forceinline__ bool fresh_word(uint32_t w, uint32_t e) { return ((w ^ e) & 0xffffu) == 0; }
+__device__ __forceinline__ float word_val(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ void st_word(uint32_t* p, uint32_t w) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(w) : "memory");
+}
+__device__ __forceinline__ uint4 ld_words4(const uint32_t* p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
 }
 
 // A poll that has spun too long: the watchdog (as wait_deps), or another block's error. Returns true

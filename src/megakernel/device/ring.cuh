@@ -1,4 +1,4 @@
-// The weight ring (version 4): warp 15 of every block streams the weight rows of the block's
+// The weight ring (version 4): the last warp (LOADER_WARP) of every block streams the weight rows of the block's
 // instructions, in queue order and across steps, into a ring of shared-memory pages with 1-D bulk
 // copies (cp.async.bulk, completing on mbarriers); the consumer warps compute matvecs from the pages and
 // release them. Weights never depend on activations, so the loader runs ahead through every dependency

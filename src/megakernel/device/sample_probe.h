@@ -1,5 +1,5 @@
 // The megakernel's draw (device/ops/sample.cuh sample_token) run alone on synthetic logits, for tests and timing:
-// one block of the megakernel's shape (15 consumer warps; warp 15 returns at once) draws n_draws tokens with draw
+// one block of the megakernel's shape (device::WARPS consumer warps; the loader warp returns at once) draws n_draws tokens with draw
 // indices sp.first_draw, sp.first_draw + 1, ... from `logits`, as counters (plain floats) or flags ((value, epoch)
 // pairs) would hand them to it; the max hint as the LM-head slices' amax records give it (NaN the largest, then
 // +inf, then the finite max). Test: tests/gpu/test_megakernel_sample.cu.

@@ -69,7 +69,7 @@ template <bool FLAG>
 __device__ __forceinline__ bool reduce_amax(const Ctx& c, float& best, int& best_i) {
   const Layout& L = c.p.L;
   // Every consumer thread takes slices t, t + NCT, ... (one 16-byte load of the slice's (value, index) pairs,
-  // re-polled while stale), then shuffles and the 15 warps' candidates in s_aux: argmax_better is a total order on
+  // re-polled while stale), then shuffles and the consumer warps' candidates in s_aux: argmax_better is a total order on
   // (value, index), so any reduction order picks the same winner. (Version 9's thread 0 looped over the slices, one
   // L2 round trip each: 30-35 us per step on an H200, on the step's critical path; bench/RESULTS.md v10.)
   // (best, best_i): the caller's start, (-inf, INT32_MAX).

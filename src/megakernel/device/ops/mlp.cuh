@@ -22,7 +22,52 @@ __device__ void mid_resid_slice(const Ctx& c, int64_t resid, int64_t parts, int 
   }
 }
 
-// x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm); act[rows] = silu(gate x) * up x.
+// The act vector of the flag protocol at workspace offset `act`: packed words (poll.cuh act_word) in the first half
+// of its pairs' bytes.
+__device__ __forceinline__ uint32_t* act_words(const Ctx& c, int64_t act) { return reinterpret_cast<uint32_t*>(c.p.fws + act); }
+
+// Eight consecutive packed words (32 B, two loads): poll_vector's Pairs4 slot shape, twice the elements.
+struct Words8 {
+  uint4 a, b;
+};
+__device__ __forceinline__ Words8 ld_words8(const uint32_t* p) { return {ld_words4(p), ld_words4(p + 4)}; }
+__device__ __forceinline__ bool fresh8(const Words8& q, uint32_t e) {
+  return fresh_word(q.a.x, e) & fresh_word(q.a.y, e) & fresh_word(q.a.z, e) & fresh_word(q.a.w, e) &
+         fresh_word(q.b.x, e) & fresh_word(q.b.y, e) & fresh_word(q.b.z, e) & fresh_word(q.b.w, e);
+}
+// Re-reads q (8 words at p) until all hold epoch c.epoch (common.cuh repoll4's watchdog).
+__device__ __forceinline__ void repoll8(const Ctx& c, Words8& q, const uint32_t* p) {
+  if (fresh8(q, c.epoch)) return;
+  const long long t0 = clock64();
+  for (uint32_t n = 0; !fresh8(q, c.epoch); ++n) {
+    if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) return;
+    q = ld_words8(p);
+  }
+}
+
+// s_x[0, n) = the packed words at w (n % 8 == 0): poll_vector's form (S slots per thread loaded before any is
+// checked, then the stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 48 NCT (8B's
+// act with 11 consumer warps; pairs took two at 1B and 8B with 15).
+__device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int n) {
+  constexpr int S = 3;
+  for (int i0 = 8 * threadIdx.x; i0 < n; i0 += 8 * S * NCT) {
+    Words8 q[S];
+#pragma unroll
+    for (int k = 0; k < S; ++k)
+      if (i0 + k * 8 * NCT < n) q[k] = ld_words8(w + i0 + k * 8 * NCT);
+#pragma unroll
+    for (int k = 0; k < S; ++k) {
+      const int i = i0 + k * 8 * NCT;
+      if (i < n) {
+        repoll8(c, q[k], w + i);
+        *reinterpret_cast<float4*>(c.s_x + i) = make_float4(word_val(q[k].a.x), word_val(q[k].a.y), word_val(q[k].a.z), word_val(q[k].a.w));
+        *reinterpret_cast<float4*>(c.s_x + i + 4) = make_float4(word_val(q[k].b.x), word_val(q[k].b.y), word_val(q[k].b.z), word_val(q[k].b.w));
+      }
+    }
+  }
+}
+
+// x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm); act[rows] = silu(gate x) * up x (rounded to bf16).
 // Flag protocol with the mid-layer residual (L.mid_resid): two phases. Each instruction first sums and publishes its
 // slice of resid_mid[l] (= x), then polls all of resid_mid[l] -- every SM's slice. Before, each SM polled and summed
 // the whole of resid and the n_kv_head o_part vectors itself (1B: 147 KB per SM, 3 dependent round trips per thread
@@ -56,10 +101,13 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   float* s_gu = c.s_aux;  // [2 (r1 - r0)]
   matvec<RING>(c, in, c.s_x, [&](int r, float v) { s_gu[r - 2 * r0] = v; });
   csync();
+  // act goes out rounded to bf16 (the layered path's precision): flagged as packed words (poll.cuh act_word), so
+  // MlpDown polls it in one round trip.
   const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
   for (int r = r0 + threadIdx.x; r < r1; r += NCT) {
-    const float g = s_gu[2 * (r - r0)], u = s_gu[2 * (r - r0) + 1];
-    st_act<FLAG>(c, act + r, g / (1.f + expf(-g)) * u);
+    const float g = s_gu[2 * (r - r0)], u = s_gu[2 * (r - r0) + 1], v = g / (1.f + expf(-g)) * u;
+    if constexpr (FLAG) st_word(act_words(c, act) + r, act_word(v, c.epoch));
+    else c.p.ws[act + r] = __bfloat162float(__float2bfloat16_rn(v));
   }
 }
 
@@ -69,7 +117,7 @@ __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
   if constexpr (FLAG) {
-    poll_vector(c, act, L.n_ff);
+    poll_words(c, act_words(c, act), L.n_ff);
   } else {
     for (int i = 4 * threadIdx.x; i < L.n_ff; i += 4 * NCT)
       *reinterpret_cast<float4*>(c.s_x + i) = ld_act4(c.p.ws + act + i);

@@ -1,5 +1,5 @@
 // The sampled Argmax (isa.h SampleParams): the step's next token drawn on one SM by the host Sampler's rule
-// (runtime/sampler.h; the layered path's cuda/ops/sample.cuh block_sample, here on the 480 consumer threads with
+// (runtime/sampler.h; the layered path's cuda/ops/sample.cuh block_sample, here on the NCT consumer threads with
 // named barriers, since the loader warp never joins a __syncthreads):
 //   candidates x_i = (l_i - max finite l) / T in float (non-finite ones dropped), min-p keeps x_i >= log(min_p),
 //   weights exp(x_i) in double walked in ascending id order; the first id whose running sum exceeds u * total,
@@ -7,7 +7,7 @@
 // The max comes from the LM-head slices' amax records (when finite it is the max finite logit: no NaN or +inf
 // anywhere); otherwise one extra pass over the logits finds it.
 // Layout of the walk: the vocabulary in tiles of 128 ids (lane l of a warp holds ids 4l..4l+3 of a tile: coalesced
-// 16-byte loads), tiles in blocks of `bt`, blocks split evenly over the 15 consumer warps in id order. Pass 1: each
+// 16-byte loads), tiles in blocks of `bt`, blocks split evenly over the consumer warps in id order. Pass 1: each
 // warp sums its blocks' weights tile by tile (per lane sequentially, a warp scan over lanes, tile totals added in
 // order) and records its running sum at the start of each block in s_x. Then every thread adds the warp totals in
 // warp order, finds the warp whose range takes the sum past the target, and that warp finds the block (from the
