@@ -5,7 +5,7 @@
 //
 // Version 4 (bench/RESULTS.md has each version's figures): warp specialisation. Warp 15 is the weight
 // loader (ring.cuh): it streams every weight row of the block's queue into a ring of shared-memory
-// pages, running ahead across instructions and dependency waits. Warps 0..14 are consumers: they wait
+// pages, running ahead across instructions and dependency waits. Warps 0..WARPS-1 are consumers: they wait
 // for the dependencies (thread 0 polls with ld.acquire), compute from the pages and publish (barrier +
 // fence + atomic increment). MkParams::n_pages = 0 runs the consumers without a ring, loading weights
 // themselves (version 2's scheme, on the consumer warps). With MkParams::timing set, thread 0 records per

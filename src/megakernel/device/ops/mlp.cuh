@@ -1,4 +1,5 @@
-// MlpGateUp and MlpDown (isa.h). Mirrors mlp_gate_up / mlp_down in src/megakernel/sim_ops.cpp.
+// MlpGateUp and MlpDown (isa.h). Mirrors mlp_gate_up / mlp_down in src/megakernel/sim_ops.cpp, except that act is
+// rounded to bf16 here (as the layered path's decode does: CudaBackend's h_bf16), the simulator keeping fp32.
 #pragma once
 #include "megakernel/device/common.cuh"
 
@@ -46,8 +47,8 @@ __device__ __forceinline__ void repoll8(const Ctx& c, Words8& q, const uint32_t*
 }
 
 // s_x[0, n) = the packed words at w (n % 8 == 0): poll_vector's form (S slots per thread loaded before any is
-// checked, then the stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 48 NCT (8B's
-// act with 11 consumer warps; pairs took two at 1B and 8B with 15).
+// checked, then the stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 24 NCT (1B's
+// act; 8B's takes two, where pairs took three on 11 warps). More slots spilled (session 19 call 6).
 __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int n) {
   constexpr int S = 3;
   for (int i0 = 8 * threadIdx.x; i0 < n; i0 += 8 * S * NCT) {
