@@ -250,57 +250,50 @@ TEST(Sim, PreloadOfThisStepsKvIsCaughtAsARace) {
   }
 }
 
+// Runs 8 random interleavings of 2 flag-protocol steps with op's polls skipped (in `phase`, -1: all) and counts the
+// failures, each of which must be a stale read (a pair of the previous step, or at the first step one that nothing
+// wrote yet) that names the op -- and, for a two-phase op, the phase (`phase_text`). A stale read shows only when the
+// interleaving runs the reader before a producer (unlike a missing counter wait, which the vector clocks catch in any
+// order): most must fail.
+void expect_skipped_polls_caught(const Model& m, const ScheduleOptions& o, Op op, int phase, const std::string& what) {
+  int failed = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    auto s = build_schedule(m.config, o);
+    ASSERT_TRUE(s.ok());
+    Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
+    sim.skip_flag_polls_for_test(op, phase);
+    auto r = sim.launch(1, 0, 2, seed);
+    if (r.ok()) continue;
+    ++failed;
+    EXPECT_TRUE(r.message().find("not this step's") != std::string::npos ||
+                r.message().find("which nothing wrote") != std::string::npos)
+        << r.message();
+    EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
+    if (phase >= 0) EXPECT_NE(r.message().find(cat(op_name(op), "(")), std::string::npos) << r.message();
+    if (phase >= 0) EXPECT_NE(r.message().find(cat(" phase ", phase, " reads")), std::string::npos) << r.message();
+  }
+  EXPECT_GE(failed, 4) << op_name(op) << ", " << what;
+}
+
 // The flag protocol's checks must fire: an op that does not poll its inputs reads a stale pair (whatever the
 // interleaving); without the step barrier, K steps per launch read the K/V cache (and overwrite the
 // previous step's activations) without happens-before.
 TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
   const Case k = cases()[0];
   Model m = make_random_model(k.config, DType::BF16, 9);
-  // A stale read shows only when the interleaving runs the reader before a producer (unlike a missing
-  // counter wait, which the vector clocks catch in any order): of 8 random interleavings most must fail.
   for (bool mid : {false, true})
-    for (Op op : {Op::MlpDown, Op::QkvProj}) {
-      int failed = 0;
-      for (uint64_t seed = 1; seed <= 8; ++seed) {
-        auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .mid_resid = mid});
-        ASSERT_TRUE(s.ok());
-        Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
-        sim.skip_flag_polls_for_test(op);
-        auto r = sim.launch(1, 0, 2, seed);
-        if (r.ok()) continue;
-        ++failed;
-        // a stale pair of the previous step, or (at the first step) one that nothing wrote yet
-        EXPECT_TRUE(r.message().find("not this step's") != std::string::npos ||
-                    r.message().find("which nothing wrote") != std::string::npos)
-            << r.message();
-        EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
-      }
-      EXPECT_GE(failed, 4) << op_name(op) << ", mid_resid " << mid;
-    }
+    for (Op op : {Op::MlpDown, Op::QkvProj})
+      expect_skipped_polls_caught(m, {.n_sm = 7, .max_context = 8, .mid_resid = mid}, op, -1, cat("mid_resid ", mid));
   // The fused MLP under flags + mid_resid (isa.h resid_two_phase): each phase of each two-phase op polls what it
   // reads -- phase 0 the slices it sums, phase 1 the whole vector every instruction's phase 0 published.
   const Case f = fused_cases()[0];
   Model mf = make_random_model(f.config, DType::BF16, 9);
+  const ScheduleOptions fo{.n_sm = 7, .max_context = 8, .attn_chunk_len = f.chunk_len, .fuse_down = true, .mid_resid = true};
+  auto fs = build_schedule(f.config, fo);
+  ASSERT_TRUE(fs.ok());
+  ASSERT_TRUE(resid_two_phase(fs->layout, true));
   for (Op op : {Op::QkvProj, Op::LmHead, Op::MlpGateUpDown})
-    for (int phase : {0, 1}) {
-      int failed = 0;
-      for (uint64_t seed = 1; seed <= 8; ++seed) {
-        auto s = build_schedule(f.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = f.chunk_len, .fuse_down = true, .mid_resid = true});
-        ASSERT_TRUE(s.ok());
-        ASSERT_TRUE(resid_two_phase(s->layout, true));
-        Simulator sim(mf.config, mf.weights, std::move(*s), Protocol::Flags);
-        sim.skip_flag_polls_for_test(op, phase);
-        auto r = sim.launch(1, 0, 2, seed);
-        if (r.ok()) continue;
-        ++failed;
-        EXPECT_TRUE(r.message().find("not this step's") != std::string::npos ||
-                    r.message().find("which nothing wrote") != std::string::npos)
-            << r.message();
-        EXPECT_NE(r.message().find(cat(op_name(op), "(")), std::string::npos) << r.message();
-        EXPECT_NE(r.message().find(cat(" phase ", phase, " reads")), std::string::npos) << r.message();
-      }
-      EXPECT_GE(failed, 4) << op_name(op) << ", fused MLP, phase " << phase;
-    }
+    for (int phase : {0, 1}) expect_skipped_polls_caught(mf, fo, op, phase, cat("fused MLP, phase ", phase));
   for (int chunk : {0, 3}) {
     auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .attn_chunk_len = chunk});
     ASSERT_TRUE(s.ok());
