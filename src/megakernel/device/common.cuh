@@ -171,14 +171,17 @@ __device__ __forceinline__ void prefetch_norm(const Ctx& c, const float* w) {
   for (int i = 4 * threadIdx.x; i < c.p.L.n_embd; i += 4 * NCT) cp_async16_ca(st + i, w + i);
 }
 
-// Re-reads q (4 pairs at p) until all four hold epoch c.epoch (checks the watchdog after the first
-// re-read and every 64th).
-__device__ __forceinline__ void repoll4(const Ctx& c, Pairs4& q, const u64* p) {
-  if (fresh4(q, c.epoch)) return;
+// Re-reads the poll slot q (a Pairs4, or ops/mlp.cuh's Words8) at p until every element holds epoch c.epoch (checks
+// the watchdog after the first re-read and every 64th). The slot type's overloads of fresh_slot / ld_slot say how.
+__device__ __forceinline__ bool fresh_slot(const Pairs4& q, uint32_t e) { return fresh4(q, e); }
+__device__ __forceinline__ void ld_slot(Pairs4& q, const u64* p) { q = ld_pairs4(p); }
+template <class Slot, class T>
+__device__ __forceinline__ void repoll(const Ctx& c, Slot& q, const T* p) {
+  if (fresh_slot(q, c.epoch)) return;
   const long long t0 = clock64();
-  for (uint32_t n = 0; !fresh4(q, c.epoch); ++n) {
+  for (uint32_t n = 0; !fresh_slot(q, c.epoch); ++n) {
     if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) return;
-    q = ld_pairs4(p);
+    ld_slot(q, p);
   }
 }
 
@@ -287,7 +290,7 @@ __device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, in
 #pragma unroll
       for (int k = 0; k < 4; ++k)
         if (k0 + k < n) {
-          repoll4(c, r[k], at(k0 + k));
+          repoll(c, r[k], at(k0 + k));
           if (k0 + k == 0) x = val4(r[k]);
           else add4(x, val4(r[k]));
         }
@@ -309,7 +312,7 @@ __device__ __forceinline__ void poll_vector(const Ctx& c, int64_t off, int n) {
     for (int k = 0; k < 4; ++k) {
       const int i = i0 + k * 4 * NCT;
       if (i < n) {
-        repoll4(c, q[k], f + i);
+        repoll(c, q[k], f + i);
         *reinterpret_cast<float4*>(c.s_x + i) = val4(q[k]);
       }
     }

@@ -29,6 +29,16 @@ Status MegakernelBackend::set_timing(bool on) {
   return {};
 }
 
+namespace {
+
+// One instruction's timestamps: when its matvec began (its compute end when it has none) and how long it ran (ns).
+unsigned long long matvec_start(const unsigned long long* r) {
+  return r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
+}
+double matvec_ns(const unsigned long long* r) { return double(r[device::T_COMPUTE_END] - matvec_start(r)); }
+
+}  // namespace
+
 // Per op, per SM and step (the launch's last step): microseconds waiting for dependencies, computing
 // (of which warp 0 waited for ring pages) and publishing; the step's span; the loader's ring-full stalls.
 Expected<std::string> MegakernelBackend::timing_report() {
@@ -51,9 +61,8 @@ Expected<std::string> MegakernelBackend::timing_report() {
     const int op = int(instrs[i].op);
     count[op]++;
     wait[op] += double(r[device::T_WAIT_END] - r[device::T_WAIT_START]);
-    const unsigned long long mv = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
-    prep[op] += double(mv - r[device::T_WAIT_END]);
-    comp[op] += double(r[device::T_COMPUTE_END] - mv);
+    prep[op] += double(matvec_start(r) - r[device::T_WAIT_END]);
+    comp[op] += matvec_ns(r);
     page[op] += double(r[device::T_PAGE_WAIT]);
     sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
     if (r[device::T_PREP1] && r[device::T_PREP2]) {
@@ -111,8 +120,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
       const int op = int(instrs[i].op), l = std::min<int>(instrs[i].layer, config_.n_layer);
       Agg& a = agg[size_t(op) * size_t(config_.n_layer + 1) + size_t(l)];
       const double end = double(r[device::T_COMPUTE_END] - t_min);
-      const unsigned long long mv0 = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
-      const double mv = double(r[device::T_COMPUTE_END] - mv0);
+      const double mv = matvec_ns(r);
       a.sum_end += end, a.max_end = std::max(a.max_end, end), a.sum_mv += mv, a.max_mv = std::max(a.max_mv, mv), a.n++;
     }
     out += "    op            late end (latest - mean, us/step)   matvec mean / longest (us/step)\n";
@@ -141,8 +149,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
         const unsigned long long* r = t.data() + size_t(i) * device::TIMING_FIELDS;
         const Agg& a = agg[size_t(Op::MlpGateUp) * size_t(config_.n_layer + 1) + instrs[i].layer];
         late_b[size_t(b)] += double(r[device::T_COMPUTE_END] - t_min) - a.sum_end / a.n;
-        const unsigned long long mv0 = r[device::T_MATVEC_START] ? r[device::T_MATVEC_START] : r[device::T_COMPUTE_END];
-        mv_b[size_t(b)] += double(r[device::T_COMPUTE_END] - mv0);
+        mv_b[size_t(b)] += matvec_ns(r);
         rows_b[size_t(b)] = int(instrs[i].row_end - instrs[i].row_begin);
       }
     std::vector<int> order(static_cast<size_t>(n_sm_));

@@ -32,19 +32,11 @@ struct Words8 {
   uint4 a, b;
 };
 __device__ __forceinline__ Words8 ld_words8(const uint32_t* p) { return {ld_words4(p), ld_words4(p + 4)}; }
-__device__ __forceinline__ bool fresh8(const Words8& q, uint32_t e) {
+__device__ __forceinline__ bool fresh_slot(const Words8& q, uint32_t e) {  // common.cuh repoll
   return fresh_word(q.a.x, e) & fresh_word(q.a.y, e) & fresh_word(q.a.z, e) & fresh_word(q.a.w, e) &
          fresh_word(q.b.x, e) & fresh_word(q.b.y, e) & fresh_word(q.b.z, e) & fresh_word(q.b.w, e);
 }
-// Re-reads q (8 words at p) until all hold epoch c.epoch (common.cuh repoll4's watchdog).
-__device__ __forceinline__ void repoll8(const Ctx& c, Words8& q, const uint32_t* p) {
-  if (fresh8(q, c.epoch)) return;
-  const long long t0 = clock64();
-  for (uint32_t n = 0; !fresh8(q, c.epoch); ++n) {
-    if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) return;
-    q = ld_words8(p);
-  }
-}
+__device__ __forceinline__ void ld_slot(Words8& q, const uint32_t* p) { q = ld_words8(p); }
 
 // s_x[0, n) = the packed words at w (n % 8 == 0): poll_vector's form (S slots per thread loaded before any is
 // checked, then the stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 24 NCT (1B's
@@ -60,7 +52,7 @@ __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int 
     for (int k = 0; k < S; ++k) {
       const int i = i0 + k * 8 * NCT;
       if (i < n) {
-        repoll8(c, q[k], w + i);
+        repoll(c, q[k], w + i);
         *reinterpret_cast<float4*>(c.s_x + i) = make_float4(word_val(q[k].a.x), word_val(q[k].a.y), word_val(q[k].a.z), word_val(q[k].a.w));
         *reinterpret_cast<float4*>(c.s_x + i + 4) = make_float4(word_val(q[k].b.x), word_val(q[k].b.y), word_val(q[k].b.z), word_val(q[k].b.w));
       }
