@@ -412,12 +412,12 @@ __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const flo
 // that runs one (the loader streams exactly these rows), else straight from global memory. A template
 // parameter, not a run-time branch: the two kernels get their own register allocation (with both paths
 // in one kernel ptxas spilled 300 B per thread).
-template <bool RING, class Out>
+template <bool RING, bool NARROW = false, class Out>
 __device__ __forceinline__ void matvec(const Ctx& c, const Instr& in, const float* s_in, Out&& out) {
   const WeightRows w = weight_rows(c.p, in);
   if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
   if constexpr (RING) {
-    ring_matvec(c, w, s_in, out);
+    ring_matvec<NARROW>(c, w, s_in, out);
   } else {
     matvec_rows(w.base - int64_t(w.row0) * w.stride, w.stride, s_in, w.cols, w.row0, w.row0 + w.n, out);
   }

@@ -348,16 +348,69 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
   ++c.page;
 }
 
-// Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages
-// in the loader's order (called by all consumer warps; lane 0 of the owning warp calls out).
+// ring_page_matvec for rows of at most 512 columns (AttnOProj's kv group: group x head_dim): a warp takes 4 row pairs
+// at once, a group of 8 lanes each (quad q of the page goes to warp (quad_base + q) % WARPS), 8 lanes summing a row
+// over 3 shuffles. Why: one pair per warp spent most of its time in two 5-shuffle reductions of a single 16-byte chunk
+// per lane, and with 11 consumer warps AttnOProj's 64 pairs per SM (1B) took 6 rounds. out() is called by lane 0 of
+// the owning group (lanes 0, 8, 16, 24): callers must not keep per-warp state in it.
 template <class Out>
+__device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t slot, int cols, int nr, int row0,
+                                                        int quad_base, const float* s_in, Out&& out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 7, grp = lane >> 3;
+  const int chunks = cols / 8, n_pairs = (nr + 1) / 2, n_quads = (n_pairs + 3) / 4;
+  const int sw = (lane & 4) ? 4 : 0;  // bank-conflict-free x reads, as ring_page_matvec
+  const int first = ((warp - quad_base) % WARPS + WARPS) % WARPS;
+  const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
+  for (int q = first; q < n_quads; q += WARPS) {
+    const int j = 2 * (4 * q + grp);
+    const bool one = j < nr, two = j + 1 < nr;
+    const uint4* w0 = pg + size_t(one ? j : 0) * chunks;
+    const uint4* w1 = two ? w0 + chunks : w0;
+    float a0 = 0.f, a1 = 0.f;
+    for (int ch = sub; ch < chunks; ch += 8) {
+      const uint4 u0 = w0[ch], u1 = w1[ch];
+      const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
+      const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
+      const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
+      const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
+      a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
+            mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
+            mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
+      a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
+            mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
+            mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
+    }
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) {
+      a0 += __shfl_xor_sync(0xffffffffu, a0, o);
+      a1 += __shfl_xor_sync(0xffffffffu, a1, o);
+    }
+    if (sub == 0 && one) {
+      out(row0 + j, a0);
+      if (two) out(row0 + j + 1, a1);
+    }
+  }
+  __syncwarp();
+  if (lane == 0) mbar_arrive(&c.empty[slot]);
+  ++c.page;
+}
+
+// Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages
+// in the loader's order (called by all consumer warps; lane 0 of the owning warp calls out). NARROW: rows of at most
+// 512 columns take ring_page_matvec_narrow (whose out() runs in lanes 0, 8, 16, 24).
+template <bool NARROW = false, class Out>
 __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in, Out&& out) {
   const int rpp = page_rows(w.cols);
   int pair_base = 0;
   for (int r = 0; r < w.n; r += rpp) {
     const int nr = min(rpp, w.n - r);
-    ring_page_matvec(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
-    pair_base += (nr + 1) / 2;
+    if (NARROW && w.cols <= 512) {
+      ring_page_matvec_narrow(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+      pair_base += ((nr + 1) / 2 + 3) / 4;
+    } else {
+      ring_page_matvec(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+      pair_base += (nr + 1) / 2;
+    }
   }
 }
 

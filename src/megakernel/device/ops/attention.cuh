@@ -397,7 +397,7 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   csync();
   // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
   const int64_t out = L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
+  matvec<RING, true>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });  // narrow rows: ring.cuh
 }
 
 }  // namespace mk::megakernel::device
