@@ -27,9 +27,14 @@
 //                                                        logits[rows]; per-slice argmax -> amax[slice]; with
 //                                                        fuse_down also materialises resid[n_layer][aux slice]
 //                                                        (two-phase only: below)
+//   SamplePartial ids [row_begin, row_end) of n_vocab,   a sampled launch only (SampleParams::temperature > 0):
+//                 whole SAMPLE_TILEs                     m = the best of amax[*]; the range's weight sum
+//                                                        exp((l - m) / T) in double (and its last kept id) ->
+//                                                        sample_part[chunk]; a greedy launch skips it
 //   Argmax        one instruction                        reduces amax[*] -> tokens[step + 1]; in a sampled launch
-//                                                        (SampleParams::temperature > 0) it draws tokens[step + 1]
-//                                                        from logits[*] by the host Sampler's rule instead
+//                                                        it draws tokens[step + 1] by the host Sampler's rule
+//                                                        instead: the range whose prefix of sample_part sums
+//                                                        passes u * total, then the id inside that range
 //
 // The residual stream is never added in place: resid_in(l) = resid[l-1] + sum_g o_part[l-1][g] +
 // sum_p down[l-1][p] (resid_in(0) = the token's embedding row) is summed by every reader in the same fixed order
@@ -65,10 +70,14 @@
 // (e + 1) * count exactly when step e's producers are all done. 32-bit counters last 2^32 / count steps
 // (> 10^7 for count <= 256); the backend zeroes them (between launches) before that.
 //
-// Sampled launches (SampleParams below): the Argmax instruction reads every logit. Counter protocol: its wait
-// for all LmHead instructions orders the plain logits stores before its reads, as for amax. Flag protocol: logits
-// are not flagged in a greedy launch (only the host reads them, after the launch); in a sampled launch LmHead
-// stores them flagged like every other element (8-byte pairs at the same offsets) and the draw polls them.
+// Sampled launches (SampleParams below): the draw is spread over the SMs (the SamplePartial instructions each read a
+// range of the logits, Argmax the partial sums and one range again; before session 20 one SM read and weighed all
+// 128k logits: ~124 us per step at Llama 3's vocabulary). Counter protocol: SamplePartial's wait for all LmHead
+// instructions orders the plain logits stores before its reads, Argmax's for all SamplePartials before its reads of
+// sample_part and (transitively) logits; Argmax waits for the LmHeads too, which is all a greedy launch needs (its
+// SamplePartials only signal). Flag protocol: logits are not flagged in a greedy launch (only the host reads them,
+// after the launch); in a sampled launch LmHead stores them flagged like every other element (8-byte pairs at the
+// same offsets) and the draw polls them.
 //
 // Tokens: tokens[s] is the input token of step s of a launch (s = 0 written by the host); Argmax of
 // step s writes tokens[s + 1], and layer 0's QkvProj of step s waits for the previous step's Argmax
@@ -88,12 +97,16 @@ enum class Op : uint8_t {
   LmHead,       // final RMSNorm + LM-head rows + slice argmax
   Argmax,       // reduction of the slice argmaxes -> next token
   MlpGateUpDown,  // MlpGateUp + split-K down projection of its rows (fused MLP)
+  SamplePartial,  // a sampled launch's weight sum over one range of the vocabulary
   Count
 };
 
 const char* op_name(Op op);
 
 constexpr int MAX_WAITS = 4;
+
+// Ids per tile of the sampled draw (a warp's 32 lanes x 4 ids); SamplePartial ranges are whole tiles.
+constexpr int SAMPLE_TILE = 128;
 
 // Wait until counters[counter] >= (epoch + 1 - lag) * count. lag = 1 waits for the previous step.
 struct Wait {
@@ -114,7 +127,7 @@ struct Instr {
   uint8_t n_waits = 0;
   uint16_t layer = 0;
   uint16_t group = 0;       // kv head (attention ops)
-  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead); part (MlpGateUpDown)
+  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead); part (MlpGateUpDown, SamplePartial)
   uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
   uint32_t row_end = 0;
   uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises; MlpGateUp(Down): resid_mid[l] rows;
@@ -158,6 +171,10 @@ struct Layout {
   int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
+  int64_t sample_part = 0;  // [n_sample_parts][4]  (the range's weight sum as a double: low and high 32 bits; its
+                            //                      last kept id as float, -1 for none; the max m it used)
+  int n_sample_parts = 0;   // SamplePartial instructions; part k holds ids [k, k + 1) * sample_part_tiles * SAMPLE_TILE
+  int sample_part_tiles = 0;
   // Dynamic LM head (version 10; ScheduleOptions::lm_unit_rows > 0, the device's MkParams::lm_dynamic): the vocabulary
   // in units of lm_unit_rows rows (the last may be shorter; the device's ring page); LmHead slice ch first takes
   // the static units ch * lm_static + k (k < lm_static, unit < lm_units), then claims the units from

@@ -1,7 +1,7 @@
 // Builds the per-SM instruction queues of one decode step (see schedule.h and isa.h).
 //
 // Stages are emitted in dependency order (per layer: QkvProj, AttnPartial, AttnOProj, MlpGateUp,
-// MlpDown; then LmHead, Argmax), and every queue holds its instructions in that same order. A wait
+// MlpDown; then LmHead, SamplePartial, Argmax), and every queue holds its instructions in that same order. A wait
 // only names counters of earlier stages (or the previous step's Argmax), so with all SMs resident the
 // step cannot deadlock: by induction over stages, every instruction of stage s eventually runs once
 // all of stages < s have (sim.cpp checks this on random interleavings).
@@ -28,6 +28,7 @@ const char* op_name(Op op) {
     case Op::LmHead: return "LmHead";
     case Op::Argmax: return "Argmax";
     case Op::MlpGateUpDown: return "MlpGateUpDown";
+    case Op::SamplePartial: return "SamplePartial";
     case Op::Count: break;
   }
   return "?";
@@ -149,6 +150,12 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   return {};
 }
 
+// The sampled draw's ranges (isa.h SamplePartial): whole tiles, as even as that allows, one per SM at most.
+int sample_part_tiles(int n_vocab, int n_sm) {
+  const int tiles = (n_vocab + SAMPLE_TILE - 1) / SAMPLE_TILE;
+  return (tiles + n_sm - 1) / n_sm;
+}
+
 Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slices, int n_down_parts) {
   Layout L;
   L.n_layer = c.n_layer, L.n_embd = c.n_embd, L.n_ff = c.n_ff, L.n_vocab = c.n_vocab;
@@ -183,6 +190,10 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.mid_resid = o.mid_resid ? 1 : 0;
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
+  L.sample_part_tiles = sample_part_tiles(c.n_vocab, o.n_sm);
+  const int64_t part_ids = int64_t(L.sample_part_tiles) * SAMPLE_TILE;
+  L.n_sample_parts = int((c.n_vocab + part_ids - 1) / part_ids);
+  L.sample_part = take(int64_t(L.n_sample_parts) * 4);
   if (o.lm_unit_rows > 0) {
     L.lm_unit_rows = o.lm_unit_rows;
     L.lm_units = (c.n_vocab + o.lm_unit_rows - 1) / o.lm_unit_rows;
@@ -224,7 +235,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   const size_t n_down = o.fuse_down ? ff_rows.size() : down_rows.size();  // signals of counter down(l)
   auto count16 = [](size_t n) { return uint16_t(n); };
   for (size_t n : {qkv_rows.size(), o_rows.size() * size_t(c.n_kv_head), ff_rows.size(), down_rows.size(),
-                   lm_rows.size(), size_t(L.n_chunks)})
+                   lm_rows.size(), size_t(L.n_chunks), size_t(L.n_sample_parts)})
     if (n > 65535) return make_error("megakernel schedule: a stage of ", n, " instructions exceeds 65535");
 
   for (int l = 0; l < c.n_layer; ++l) {
@@ -303,7 +314,21 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   }
   b.emit_stage(std::move(stage));
   stage.clear();
-  stage.push_back({b.make(Op::Argmax, 0, C.argmax(), C.lm_head(), count16(lm_rows.size())), 0});
+  // The sampled draw's ranges; the "bytes" are the logits each reads (pairs), so that they spread over the SMs.
+  const int64_t part_ids = int64_t(L.sample_part_tiles) * SAMPLE_TILE;
+  for (int k = 0; k < L.n_sample_parts; ++k) {
+    Instr in = b.make(Op::SamplePartial, c.n_layer - 1, C.sample_partial(), C.lm_head(), count16(lm_rows.size()));
+    in.row_begin = uint32_t(k * part_ids), in.row_end = uint32_t(std::min<int64_t>(c.n_vocab, (k + 1) * part_ids));
+    in.chunk = uint16_t(k);
+    stage.push_back({in, uint64_t(in.row_end - in.row_begin) * 8});
+  }
+  b.emit_stage(std::move(stage));
+  stage.clear();
+  // Argmax: the LM head's records (a greedy launch), and in a sampled launch the ranges' sums (isa.h).
+  Instr am = b.make(Op::Argmax, 0, C.argmax(), C.lm_head(), count16(lm_rows.size()));
+  am.n_waits = 2;
+  am.waits[1] = Wait{C.sample_partial(), count16(size_t(L.n_sample_parts)), 0, 0};
+  stage.push_back({am, 0});
   b.emit_stage(std::move(stage));
   s.layout.n_counters = C.n_counters();
   s.stage_report = b.stats();

@@ -47,7 +47,8 @@ struct CounterLayout {
   uint32_t gate_up(int l) const { return uint32_t(l * per_layer() + 2 + n_kv_head); }
   uint32_t down(int l) const { return uint32_t(l * per_layer() + 3 + n_kv_head); }
   uint32_t lm_head() const { return uint32_t(n_layer * per_layer()); }
-  uint32_t argmax() const { return lm_head() + 1; }
+  uint32_t sample_partial() const { return lm_head() + 1; }
+  uint32_t argmax() const { return lm_head() + 2; }
   int n_counters() const { return int(argmax()) + 1; }
 };
 

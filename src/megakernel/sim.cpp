@@ -54,6 +54,7 @@ std::string Simulator::State::region(int64_t off) const {
   struct R { const char* name; int64_t begin; };
   const R rs[] = {{"resid", L.resid}, {"qkv", L.qkv}, {"att_part", L.att_part}, {"o_part", L.o_part},
                   {"act", L.act}, {"down", L.down}, {"resid_mid", L.resid_mid}, {"logits", L.logits}, {"amax", L.amax},
+                  {"sample_part", L.sample_part},
                   {"k_cache", k_cache}, {"v_cache", v_cache}, {"tokens", tokens}};
   const R* best = &rs[0];
   for (const R& r : rs)
@@ -277,14 +278,16 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
       s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
       if (!s.check_prewait_kv(in)) return true;  // s.error ends the run
     }
-    for (int w = 0; w < in.n_waits; ++w) {
+    // A greedy launch's SamplePartial only signals (as the device's): no wait.
+    const int n_waits = in.op == Op::SamplePartial && !(s.sample.temperature > 0.f) ? 0 : in.n_waits;
+    for (int w = 0; w < n_waits; ++w) {
       const Wait& wt = in.waits[w];
       uint64_t target = (epoch + 1 - wt.lag) * wt.count;
       if (s.counter[wt.counter] < target) return false;
     }
-    if (in.n_waits > 0) synced_step[size_t(sm)] = step[size_t(sm)];
+    if (n_waits > 0) synced_step[size_t(sm)] = step[size_t(sm)];
     // Acquire: the waits saw the counters, so their producers' clocks join ours.
-    for (int w = 0; w < in.n_waits; ++w) join(s.clock[size_t(sm)], s.counter_clock[in.waits[w].counter]);
+    for (int w = 0; w < n_waits; ++w) join(s.clock[size_t(sm)], s.counter_clock[in.waits[w].counter]);
     s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
     s.clock[size_t(sm)][size_t(sm)] = ++s.seq[size_t(sm)];
     if (!s.execute()) return true;

@@ -82,6 +82,24 @@ class Simulator {
 // is finite. tests/megakernel check it against mk::Sampler.
 int32_t sample_draw(const float* logits, int n, const SampleParams& sp, uint64_t draw);
 
+// The same draw in the megakernel's two stages (isa.h SamplePartial / Argmax; device/ops/sample.cuh), in the device's
+// arithmetic, so that the simulator runs the device's protocol: m is the max finite logit (sample_max), every range
+// of whole SAMPLE_TILEs sums its weights (sample_part_sum), and the draw picks the range whose prefix passes
+// u * total, then the id in it (sample_pick_part, sample_pick_in_part). It equals sample_draw but where u * total is
+// within rounding of a boundary (tests/megakernel/test_sim_sample.cpp).
+struct SamplePart {
+  double sum = 0;      // the range's weights, tile by tile (the device's order)
+  int32_t kept = -1;   // its last kept id
+};
+float sample_max(const float* logits, int n);  // -inf when no logit is finite
+SamplePart sample_part_sum(const float* logits, int n, int r0, int r1, float m, const SampleParams& sp);
+// The range that holds u * total, and the target relative to its start (*t); -1 when rounding put u * total past the
+// last range's end (the caller then takes the last kept id of all).
+int sample_pick_part(const std::vector<SamplePart>& parts, const SampleParams& sp, uint64_t draw, double* t);
+// The id of range [r0, r1) whose running sum passes t (the range's kept id when rounding leaves it short).
+int32_t sample_pick_in_part(const float* logits, int n, int r0, int r1, float m, const SampleParams& sp, double t,
+                            int32_t part_kept);
+
 // A Backend that runs each token as one simulated launch (tests, `--backend megakernel-sim`).
 // max_context <= 0: the model's max_position capped at 1024.
 Expected<std::unique_ptr<Backend>> make_sim_backend(const Model& model, int n_sm, int max_context, uint64_t seed);

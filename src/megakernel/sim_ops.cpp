@@ -1,6 +1,8 @@
 // The simulator's instructions (isa.h): each reads and writes simulated memory only through the
 // checked State::read / State::write and computes with the CPU reference ops (cpu/ops.h).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu/ops.h"
@@ -304,32 +306,80 @@ bool lm_head(Simulator::State& s, const Instr& in) {
   return s.write(L.amax + 2 * int64_t(in.chunk), 2, rec);
 }
 
-bool argmax(Simulator::State& s, const Instr&) {
+// The dynamic LM head: every LmHead instruction of the step has claimed past the last unit exactly once.
+bool check_lm_claims(Simulator::State& s) {
   const Layout& L = s.schedule.layout;
-  Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
-  if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
-  // The dynamic LM head: every LmHead instruction of the step has claimed past the last unit exactly once.
   if (L.lm_unit_rows > 0 && s.lm_claim != uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step())) {
     s.error = cat(s.where(), ": the LM-head claim counter is at ", s.lm_claim, ", expected ",
                   uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step()));
     return false;
   }
+  return true;
+}
+
+// A sampled launch's range of the draw (isa.h SamplePartial): m from the LM head's records (the max finite logit
+// when the best is finite; otherwise every logit read for it), the range's weight sum -> sample_part[chunk].
+// A greedy launch skips it.
+bool sample_partial(Simulator::State& s, const Instr& in) {
+  if (!(s.sample.temperature > 0.f)) return true;
+  const Layout& L = s.schedule.layout;
+  Vec rec(static_cast<size_t>(2 * L.n_lm_slices)), logits(static_cast<size_t>(L.n_vocab));
+  if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
   int best = 0;
   for (int i = 1; i < L.n_lm_slices; ++i)
     if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
       best = i;
-  if (s.sample.temperature > 0.f) {  // a sampled launch: the draw over every logit (isa.h SampleParams)
-    Vec logits(static_cast<size_t>(L.n_vocab));
+  float m = rec[size_t(2 * best)];
+  if (!std::isfinite(m)) {
     if (!s.read(L.logits, L.n_vocab, logits.data())) return false;
-    const int32_t t = sample_draw(logits.data(), L.n_vocab, s.sample, s.sample.first_draw + uint64_t(s.cur_step));
+    m = sample_max(logits.data(), L.n_vocab);
+  }
+  const int r0 = int(in.row_begin), r1 = int(in.row_end);
+  if (!s.read(L.logits + r0, r1 - r0, logits.data() + r0)) return false;
+  const SamplePart part = sample_part_sum(logits.data(), L.n_vocab, r0, r1, m, s.sample);
+  float out[4] = {0, 0, float(part.kept), m};
+  std::memcpy(out, &part.sum, sizeof(double));  // the double's bits in two floats, as the device
+  return s.write(L.sample_part + 4 * int64_t(in.chunk), 4, out);
+}
+
+bool argmax(Simulator::State& s, const Instr&) {
+  const Layout& L = s.schedule.layout;
+  if (!check_lm_claims(s)) return false;
+  int32_t t = -1;
+  if (s.sample.temperature > 0.f) {  // a sampled launch: the draw over the ranges' sums, then one range (isa.h)
+    Vec rec(static_cast<size_t>(4 * L.n_sample_parts));
+    if (!s.read(L.sample_part, 4 * L.n_sample_parts, rec.data())) return false;
+    std::vector<SamplePart> parts(static_cast<size_t>(L.n_sample_parts));
+    for (size_t k = 0; k < parts.size(); ++k) {
+      std::memcpy(&parts[k].sum, &rec[4 * k], sizeof(double));
+      parts[k].kept = int32_t(rec[4 * k + 2]);
+    }
+    const float m = rec[3];
+    double target = 0;
+    const int k = sample_pick_part(parts, s.sample, s.sample.first_draw + uint64_t(s.cur_step), &target);
+    if (k < 0) {  // u * total rounded past the last range: the last kept id of all
+      for (const SamplePart& p : parts) t = std::max(t, p.kept);
+    } else {
+      const int part_ids = L.sample_part_tiles * SAMPLE_TILE, r0 = k * part_ids, r1 = std::min(L.n_vocab, r0 + part_ids);
+      Vec logits(static_cast<size_t>(L.n_vocab));
+      if (!s.read(L.logits + r0, r1 - r0, logits.data() + r0)) return false;
+      t = sample_pick_in_part(logits.data(), L.n_vocab, r0, r1, m, s.sample, target, parts[size_t(k)].kept);
+    }
     if (t < 0) {
       s.error = cat(s.where(), ": no finite logit to sample from");
       return false;
     }
-    const float tf = float(t);
-    return s.write(s.tokens + s.cur_step + 1, 1, &tf);
+  } else {
+    Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
+    if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
+    int best = 0;
+    for (int i = 1; i < L.n_lm_slices; ++i)
+      if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
+        best = i;
+    t = int32_t(rec[size_t(2 * best + 1)]);
   }
-  return s.write(s.tokens + s.cur_step + 1, 1, rec.data() + 2 * best + 1);
+  const float tf = float(t);
+  return s.write(s.tokens + s.cur_step + 1, 1, &tf);
 }
 
 }  // namespace
@@ -344,6 +394,7 @@ bool Simulator::State::execute() {
     case Op::MlpDown: return mlp_down(*this, *cur);
     case Op::LmHead: return lm_head(*this, *cur);
     case Op::Argmax: return argmax(*this, *cur);
+    case Op::SamplePartial: return sample_partial(*this, *cur);
     case Op::MlpGateUpDown: return mlp_gate_up_down(*this, *cur);
     case Op::Nop: return true;
     case Op::Count: break;
@@ -398,9 +449,19 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       break;
     case Op::MlpDown: out.emplace_back(L.act + int64_t(in.layer) * L.n_ff, L.n_ff); break;
     case Op::LmHead: residual_in(L.n_layer); break;
+    case Op::SamplePartial:  // a sampled launch's (a greedy one skips it); logits are flagged then (isa.h)
+      if (sample.temperature > 0.f) {
+        out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices));
+        out.emplace_back(L.logits + in.row_begin, int64_t(in.row_end) - in.row_begin);
+      }
+      break;
     case Op::Argmax:
-      out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices));
-      if (sample.temperature > 0.f) out.emplace_back(L.logits, L.n_vocab);  // sampled: logits flagged (isa.h)
+      if (sample.temperature > 0.f) {  // the ranges' sums, then the logits of the one that holds the target
+        out.emplace_back(L.sample_part, 4 * int64_t(L.n_sample_parts));
+        out.emplace_back(L.logits, L.n_vocab);
+      } else {
+        out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices));
+      }
       break;
     case Op::Nop:
     case Op::Count: break;

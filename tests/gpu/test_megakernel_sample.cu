@@ -137,9 +137,9 @@ TEST(MegakernelSample, BackendInterfaceAndRefusals) {
   EXPECT_FALSE(no_ring->can_decode_sample(params(1.f, 0.f, 1)));
 }
 
-// ---- the draw alone (device/sample_probe.h: sample_token on one block of the megakernel's shape) ----
-std::vector<int32_t> probe_ids(const std::vector<float>& logits, const SampleParams& sp, int n, bool flags, int x_floats) {
-  auto r = draw_probe(logits, sp, n, flags, x_floats);
+// ---- the draw alone (device/sample_probe.h: the ranges' sums on one block each, then the pick on one) ----
+std::vector<int32_t> probe_ids(const std::vector<float>& logits, const SampleParams& sp, int n, bool flags, int part_tiles) {
+  auto r = draw_probe(logits, sp, n, flags, part_tiles);
   EXPECT_TRUE(r) << r.message();
   if (!r) return {};
   EXPECT_EQ(r->error, 0u);
@@ -160,8 +160,9 @@ TEST(MegakernelSample, DrawEqualsHostSamplerOnAwkwardLogits) {
         for (float min_p : {0.f, 0.05f}) {
           const SampleParams sp{T, min_p, uint64_t(V) * 7 + uint64_t(special), uint64_t(T * 100)};
           const bool flags = (V + special) % 2 == 0;
-          const int x_floats = V % 3 == 0 ? 40 : 8192;  // 40: 20 block records, so blocks of many tiles
-          const std::vector<int32_t> got = probe_ids(logits, sp, 12, flags, x_floats);
+          // Ranges of 1 tile (up to 1187 of them), 8 (the schedule's at 128256 ids on 132 SMs), 20 (> WARPS tiles).
+          const int part_tiles = V % 3 == 0 ? 1 : V % 3 == 1 ? 8 : 20;
+          const std::vector<int32_t> got = probe_ids(logits, sp, 12, flags, part_tiles);
           ASSERT_EQ(got.size(), 12u);
           SamplingParams hp;
           hp.temperature = T, hp.min_p = min_p, hp.seed = sp.seed;
@@ -171,29 +172,30 @@ TEST(MegakernelSample, DrawEqualsHostSamplerOnAwkwardLogits) {
             std::vector<float> l = logits;
             ASSERT_EQ(got[size_t(d)], host.sample(l, {}))
                 << "V " << V << " special " << special << " T " << T << " min_p " << min_p << " draw " << d
-                << " flags " << flags << " x_floats " << x_floats;
+                << " flags " << flags << " part_tiles " << part_tiles;
           }
           ++cases;
         }
     }
   std::vector<float> none = {-INFINITY, NAN, INFINITY, -INFINITY, NAN};
-  EXPECT_EQ(probe_ids(none, SampleParams{1.f, 0.f, 3, 0}, 2, true, 8192), std::vector<int32_t>({-1, -1}));
-  EXPECT_EQ(probe_ids(none, SampleParams{1.f, 0.f, 3, 0}, 2, false, 8192), std::vector<int32_t>({-1, -1}));
+  EXPECT_EQ(probe_ids(none, SampleParams{1.f, 0.f, 3, 0}, 2, true, 8), std::vector<int32_t>({-1, -1}));
+  EXPECT_EQ(probe_ids(none, SampleParams{1.f, 0.f, 3, 0}, 2, false, 1), std::vector<int32_t>({-1, -1}));
   EXPECT_EQ(cases, 180);
 }
 
-// The draw's cost at the Llama 3 vocabulary on one SM (printed; bench/RESULTS.md).
+// The draw's cost at the Llama 3 vocabulary, ranges as the schedule makes them on 132 SMs (printed; bench/RESULTS.md).
 TEST(MegakernelSample, DrawTimeAtLlama3Vocabulary) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.f, 2.f);
   std::vector<float> logits(128256);
   for (float& x : logits) x = nd(rng);
+  const int tiles = (128256 + SAMPLE_TILE - 1) / SAMPLE_TILE, part_tiles = (tiles + 131) / 132;
   for (bool flags : {false, true})
     for (float min_p : {0.f, 0.05f}) {
-      auto r = draw_probe(logits, SampleParams{1.f, min_p, 1, 0}, 64, flags, 8192);
+      auto r = draw_probe(logits, SampleParams{1.f, min_p, 1, 0}, 64, flags, part_tiles);
       ASSERT_TRUE(r) << r.message();
-      std::printf("  draw V=128256 T=1 min_p %.2f %s: %.1f us per draw (one SM, 480 threads)\n", min_p,
-                  flags ? "flags" : "counters", r->us_per_draw);
+      std::printf("  draw V=128256 T=1 min_p %.2f %s: ranges %.1f us (%d blocks of %d tiles, one launch), pick %.1f us per draw (one SM)\n",
+                  min_p, flags ? "flags" : "counters", r->partial_us, r->n_parts, part_tiles, r->pick_us);
     }
 }
 

@@ -55,7 +55,10 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
     int last_stage = -1;
     for (const Instr& in : q) {
       // Stage key: (layer, stage order) must not decrease along a queue.
-      int order = in.op == Op::LmHead ? 1 << 30 : in.op == Op::Argmax ? (1 << 30) + 1 : in.layer * 8 + int(in.op);
+      int order = in.op == Op::LmHead          ? 1 << 30
+                  : in.op == Op::SamplePartial ? (1 << 30) + 1
+                  : in.op == Op::Argmax        ? (1 << 30) + 2
+                                               : in.layer * 8 + int(in.op);
       EXPECT_GE(order, last_stage) << op_name(in.op);
       last_stage = order;
       signals[in.signal]++;
@@ -94,6 +97,12 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
           if (o.fuse_down) own(owners, "resid[n_layer]", L.n_embd, in.aux_begin, in.aux_end);  // two-phase LmHead
           else EXPECT_EQ(in.aux_end, 0u);
           break;
+        case Op::SamplePartial:  // whole tiles of the vocabulary, part k at k * sample_part_tiles tiles
+          own(owners, "sample_part", L.n_sample_parts, in.chunk, in.chunk + 1);
+          own(owners, "sample ids", L.n_vocab, in.row_begin, in.row_end);
+          EXPECT_EQ(in.row_begin, uint32_t(in.chunk * L.sample_part_tiles * SAMPLE_TILE));
+          EXPECT_TRUE(in.row_end == uint32_t(L.n_vocab) || (in.row_end - in.row_begin) % SAMPLE_TILE == 0);
+          break;
         case Op::Argmax: own(owners, "token", 1, 0, 1); break;
         default: ADD_FAILURE() << "unexpected op " << int(in.op);
       }
@@ -104,7 +113,7 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
   EXPECT_EQ(L.mid_resid, o.mid_resid ? 1 : 0);
   EXPECT_GE(L.qkv, L.resid + int64_t(c.n_layer + 1) * c.n_embd);  // resid holds n_layer + 1 rows
   size_t expect_bufs = size_t(c.n_layer) * (5 + size_t(c.n_kv_head) + (L.n_chunks > 1 ? size_t(c.n_kv_head) : 0) +
-                                            (L.n_chunks > 1 ? 0 : 1)) + 3 + (o.fuse_down ? 1 : 0);
+                                            (L.n_chunks > 1 ? 0 : 1)) + 5 + (o.fuse_down ? 1 : 0);
   EXPECT_EQ(owners.size(), expect_bufs);
   // Every wait's count is the number of instructions that signal that counter in one step.
   for (const Instr& in : all)

@@ -55,6 +55,48 @@ TEST(SimSample, DrawEqualsHostSampler) {
   EXPECT_EQ(sample_draw(none.data(), 3, SampleParams{1.f, 0.f, 1, 0}, 0), -1);
 }
 
+// The megakernel's two-stage draw (sim.h sample_part_sum / sample_pick_part / sample_pick_in_part, the device's
+// arithmetic) as SamplePartial and Argmax run it: ranges of 1, 2, 8 and 20 tiles, the max as the LM head's records
+// give it (sample_max where the best is not finite). It must pick sample_draw's id on every draw.
+int32_t two_stage_draw(const std::vector<float>& logits, int part_tiles, const SampleParams& sp, uint64_t draw) {
+  const int n = int(logits.size()), ids = part_tiles * SAMPLE_TILE;
+  const float m = sample_max(logits.data(), n);
+  std::vector<SamplePart> parts;
+  for (int r0 = 0; r0 < n; r0 += ids) parts.push_back(sample_part_sum(logits.data(), n, r0, std::min(n, r0 + ids), m, sp));
+  double t = 0;
+  const int k = sample_pick_part(parts, sp, draw, &t);
+  if (k < 0) {
+    int32_t last = -1;
+    for (const SamplePart& p : parts) last = std::max(last, p.kept);
+    return last;
+  }
+  return sample_pick_in_part(logits.data(), n, k * ids, std::min(n, (k + 1) * ids), m, sp, t, parts[size_t(k)].kept);
+}
+
+TEST(SimSample, TwoStageDrawEqualsOnePass) {
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (int n : {1, 5, 127, 129, 1000, 4099, 40000})
+    for (int special = 0; special < 3; ++special) {  // 1: -inf / NaN / +inf entries; 2: spiky
+      std::normal_distribution<float> nd(0.f, special == 2 ? 6.f : 2.f);
+      std::vector<float> logits(static_cast<size_t>(n));
+      for (float& x : logits) x = nd(rng);
+      if (special == 1 && n > 8) logits[1] = -INFINITY, logits[n / 2] = NAN, logits[n - 2] = INFINITY;
+      for (int part_tiles : {1, 2, 8, 20})
+        for (float t : {0.3f, 1.f, 2.5f})
+          for (float min_p : {0.f, 0.05f}) {
+            const SampleParams sp{t, min_p, uint64_t(n) * 3 + uint64_t(special), 0};
+            for (uint64_t d = 0; d < 8; ++d, ++checked)
+              ASSERT_EQ(two_stage_draw(logits, part_tiles, sp, d), sample_draw(logits.data(), n, sp, d))
+                  << "n " << n << " special " << special << " tiles " << part_tiles << " T " << t << " min_p " << min_p
+                  << " draw " << d;
+          }
+    }
+  EXPECT_EQ(checked, 7 * 3 * 4 * 3 * 2 * 8);
+  const std::vector<float> none = {-INFINITY, NAN, INFINITY};
+  EXPECT_EQ(two_stage_draw(none, 1, SampleParams{1.f, 0.f, 1, 0}, 0), -1);
+}
+
 // The host loop: CPU forward + Sampler from the prompt on; out[0] is drawn after the prompt (draw 0).
 std::vector<int32_t> host_loop(const Model& m, const std::vector<int32_t>& prompt, int n_new, const SamplingParams& sp) {
   auto cpu = make_cpu_backend(m, int(prompt.size()) + n_new + 1);
@@ -132,31 +174,45 @@ TEST(SimSample, KSampledStepsPerLaunchEqualHostLoop) {
   }
 }
 
-// The flag protocol: a sampled draw that does not poll its inputs reads logits (or amax) its producers have not
-// written yet in most interleavings -- logits are flagged in a sampled launch, so the checker sees the stale pairs.
+// The flag protocol: a sampled draw that does not poll its inputs reads range sums (Argmax) or logits
+// (SamplePartial) their producers have not written yet in most interleavings -- logits are flagged in a sampled
+// launch, so the checker sees the stale pairs.
 TEST(SimSample, FlagProtocolDrawWithoutPollsIsCaught) {
   const ModelConfig c = tiny_config(Family::Llama, 8, 2, 64, 200, 300, 2, 400);
   Model m = make_random_model(c, DType::BF16, 9);
-  int failed = 0;
-  for (uint64_t seed = 1; seed <= 8; ++seed) {
+  for (Op op : {Op::Argmax, Op::SamplePartial}) {
+    int failed = 0;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      auto s = build_schedule(c, {.n_sm = 7, .max_context = 8});
+      ASSERT_TRUE(s.ok());
+      Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
+      ASSERT_TRUE(sim.launch(1, 0, 1, seed, false, SampleParams{1.f, 0.f, 5, 0}).ok());  // with its polls
+      sim.skip_flag_polls_for_test(op);
+      auto r = sim.launch(2, 1, 2, seed, false, SampleParams{1.f, 0.f, 5, 1});
+      if (r.ok()) continue;
+      ++failed;
+      EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
+      EXPECT_NE(r.message().find("not this step's"), std::string::npos) << r.message();
+    }
+    EXPECT_GE(failed, 4) << op_name(op);
+  }
+  // Counters: SamplePartial's wait for the LmHead instructions orders its logits reads, Argmax's for the
+  // SamplePartials its reads of their sums.
+  for (auto [op, index] : {std::pair(Op::SamplePartial, 0), std::pair(Op::Argmax, 1)}) {
     auto s = build_schedule(c, {.n_sm = 7, .max_context = 8});
     ASSERT_TRUE(s.ok());
-    Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
-    ASSERT_TRUE(sim.launch(1, 0, 1, seed, false, SampleParams{1.f, 0.f, 5, 0}).ok());  // with its polls
-    sim.skip_flag_polls_for_test(Op::Argmax);
-    auto r = sim.launch(2, 1, 2, seed, false, SampleParams{1.f, 0.f, 5, 1});
-    if (r.ok()) continue;
-    ++failed;
-    EXPECT_NE(r.message().find("Argmax"), std::string::npos) << r.message();
-    EXPECT_NE(r.message().find("not this step's"), std::string::npos) << r.message();
+    Simulator sim(m.config, m.weights, std::move(*s));
+    sim.drop_wait_for_test(op, index);
+    auto r = sim.launch(1, 0, 1, 1, false, SampleParams{1.f, 0.f, 5, 0});
+    ASSERT_FALSE(r.ok()) << op_name(op);
+    EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
   }
-  EXPECT_GE(failed, 4);
-  // Counters: the draw's wait for the LmHead instructions is what orders its logits reads.
+  // A greedy launch's SamplePartial only signals: Argmax's wait for the LmHeads is the one its records need.
   auto s = build_schedule(c, {.n_sm = 7, .max_context = 8});
   ASSERT_TRUE(s.ok());
   Simulator sim(m.config, m.weights, std::move(*s));
   sim.drop_wait_for_test(Op::Argmax, 0);
-  auto r = sim.launch(1, 0, 1, 1, false, SampleParams{1.f, 0.f, 5, 0});
+  auto r = sim.launch(1, 0, 1, 1, false);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("Argmax"), std::string::npos) << r.message();
 }

@@ -191,6 +191,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           default: break;
         }
       }
+      // A greedy launch's SamplePartial (isa.h): nothing to do and nothing to wait for; with counters it signals.
+      const bool skip = !SAMPLE && in.op == Op::SamplePartial;
       if constexpr (FLAG) {
         // No counter wait: the op polls its inputs (the timestamps' "prep" then includes that wait). The
         // step barrier before the block's first instruction of a step (params.cuh).
@@ -209,10 +211,15 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           const int r = step_check<false>(p, 0, step, p.tag0 + uint32_t(step), i);
           if (r != 1) return stop_block(r);
         }
-        if (!wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
+        if (!skip && !wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
         c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
       }
       if (t) t[T_WAIT_END] = global_ns();
+      if (skip) {
+        if constexpr (!FLAG) signal(p, in.signal);
+        if (t) t[T_COMPUTE_END] = t[T_SIGNAL_END] = t[T_WAIT_END], t[T_PAGE_WAIT] = 0, t[T_MATVEC_START] = 0;
+        continue;
+      }
       switch (in.op) {
         case Op::QkvProj: op_qkv_proj<RING, FLAG, STOP>(c, in); break;
         case Op::AttnPartial:
@@ -222,6 +229,9 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
         case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;
+        case Op::SamplePartial:
+          if constexpr (SAMPLE) op_sample_partial<FLAG>(c, in);
+          break;
         case Op::Argmax:
           op_argmax<FLAG, SAMPLE>(c, in);
           if (STOP && threadIdx.x == 0) put_stop_state<FLAG>(p, step);

@@ -119,17 +119,24 @@ __device__ __noinline__ void put_stop_state(const MkParams& p, int step) {
   if (p.stop.has(t)) p.stop_state[1] = p.launch_seq;
 }
 
-// A sampled launch (MkParams::sample): tokens[step + 1] drawn by the host Sampler's rule with draw index
-// first_draw + step (ops/sample.cuh), the slices' best value as the max. No finite logit: error code 3 (the launch
-// ends, MegakernelBackend::check_error reports it) and token 0 fed on, so nothing reads out of the vocabulary.
+// A sampled launch's SamplePartial (isa.h; ops/sample.cuh): m from the LM-head slices' records, then the range's weight
+// sum -> sample_part[chunk]. A greedy launch's kernel instances skip the instruction (interpreter.cu).
 template <bool FLAG>
-__device__ void op_sample(const Ctx& c) {
+__device__ void op_sample_partial(const Ctx& c, const Instr& in) {
   float best = -INFINITY;
   int best_i = INT32_MAX;
   if (reduce_amax<FLAG>(c, best, best_i)) c.s_red[32] = best;
   csync();
-  const int32_t t = sample_token<FLAG>(c.p, c.s_x, c.s_aux, c.s_red, c.s_red[32], c.epoch, c.instr,
-                                       c.p.sample.first_draw + uint64_t(c.step));
+  const float m = sample_max<FLAG>(c.p, c.s_red[32], c.s_red, c.epoch, c.instr);
+  sample_partial<FLAG>(c.p, in.chunk, int(in.row_begin), int(in.row_end), m, c.s_x, c.epoch, c.instr);
+}
+
+// A sampled launch's Argmax (MkParams::sample): tokens[step + 1] drawn by the host Sampler's rule with draw index
+// first_draw + step from the ranges' sums (ops/sample.cuh). No finite logit: error code 3 (the launch ends,
+// MegakernelBackend::check_error reports it) and token 0 fed on, so nothing reads out of the vocabulary.
+template <bool FLAG>
+__device__ void op_sample(const Ctx& c) {
+  const int32_t t = sample_pick<FLAG>(c.p, c.s_x, c.epoch, c.instr, c.p.sample.first_draw + uint64_t(c.step));
   if (threadIdx.x != 0) return;
   if (t < 0 && atomicCAS(c.p.error, 0u, 3u) == 0u) c.p.error[1] = blockIdx.x, c.p.error[2] = c.instr, c.p.error[3] = c.pos;
   put_token<FLAG>(c, t < 0 ? 0 : t);

@@ -1,22 +1,22 @@
-// The sampled Argmax (isa.h SampleParams): the step's next token drawn on one SM by the host Sampler's rule
-// (runtime/sampler.h; the layered path's cuda/ops/sample.cuh block_sample, here on the NCT consumer threads with
-// named barriers, since the loader warp never joins a __syncthreads):
-//   candidates x_i = (l_i - max finite l) / T in float (non-finite ones dropped), min-p keeps x_i >= log(min_p),
-//   weights exp(x_i) in double walked in ascending id order; the first id whose running sum exceeds u * total,
-//   u = philox_uniform(seed, first_draw + step); the last kept id if none does.
-// The max comes from the LM-head slices' amax records (when finite it is the max finite logit: no NaN or +inf
-// anywhere); otherwise one extra pass over the logits finds it.
-// Layout of the walk: the vocabulary in tiles of 128 ids (lane l of a warp holds ids 4l..4l+3 of a tile: coalesced
-// 16-byte loads), tiles in blocks of `bt`, blocks split evenly over the consumer warps in id order. Pass 1: each
-// warp sums its blocks' weights tile by tile (per lane sequentially, a warp scan over lanes, tile totals added in
-// order) and records its running sum at the start of each block in s_x. Then every thread adds the warp totals in
-// warp order, finds the warp whose range takes the sum past the target, and that warp finds the block (from the
-// records) and walks only that block again with the very same arithmetic. Sums differ from the host's one
-// sequential sum by rounding only, so a different id needs u * total within ~1e-15 of a boundary; where the walk
-// and the records disagree by a rounding step, the last kept id of the range that holds the target is taken.
-// Flag protocol: the logits are flagged pairs in a sampled launch (isa.h) and pass 1 polls every pair it reads; the
-// walk re-reads pairs the same thread saw fresh (read-read coherence, as poll_region).
-// Mirrors: sample_draw (src/megakernel/sim_sample.cpp). Test: tests/gpu/test_megakernel_sample.cu.
+// The sampled draw (isa.h SampleParams, SamplePartial + Argmax): the step's next token by the host Sampler's rule
+// (runtime/sampler.h; the layered path's cuda/ops/sample.cuh block_sample), spread over the SMs since session 20:
+//   candidates x_i = (l_i - m) / T in float, m the max finite logit (non-finite candidates dropped), min-p keeps
+//   x_i >= log(min_p), weights exp(x_i) in double walked in ascending id order; the first id whose running sum
+//   exceeds u * total, u = philox_uniform(seed, first_draw + step); the last kept id if none does.
+// SamplePartial k (every SM; the range of sample_part_tiles tiles of SAMPLE_TILE ids from k * that): m from the LM
+// head's amax records (when finite it is the max finite logit: no NaN or +inf anywhere; otherwise one pass over every
+// logit finds it), then each warp sums tiles of the range (lane l holds ids 4l..4l+3 of a tile: one 32-byte load of
+// pairs; the lane's 4 weights in order, then an inclusive warp scan), thread 0 adds the tile sums in order and
+// publishes (sum, last kept id, m) -> sample_part[k]. Argmax (one SM): polls every range's record, warp 0 scans them
+// into prefix sums (chunks of 32 lanes plus a carry), every thread finds the first range whose prefix passes
+// u * total, the warps redo that range's tile sums (the same arithmetic: the same bits), the tile that passes the
+// target, and in it the lane and the id. Sums differ from the host's one sequential sum by rounding only, so a
+// different id needs u * total within ~1e-15 of a boundary; where a level's sum passes the target but the walk below
+// it falls short by a rounding step, that level's last kept id is taken. Before session 20 one SM weighed all 128k
+// logits: ~124 us per step at Llama 3's vocabulary.
+// Flag protocol: the logits are flagged pairs in a sampled launch (isa.h), polled by every read; the records too.
+// Mirrors: sample_part_sum / sample_pick_part / sample_pick_in_part (src/megakernel/sim_sample.cpp, the same
+// arithmetic). Tests: tests/gpu/test_megakernel_sample.cu, tests/megakernel/test_sim_sample.cpp.
 #pragma once
 #include "core/philox.h"
 #include "cuda/common/device.cuh"
@@ -24,72 +24,50 @@
 
 namespace mk::megakernel::device {
 
-constexpr int SAMPLE_TILE = 128;   // ids per warp tile (4 per lane)
-constexpr int SAMPLE_BATCH = 4;    // tiles loaded before their sums are taken (loads in flight per lane)
-
-// Tiles per block of the walk: at least 8, more when the blocks' running sums (one double each, in s_x of
-// x_floats floats) would not fit; a multiple of SAMPLE_BATCH.
-__host__ __device__ inline int sample_block_tiles(int n_vocab, int x_floats) {
-  const int tiles = (n_vocab + SAMPLE_TILE - 1) / SAMPLE_TILE, cap = x_floats / 2;
-  int bt = (tiles + cap - 1) / cap;
-  bt = bt < 8 ? 8 : bt;
-  return (bt + SAMPLE_BATCH - 1) / SAMPLE_BATCH * SAMPLE_BATCH;
-}
+// Shared scratch of the draw (floats, in s_x): [n_parts] doubles (the ranges' sums, then their prefix sums), [tiles]
+// doubles (one range's tile sums), [n_parts] ints (the ranges' last kept ids), [tiles] ints (the tiles').
+__host__ __device__ inline int sample_scratch_floats(int n_parts, int tiles) { return 3 * (n_parts + tiles) + 4; }
 
 namespace sample_detail {
 
 constexpr unsigned FULL = 0xffffffffu;
 
-// One logit pair polled until it holds `epoch` (the watchdog as poll1).
-__device__ __forceinline__ float poll_pair(const MkParams& p, const u64* a, uint32_t epoch, uint32_t instr) {
+// One pair polled until it holds `epoch` (the watchdog as poll1).
+__device__ __forceinline__ u64 poll_pair(const MkParams& p, const u64* a, uint32_t epoch, uint32_t instr) {
   u64 v = ld_flag(a);
   const long long t0 = clock64();
   for (uint32_t k = 0; !fresh(v, epoch); ++k) {
     if ((k & 63u) == 1u && flag_poll_expired(p, instr, t0)) break;
     v = ld_flag(a);
   }
-  return flag_val(v);
+  return v;
 }
 
-// Logits of this lane's 4 ids in SAMPLE_BATCH consecutive tiles from id i0 (i0 % 4 == 0); ids >= n read as NaN
-// (weight 0, never kept). The loads of all tiles go out before any value is used. FLAG: stale pairs are polled
-// when `poll` (the first pass), else taken as read (the walk: this thread saw them fresh).
+// Four pairs from `a` (32 bytes), the first nv of them re-polled while stale (the rest NaN: padding past the end).
+__device__ __forceinline__ void poll4(const MkParams& p, const u64* a, int nv, uint32_t epoch, uint32_t instr,
+                                      float (&v)[4]) {
+  const Pairs4 q = ld_pairs4(a);
+  const u64 e[4] = {q.a.x, q.a.y, q.b.x, q.b.y};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    v[j] = j >= nv ? NAN : flag_val(fresh(e[j], epoch) ? e[j] : poll_pair(p, a + j, epoch, instr));
+}
+
+// The logits of ids i0..i0+3 (i0 % 4 == 0); ids >= n read as NaN (weight 0, never kept). The padding to 4 floats is
+// inside the workspace.
 template <bool FLAG>
-__device__ __forceinline__ void load_batch(const MkParams& p, int i0, int n, uint32_t epoch, uint32_t instr, bool poll,
-                                           float (&v)[SAMPLE_BATCH][4]) {
+__device__ __forceinline__ void load4(const MkParams& p, int i0, uint32_t epoch, uint32_t instr, float (&v)[4]) {
+  const int n = p.L.n_vocab;
+  v[0] = v[1] = v[2] = v[3] = NAN;
+  if (i0 >= n) return;
   if constexpr (FLAG) {
-    const u64* base = p.fws + p.L.logits;
-    Pairs4 q[SAMPLE_BATCH];
-#pragma unroll
-    for (int k = 0; k < SAMPLE_BATCH; ++k) {
-      const int i = i0 + k * SAMPLE_TILE;
-      q[k] = Pairs4{};  // never used past n, but set: a value kept from the previous call would be live state (spills)
-      if (i < n) q[k] = ld_pairs4(base + i);  // the padding to 4 floats is inside the workspace
-    }
-#pragma unroll
-    for (int k = 0; k < SAMPLE_BATCH; ++k) {
-      const int i = i0 + k * SAMPLE_TILE;
-      const u64 e[4] = {q[k].a.x, q[k].a.y, q[k].b.x, q[k].b.y};
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        v[k][j] = i + j >= n ? NAN : poll && !fresh(e[j], epoch) ? poll_pair(p, base + i + j, epoch, instr) : flag_val(e[j]);
-    }
+    poll4(p, p.fws + p.L.logits + i0, n - i0, epoch, instr, v);
   } else {
-    const float* base = p.ws + p.L.logits;
-    float4 q[SAMPLE_BATCH];
+    const float4 q = ld_act4(p.ws + p.L.logits + i0);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
 #pragma unroll
-    for (int k = 0; k < SAMPLE_BATCH; ++k) {
-      const int i = i0 + k * SAMPLE_TILE;
-      q[k] = make_float4(0.f, 0.f, 0.f, 0.f);  // as above
-      if (i < n) q[k] = ld_act4(base + i);
-    }
-#pragma unroll
-    for (int k = 0; k < SAMPLE_BATCH; ++k) {
-      const int i = i0 + k * SAMPLE_TILE;
-      const float e[4] = {q[k].x, q[k].y, q[k].z, q[k].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) v[k][j] = i + j < n ? e[j] : NAN;
-    }
+    for (int j = 0; j < 4; ++j)
+      if (i0 + j >= n) v[j] = NAN;
   }
 }
 
@@ -103,8 +81,11 @@ struct Rule {
     return kept ? exp(double(x)) : 0.0;
   }
 };
+__device__ __forceinline__ Rule make_rule(const MkParams& p, float m) {
+  return Rule{m, p.sample.temperature, p.sample.min_p > 0.f ? log(double(p.sample.min_p)) : -INFINITY};
+}
 
-// Inclusive scan over the warp's lanes (the same tree in every pass, so the same roundings).
+// Inclusive scan over the warp's lanes (the same tree everywhere, so the same roundings; sim_sample.cpp tile_at).
 __device__ __forceinline__ double warp_scan(double v) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -121,130 +102,168 @@ __device__ __forceinline__ int warp_max_i(int v) {
   return v;
 }
 
+// This lane's share of the tile at id i0: its 4 weights, their sum in order (s), its last kept id.
+struct LaneTile {
+  double w[4];
+  bool keep[4];
+  double s;
+  int kept;
+};
+template <bool FLAG>
+__device__ __forceinline__ LaneTile lane_tile(const MkParams& p, const Rule& rule, int tile0, uint32_t epoch,
+                                              uint32_t instr) {
+  const int i0 = tile0 + 4 * (threadIdx.x & 31);
+  float v[4];
+  load4<FLAG>(p, i0, epoch, instr, v);
+  LaneTile t;
+  t.s = 0, t.kept = -1;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    t.w[j] = rule.weight(v[j], t.keep[j]);
+    t.s += t.w[j];
+    if (t.keep[j]) t.kept = i0 + j;
+  }
+  return t;
+}
+
+// The tile sums and last kept ids of range [r0, r0 + nt tiles) into s_tile / s_tkept (warp w takes tiles w, w + WARPS,
+// ...); a barrier after.
+template <bool FLAG>
+__device__ __forceinline__ void tile_sums(const MkParams& p, const Rule& rule, int r0, int nt, double* s_tile,
+                                          int* s_tkept, uint32_t epoch, uint32_t instr) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int t = warp; t < nt; t += WARPS) {
+    const LaneTile lt = lane_tile<FLAG>(p, rule, r0 + t * SAMPLE_TILE, epoch, instr);
+    const double sum = __shfl_sync(FULL, warp_scan(lt.s), 31);
+    const int kept = warp_max_i(lt.kept);
+    if (lane == 0) s_tile[t] = sum, s_tkept[t] = kept;
+  }
+  csync();
+}
+
 }  // namespace sample_detail
 
-// The draw of one step (see the top): every consumer thread calls it, all get the id, or -1 when no logit is finite.
-// hint: the max of the LM-head slices' amax values. Scratch: s_x (the blocks' running sums), s_aux, s_red.
-// Not inlined: its registers stay out of the kernel's hot ops (MK_SAMPLE_INLINE: inlined, for comparison).
-#ifdef MK_SAMPLE_INLINE
-#define MK_SAMPLE_FN __forceinline__
-#else
-#define MK_SAMPLE_FN __noinline__
-#endif
+// The max finite logit from the LM head's best value `hint`: the hint itself when finite; otherwise (a NaN or an
+// infinity among the logits: rare) one pass over every logit, polled. -inf when none is finite. Every consumer thread
+// calls it and gets the value. Scratch: s_red[0, WARPS).
 template <bool FLAG>
-__device__ MK_SAMPLE_FN int32_t sample_token(const MkParams& p, float* s_x, float* s_aux, float* s_red, float hint,
-                                             uint32_t epoch, uint32_t instr, uint64_t draw) {
-  using namespace sample_detail;
+__device__ __forceinline__ float sample_max(const MkParams& p, float hint, float* s_red, uint32_t epoch, uint32_t instr) {
+  if (isfinite(hint)) return hint;
   const int n = p.L.n_vocab, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float m = hint;
-  if (!isfinite(m)) {  // a NaN or an infinity among the logits: the max finite one, polled id by id (rare)
-    m = -INFINITY;
-    for (int i = threadIdx.x; i < n; i += NCT) {
-      const float l = FLAG ? poll_pair(p, p.fws + p.L.logits + i, epoch, instr) : ld_act(p.ws + p.L.logits + i);
-      if (isfinite(l)) m = fmaxf(m, l);
-    }
-    m = mk::cuda::warp_max(m);
-    csync();  // s_red may still be read by the caller's broadcast
-    if (lane == 0) s_red[warp] = m;
-    csync();
-    for (int w = 0; w < WARPS; ++w) m = fmaxf(m, s_red[w]);
-    if (m == -INFINITY) return -1;
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < n; i += NCT) {
+    const float l = FLAG ? flag_val(sample_detail::poll_pair(p, p.fws + p.L.logits + i, epoch, instr))
+                         : ld_act(p.ws + p.L.logits + i);
+    if (isfinite(l)) m = fmaxf(m, l);
   }
-  const Rule rule{m, p.sample.temperature, p.sample.min_p > 0.f ? log(double(p.sample.min_p)) : -INFINITY};
-  const int bt = sample_block_tiles(n, p.smem_x_floats), tiles = (n + SAMPLE_TILE - 1) / SAMPLE_TILE;
-  const int nb = (tiles + bt - 1) / bt, bpw = (nb + WARPS - 1) / WARPS;
-  double* s_run = reinterpret_cast<double*>(s_x);     // [nb] a block's warp-local running sum at its start
-  double* s_tot = reinterpret_cast<double*>(s_aux);   // [WARPS] each warp's sum
-  int* s_kept = reinterpret_cast<int*>(s_tot + WARPS);  // [WARPS] each warp's last kept id (-1: none)
-  int* s_pick = s_kept + WARPS;                         // [1]
-  // Sums one batch of tiles from id i0 on into run (warp-uniform); kept = the lane's last kept id.
-  auto batch = [&](int i0, bool poll, double& run, int& kept) {
-    float v[SAMPLE_BATCH][4];
-    load_batch<FLAG>(p, i0, n, epoch, instr, poll, v);
+  m = mk::cuda::warp_max(m);
+  csync();  // s_red may still be read by the caller's broadcast
+  if (lane == 0) s_red[warp] = m;
+  csync();
+  for (int w = 0; w < WARPS; ++w) m = fmaxf(m, s_red[w]);
+  return m;
+}
+
+// SamplePartial's work (every consumer thread): the weight sum of range `part` ([r0, r1) of the vocabulary) under max
+// m -> the record sample_part[part] = (sum low bits, sum high bits, last kept id, m), written by thread 0.
+template <bool FLAG>
+__device__ void sample_partial(const MkParams& p, int part, int r0, int r1, float m, float* s_x, uint32_t epoch,
+                               uint32_t instr) {
+  using namespace sample_detail;
+  const int nt = (r1 - r0 + SAMPLE_TILE - 1) / SAMPLE_TILE;
+  double* s_tile = reinterpret_cast<double*>(s_x);
+  int* s_tkept = reinterpret_cast<int*>(s_tile + nt);
+  tile_sums<FLAG>(p, make_rule(p, m), r0, nt, s_tile, s_tkept, epoch, instr);
+  if (threadIdx.x != 0) return;
+  double sum = 0;
+  int kept = -1;
+  for (int t = 0; t < nt; ++t) sum += s_tile[t], kept = max(kept, s_tkept[t]);
+  const float rec[4] = {__int_as_float(__double2loint(sum)), __int_as_float(__double2hiint(sum)), float(kept), m};
+  const int64_t off = p.L.sample_part + 4 * int64_t(part);
 #pragma unroll
-    for (int k = 0; k < SAMPLE_BATCH; ++k) {
-      double s = 0;
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (FLAG) st_flag(p.fws + off + j, rec[j], epoch);
+    else p.ws[off + j] = rec[j];
+  }
+}
+
+// Argmax's draw (every consumer thread; all get the id, or -1 when no logit is finite): from the ranges' records
+// (published by sample_partial with this epoch), draw index `draw`. Scratch: s_x (sample_scratch_floats).
+// Not inlined: its registers stay out of the kernel's hot ops.
+template <bool FLAG>
+__device__ __noinline__ int32_t sample_pick(const MkParams& p, float* s_x, uint32_t epoch, uint32_t instr, uint64_t draw) {
+  using namespace sample_detail;
+  const Layout& L = p.L;
+  const int np = L.n_sample_parts, tpp = L.sample_part_tiles, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double* s_incl = reinterpret_cast<double*>(s_x);  // [np] the ranges' sums, then their inclusive prefix sums
+  double* s_tile = s_incl + np;                     // [tpp]
+  int* s_pkept = reinterpret_cast<int*>(s_tile + tpp);  // [np]
+  int* s_tkept = s_pkept + np;                          // [tpp]
+  float* s_m = reinterpret_cast<float*>(s_tkept + tpp);
+  int* s_pick = reinterpret_cast<int*>(s_m + 1);
+  for (int k = threadIdx.x; k < np; k += NCT) {
+    float rec[4];
+    if constexpr (FLAG) {
+      poll4(p, p.fws + L.sample_part + 4 * int64_t(k), 4, epoch, instr, rec);
+    } else {
+      const float4 q = ld_act4(p.ws + L.sample_part + 4 * int64_t(k));
+      rec[0] = q.x, rec[1] = q.y, rec[2] = q.z, rec[3] = q.w;
+    }
+    s_incl[k] = __hiloint2double(__float_as_int(rec[1]), __float_as_int(rec[0]));
+    s_pkept[k] = int(rec[2]);
+    if (k == 0) *s_m = rec[3];
+  }
+  csync();
+  if (warp == 0) {  // prefix sums in chunks of 32 ranges (sim_sample.cpp sample_pick_part)
+    double carry = 0;
+    for (int base = 0; base < np; base += 32) {
+      const int k = base + lane;
+      const double incl = carry + warp_scan(k < np ? s_incl[k] : 0.0);
+      if (k < np) s_incl[k] = incl;
+      carry = __shfl_sync(FULL, incl, 31);
+    }
+  }
+  csync();
+  const double target = philox_uniform(p.sample.seed, draw) * s_incl[np - 1];
+  int owner = -1;  // the first range whose prefix passes the target (every thread finds the same)
+  for (int base = 0; base < np && owner < 0; base += 32) {
+    const unsigned hit = __ballot_sync(FULL, base + lane < np && s_incl[base + lane] > target);
+    if (hit) owner = base + __ffs(hit) - 1;
+  }
+  if (owner < 0) {  // u * total rounded past the last range: the last kept id of all, as the host
+    int last = -1;
+    for (int k = 0; k < np; ++k) last = max(last, s_pkept[k]);
+    return last;
+  }
+  const double t = target - (owner == 0 ? 0.0 : s_incl[owner - 1]);  // in the range's own running sums
+  const Rule rule = make_rule(p, *s_m);
+  const int r0 = owner * tpp * SAMPLE_TILE, nt = (min(L.n_vocab, r0 + tpp * SAMPLE_TILE) - r0 + SAMPLE_TILE - 1) / SAMPLE_TILE;
+  tile_sums<FLAG>(p, rule, r0, nt, s_tile, s_tkept, epoch, instr);
+  double r = 0;  // the tile whose end passes t, in sample_partial's order
+  int tile = -1;
+  for (int k = 0; k < nt && tile < 0; ++k) {
+    if (r + s_tile[k] > t) tile = k;
+    else r += s_tile[k];
+  }
+  if (tile < 0) return s_pkept[owner];  // the record passed t, the walk did not (a rounding step)
+  if (warp == tile % WARPS) {           // that tile's lanes again, with tile_sums' arithmetic
+    const LaneTile lt = lane_tile<FLAG>(p, rule, r0 + tile * SAMPLE_TILE, epoch, instr);
+    const double incl = warp_scan(lt.s), before = __shfl_up_sync(FULL, incl, 1);
+    const unsigned hit = __ballot_sync(FULL, lt.s > 0 && r + incl > t);
+    int pick = s_tkept[tile];  // the tile's sum passed t, no lane's did (a rounding step)
+    if (hit) {                 // the first lane whose running sum passes t walks its 4 ids
+      const int L0 = __ffs(hit) - 1;
+      int mine = -1, lane_kept = -1;
+      double rr = r + (lane == 0 ? 0.0 : before);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        bool keep;
-        s += rule.weight(v[k][j], keep);
-        if (keep) kept = i0 + k * SAMPLE_TILE + j;
+        rr += lt.w[j];
+        if (lt.keep[j]) lane_kept = r0 + tile * SAMPLE_TILE + 4 * lane + j;
+        if (mine < 0 && lt.w[j] > 0 && rr > t) mine = r0 + tile * SAMPLE_TILE + 4 * lane + j;
       }
-      run += __shfl_sync(FULL, warp_scan(s), 31);
+      if (mine < 0) mine = lane_kept;  // the lane's sum passed t, its own walk fell short by a rounding step
+      pick = __shfl_sync(FULL, mine, L0);
     }
-  };
-  const int b0 = min(nb, warp * bpw), b1 = min(nb, b0 + bpw);
-  double run = 0;
-  int kept = -1;
-  for (int b = b0; b < b1; ++b) {
-    if (lane == 0) s_run[b] = run;
-    for (int t = 0; t < bt; t += SAMPLE_BATCH) batch((b * bt + t) * SAMPLE_TILE + 4 * lane, FLAG, run, kept);
-  }
-  kept = warp_max_i(kept);
-  csync();  // s_aux may still be read by the caller
-  if (lane == 0) s_tot[warp] = run, s_kept[warp] = kept;
-  csync();
-  // The warp totals in warp order (the same sums in every thread); the target; the warp whose range holds it.
-  double total = 0;
-  int last = -1;
-  for (int w = 0; w < WARPS; ++w) total += s_tot[w], last = max(last, s_kept[w]);
-  const double target = philox_uniform(p.sample.seed, draw) * total;
-  double prefix = 0;
-  int owner = -1;
-  for (int w = 0; w < WARPS && owner < 0; ++w) {
-    if (prefix + s_tot[w] > target) owner = w;
-    else prefix += s_tot[w];
-  }
-  if (owner < 0) return last;  // u * total rounded up to total: the last kept id, as the host
-  if (warp == owner) {
-    const double t = target - prefix;  // in the warp's own running sums
-    const int ob0 = min(nb, owner * bpw), ob1 = min(nb, ob0 + bpw);
-    int blk = -1;  // the first block whose end passes t
-    for (int base = ob0; base < ob1 && blk < 0; base += 32) {
-      const int b = base + lane;
-      const double end = b + 1 < ob1 ? s_run[min(b + 1, nb - 1)] : s_tot[owner];
-      const unsigned hit = __ballot_sync(FULL, b < ob1 && end > t);
-      if (hit) blk = base + __ffs(hit) - 1;
-    }
-    int pick = -1;
-    if (blk >= 0) {  // walk block blk from its record, batch by batch, with batch()'s arithmetic
-      double r = s_run[blk];
-      int blk_kept = -1;
-      for (int tt = 0; tt < bt && pick < 0; tt += SAMPLE_BATCH) {
-        const int i0 = (blk * bt + tt) * SAMPLE_TILE + 4 * lane;
-        float v[SAMPLE_BATCH][4];
-        load_batch<FLAG>(p, i0, n, epoch, instr, false, v);
-#pragma unroll
-        for (int k = 0; k < SAMPLE_BATCH; ++k) {
-          if (pick >= 0) break;  // warp-uniform
-          double s = 0, w[4];
-          bool keep[4];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            s += w[j] = rule.weight(v[k][j], keep[j]);
-            if (keep[j]) blk_kept = i0 + k * SAMPLE_TILE + j;
-          }
-          const double incl = warp_scan(s), before = __shfl_up_sync(FULL, incl, 1);
-          const unsigned hit = __ballot_sync(FULL, s > 0 && r + incl > t);
-          if (hit) {  // the first lane whose running sum passes t walks its 4 ids
-            const int L = __ffs(hit) - 1;
-            int mine = -1, lane_kept = -1;
-            double rr = r + (lane == 0 ? 0.0 : before);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              rr += w[j];
-              if (keep[j]) lane_kept = i0 + k * SAMPLE_TILE + j;
-              if (mine < 0 && w[j] > 0 && rr > t) mine = i0 + k * SAMPLE_TILE + j;
-            }
-            if (mine < 0) mine = lane_kept;  // the lane's sum passed t, its own walk fell short by a rounding step
-            pick = __shfl_sync(FULL, mine, L);
-          }
-          r += __shfl_sync(FULL, incl, 31);
-        }
-      }
-      if (pick < 0) pick = warp_max_i(blk_kept);  // the record passed t, the walk did not (a rounding step)
-    }
-    if (pick < 0) pick = s_kept[owner];
     if (lane == 0) *s_pick = pick;
   }
   csync();
