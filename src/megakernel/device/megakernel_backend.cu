@@ -88,10 +88,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   if (!s) return s.error();
   schedule_ = std::move(*s);
   const Layout& L = schedule_.layout;
-  // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the attention or the residual slices.
-  int max_mid_rows = 0;
+  // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the gate/up rows or attention.
+  int max_gu_rows = 0, max_mid_rows = 0;
   for (const auto& q : schedule_.queues)
     for (const Instr& in : q) {
+      if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
       if (in.op == Op::MlpGateUp) max_mid_rows = std::max(max_mid_rows, int(in.aux_end) - int(in.aux_begin));
       if (in.op == Op::MlpGateUpDown)  // simulator-proven, not yet implemented on the device
         return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
@@ -103,8 +104,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // And the sampled draw's scratch (ops/sample.cuh).
   int x_floats = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4,
                             device::sample_scratch_floats(L.n_sample_parts, L.sample_part_tiles)}) + 3) / 4 * 4;
-  // s_aux: the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
-  smem_aux_floats_ = (std::max({2 * device::WARPS,
+  // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
+  smem_aux_floats_ = (std::max({2 * max_gu_rows, 2 * device::WARPS,
                                 (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd,
                                 (1 + L.n_kv_head) * max_mid_rows}) + 3) / 4 * 4;
   const size_t optin = dev->smem_per_block_optin;

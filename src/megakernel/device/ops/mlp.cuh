@@ -89,22 +89,19 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
     for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
   rmsnorm_smem(c, w.mlp_norm, L.n_embd, true);
   stamp(c, T_PREP2);
-  // Interleaved rows: 2r = gate r, 2r + 1 = up r. A warp's row pair is exactly (gate, up) of one r, handed to out() by
-  // its lane 0 in that order (ring_page_matvec, matvec_rows), so act = silu(gate) * up is computed and published
-  // there, each r as soon as its pair is done (session 20; before, the pairs went to s_aux, then a barrier, then
-  // every thread published). act goes out rounded to bf16 (the layered path's precision): flagged as packed words
-  // (poll.cuh act_word), so MlpDown polls it in one round trip.
+  // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
+  const int r0 = int(in.row_begin), r1 = int(in.row_end);
+  float* s_gu = c.s_aux;  // [2 (r1 - r0)]
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { s_gu[r - 2 * r0] = v; });
+  csync();
+  // act goes out rounded to bf16 (the layered path's precision): flagged as packed words (poll.cuh act_word), so
+  // MlpDown polls it in one round trip.
   const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
-  float gate = 0.f;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) {
-    if ((r & 1) == 0) {
-      gate = v;
-      return;
-    }
-    const float a = gate / (1.f + expf(-gate)) * v;
-    if constexpr (FLAG) st_word(act_words(c, act) + (r >> 1), act_word(a, c.epoch));
-    else c.p.ws[act + (r >> 1)] = __bfloat162float(__float2bfloat16_rn(a));
-  });
+  for (int r = r0 + threadIdx.x; r < r1; r += NCT) {
+    const float g = s_gu[2 * (r - r0)], u = s_gu[2 * (r - r0) + 1], v = g / (1.f + expf(-g)) * u;
+    if constexpr (FLAG) st_word(act_words(c, act) + r, act_word(v, c.epoch));
+    else c.p.ws[act + r] = __bfloat162float(__float2bfloat16_rn(v));
+  }
 }
 
 // down[l][rows] = w_down[rows] . act[l]
