@@ -79,7 +79,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
-// "lm" the dynamic LM head, "md" the MLP's dynamic units, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
+// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
@@ -154,9 +154,9 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int mlp_dynamic = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
-    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic(), md0 = (*b)->mlp_dynamic();
+    const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
     const int mp = (*b)->max_ring_pages();
     if (build == 1) vars.push_back({mo.attn_chunks_dynamic ? "dynamic chunks" : "fixed chunks", pf0, fl0, mi0, ro0, 0, -1, -1, "d"});
@@ -174,7 +174,6 @@ void bench_shape(const std::string& name, double gbs) {
         }
         if (has_token(id, "fl")) v.flags = !fl0;
         if (has_token(id, "lm")) v.lm_dynamic = !ld0;
-        if (has_token(id, "md")) v.mlp_dynamic = !md0;
         if (has_token(id, "pf")) v.prefetch = !pf0;
         v.name = cat(id, ": flags ", int(v.flags));
       }
@@ -195,16 +194,15 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      (*b)->set_mlp_dynamic(v.mlp_dynamic >= 0 ? v.mlp_dynamic != 0 : md0);
       const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       if (v.gate >= 0) (*b)->set_gate_pages(v.gate);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, mma warps %d, lm_dynamic %d, mlp_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, mma warps %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), int((*b)->lm_dynamic_on()), int((*b)->mlp_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
@@ -226,7 +224,6 @@ void bench_shape(const std::string& name, double gbs) {
     }
     (*b)->set_attn_short(sh0);
     (*b)->set_lm_dynamic(ld0);
-    (*b)->set_mlp_dynamic(md0);
     (*b)->set_prefetch(pf0);
     (*b)->set_flag_publish(fl0);
     (*b)->set_mid_resid(mi0);

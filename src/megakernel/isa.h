@@ -127,8 +127,7 @@ struct Instr {
   uint8_t n_waits = 0;
   uint16_t layer = 0;
   uint16_t group = 0;       // kv head (attention ops)
-  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead, MlpGateUp, MlpDown); part (MlpGateUpDown,
-                            // SamplePartial)
+  uint16_t chunk = 0;       // kv chunk (AttnPartial); slice index (LmHead); part (MlpGateUpDown, SamplePartial)
   uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
   uint32_t row_end = 0;
   uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises; MlpGateUp(Down): resid_mid[l] rows;
@@ -146,23 +145,6 @@ static_assert(sizeof(Instr) == 64, "Instr is read by the device as 4 x 16-byte v
 #else
 #define MK_ISA_HD
 #endif
-
-// Dynamic row units of a matrix stage (session 20: the dynamic LM head's scheme of version 10, below, for MlpGateUp
-// and MlpDown too): the weight rows in units of unit_rows (one ring page; the last may be shorter); instruction k (its
-// Instr::chunk) first takes the static units k * n_static + j (j < n_static, unit < units), then claims units from
-// n_instr * n_static on, one at a time, from a monotonic claim counter (per layer) until a claim falls past the last
-// unit. Every instruction makes exactly one such overshooting claim, so a step advances the counter by exactly
-// claims_per_step() and step e's claims are [e * that, (e + 1) * that). The SMs that stream faster take more units,
-// so the stage ends evenly (the H200 ended MlpGateUp's static slices ~2 us apart per layer at 1B; the LM head's units
-// within 0.03). unit_rows = 0: none (static slices: the instructions' rows).
-struct UnitSplit {
-  int unit_rows = 0;  // weight rows per unit (MlpGateUp: interleaved gate/up rows, an even number)
-  int units = 0;
-  int n_static = 0;   // static units per instruction
-  int n_instr = 0;
-  MK_ISA_HD int dynamic_units() const { return units > n_instr * n_static ? units - n_instr * n_static : 0; }
-  MK_ISA_HD int claims_per_step() const { return dynamic_units() + n_instr; }
-};
 
 // Where every activation lives in the fp32 workspace (offsets and strides in floats). Built by the
 // schedule; the device and the simulator index with exactly these.
@@ -205,10 +187,6 @@ struct Layout {
   int lm_static = 0;     // static units per slice
   MK_ISA_HD int lm_dynamic_units() const { return lm_units > n_lm_slices * lm_static ? lm_units - n_lm_slices * lm_static : 0; }
   MK_ISA_HD int lm_claims_per_step() const { return lm_dynamic_units() + n_lm_slices; }
-  MK_ISA_HD UnitSplit lm_split() const { return {lm_unit_rows, lm_units, lm_static, n_lm_slices}; }
-  // MlpGateUp's units over the 2 n_ff interleaved gate/up rows and MlpDown's over the n_embd rows of w_down (UnitSplit
-  // above; ScheduleOptions::mlp_units). MlpGateUp and MlpDown instruction k has chunk k.
-  UnitSplit gu_split, down_split;
   int64_t workspace_floats = 0;
   // counters:
   int n_counters = 0;

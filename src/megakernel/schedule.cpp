@@ -126,9 +126,6 @@ class Builder {
 Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   if (o.n_sm < 1 || o.n_sm > 4096) return make_error("megakernel schedule: n_sm = ", o.n_sm, ", expected 1..4096");
   if (o.max_context < 1) return make_error("megakernel schedule: max_context = ", o.max_context, ", expected >= 1");
-  if (o.gu_unit_rows < 0 || o.gu_unit_rows % 2 != 0 || o.down_unit_rows < 0 || !(o.mlp_static_share >= 0.0))
-    return make_error("megakernel schedule: gu_unit_rows ", o.gu_unit_rows, " must be even and >= 0, down_unit_rows ",
-                      o.down_unit_rows, " >= 0, mlp_static_share ", o.mlp_static_share, " >= 0");
   if (o.lm_unit_rows < 0 || o.lm_static_units < 0)
     return make_error("megakernel schedule: lm_unit_rows ", o.lm_unit_rows, " and lm_static_units ", o.lm_static_units,
                       " must be >= 0");
@@ -216,18 +213,6 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   auto ff_rows = split_rows(c.n_ff, target, gran);
   Schedule s;
   s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1);
-  auto down_rows = split_rows(c.n_embd, target, gran);
-  // The MLP's dynamic units (isa.h UnitSplit); the fused MLP keeps static rows.
-  auto units = [&](int unit_rows, int64_t rows, size_t n_instr) {
-    UnitSplit u;
-    if (unit_rows <= 0 || o.fuse_down) return u;
-    u.unit_rows = unit_rows, u.n_instr = int(n_instr);
-    u.units = int((rows + unit_rows - 1) / unit_rows);
-    u.n_static = std::max(1, int(std::min(1.0, o.mlp_static_share) * double(u.units) / double(n_instr)));
-    return u;
-  };
-  s.layout.gu_split = units(o.gu_unit_rows, 2 * int64_t(c.n_ff), ff_rows.size());
-  s.layout.down_split = units(o.down_unit_rows, c.n_embd, down_rows.size());
   const Layout& L = s.layout;
   s.counters = CounterLayout{c.n_layer, c.n_kv_head};
   const CounterLayout& C = s.counters;
@@ -245,6 +230,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   auto resid_rows = split_rows(c.n_embd, int(qkv_rows.size()), 1);
   int o_slices = std::max(1, target / c.n_kv_head);  // round down: a second slice on some SMs doubles the stage
   auto o_rows = split_rows(c.n_embd, o_slices, gran);
+  auto down_rows = split_rows(c.n_embd, target, gran);
   auto mid_rows = split_rows(c.n_embd, int(ff_rows.size()), 1);  // resid_mid slices of the gate/up instructions
   const size_t n_down = o.fuse_down ? ff_rows.size() : down_rows.size();  // signals of counter down(l)
   auto count16 = [](size_t n) { return uint16_t(n); };
@@ -303,16 +289,15 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
     for (size_t i = 0; i < ff_rows.size(); ++i) {
       auto [r0, r1] = ff_rows[i];
       Instr in = b.make(Op::MlpGateUp, l, C.gate_up(l), C.attn_o(l), n_attn_o);
-      in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);
+      in.row_begin = r0, in.row_end = r1;
       if (i < mid_rows.size()) in.aux_begin = mid_rows[i].first, in.aux_end = mid_rows[i].second;
       stage.push_back({in, 2 * uint64_t(r1 - r0) * n_embd * wb});
     }
     b.emit_stage(std::move(stage));
     stage.clear();
-    for (size_t i = 0; i < down_rows.size(); ++i) {
-      auto [r0, r1] = down_rows[i];
+    for (auto [r0, r1] : down_rows) {
       Instr in = b.make(Op::MlpDown, l, C.down(l), C.gate_up(l), count16(ff_rows.size()));
-      in.row_begin = r0, in.row_end = r1, in.chunk = uint16_t(i);
+      in.row_begin = r0, in.row_end = r1;
       stage.push_back({in, uint64_t(r1 - r0) * uint64_t(c.n_ff) * wb});
     }
     b.emit_stage(std::move(stage));

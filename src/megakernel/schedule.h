@@ -35,11 +35,6 @@ struct ScheduleOptions {
                              // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
   int lm_unit_rows = 0;      // > 0: the dynamic LM head's units (Layout::lm_unit_rows, isa.h), 0: static slices only
   int lm_static_units = 0;   // the dynamic LM head: units per slice before it claims (Layout::lm_static)
-  // Dynamic units of MlpGateUp / MlpDown (isa.h UnitSplit, Layout::gu_split / down_split): weight rows per unit (0:
-  // none) and the static share of each instruction's even share of the units (at least one static unit each).
-  int gu_unit_rows = 0;      // even (a unit holds whole gate/up row pairs)
-  int down_unit_rows = 0;
-  double mlp_static_share = 0.75;
 };
 
 // Counter ids of one model (see counter_* below).

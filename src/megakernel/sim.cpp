@@ -31,8 +31,6 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
   counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
   tag.assign(size_t(n_floats), NO_TAG);
   step_clock.assign(size_t(n_sm), 0);
-  gu_claim.assign(size_t(L.n_layer), 0);
-  down_claim.assign(size_t(L.n_layer), 0);
   n_active = 0;
   for (const auto& q : schedule.queues) n_active += q.empty() ? 0 : 1;
 }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <tuple>
 
 #include "cpu/ops.h"
 #include "megakernel/sim.h"
@@ -198,32 +197,10 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
   return s.write(off, in.row_end - in.row_begin, out.data() + in.row_begin);
 }
 
-// The weight rows instruction `in` computes under split u (isa.h UnitSplit) of n_rows rows: its static units, then the
-// units it claims from the step's range of `claim` until a claim overshoots -- here at once, as if this SM's loader
-// won every race for them (a valid interleaving of the device). `what` names the stage in errors.
-bool unit_rows(Simulator::State& s, const Instr& in, const UnitSplit& u, int64_t n_rows, uint64_t& claim, const char* what,
-               std::vector<std::pair<int, int>>& rows) {
-  rows.clear();
-  auto unit = [&](int k) { rows.emplace_back(k * u.unit_rows, int(std::min<int64_t>(n_rows, int64_t(k + 1) * u.unit_rows))); };
-  for (int k = 0; k < u.n_static; ++k)
-    if (int(in.chunk) * u.n_static + k < u.units) unit(int(in.chunk) * u.n_static + k);
-  const uint64_t per = uint64_t(u.claims_per_step()), base = uint64_t(s.cur_epoch()) * per;
-  for (;;) {
-    if (claim < base || claim >= base + per) {
-      s.error = cat(s.where(), " claims ", what, " unit ", claim, " outside its step's range [", base, ", ", base + per, ")");
-      return false;
-    }
-    const int64_t c = int64_t(claim++ - base);
-    if (c >= u.dynamic_units()) break;  // the overshoot: every instruction makes exactly one
-    unit(u.n_instr * u.n_static + int(c));
-  }
-  return true;
-}
-
 // act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
 // act (whole [n_ff] vector, rows filled).
 // Two-phase (State::two_phase), phase 1: x = resid_mid[l], every SM's phase 0.
-bool gate_up_rows(Simulator::State& s, const Instr& in, const std::vector<std::pair<int, int>>& rows, Vec& act) {
+bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
   Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), up(static_cast<size_t>(L.n_ff));
@@ -242,32 +219,19 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, const std::vector<std::p
       return false;
   }
   cpu::rmsnorm(xn.data(), x.data(), w.mlp_norm, s.config.rms_norm_eps, L.n_embd);
-  for (auto [r0, r1] : rows) {
-    cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), r0, r1);
-    cpu::matvec_rows(up.data(), w.w_up, xn.data(), r0, r1);
-    cpu::swiglu(gate.data() + r0, gate.data() + r0, up.data() + r0, r1 - r0);
-  }
-  return true;
-}
-
-// The n_ff rows of an MlpGateUp: its static rows, or with dynamic units (Layout::gu_split, over the interleaved
-// gate/up rows) its units' rows halved.
-bool gate_up_row_ranges(Simulator::State& s, const Instr& in, std::vector<std::pair<int, int>>& rows) {
-  const Layout& L = s.schedule.layout;
-  if (in.op != Op::MlpGateUp || L.gu_split.unit_rows == 0) return rows.assign(1, {int(in.row_begin), int(in.row_end)}), true;
-  if (!unit_rows(s, in, L.gu_split, 2 * int64_t(L.n_ff), s.gu_claim[in.layer], "MlpGateUp", rows)) return false;
-  for (auto& [r0, r1] : rows) r0 /= 2, r1 /= 2;
+  cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), in.row_begin, in.row_end);
+  cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
+  int n = int(in.row_end - in.row_begin);
+  cpu::swiglu(gate.data() + in.row_begin, gate.data() + in.row_begin, up.data() + in.row_begin, n);
   return true;
 }
 
 bool mlp_gate_up(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act;
-  std::vector<std::pair<int, int>> rows;
-  if (!gate_up_row_ranges(s, in, rows) || !gate_up_rows(s, in, rows, act)) return false;
-  for (auto [r0, r1] : rows)
-    if (!s.write(L.act + int64_t(in.layer) * L.n_ff + r0, r1 - r0, act.data() + r0)) return false;
-  return true;
+  if (!gate_up_rows(s, in, act)) return false;
+  return s.write(L.act + int64_t(in.layer) * L.n_ff + in.row_begin, in.row_end - in.row_begin,
+                 act.data() + in.row_begin);
 }
 
 // Fused MLP: the rows' activations stay local; their split-K contribution to the down projection,
@@ -275,7 +239,7 @@ bool mlp_gate_up(Simulator::State& s, const Instr& in) {
 bool mlp_gate_up_down(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act, out(static_cast<size_t>(L.n_embd));
-  if (!gate_up_rows(s, in, {{int(in.row_begin), int(in.row_end)}}, act)) return false;
+  if (!gate_up_rows(s, in, act)) return false;
   cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), 0, L.n_embd);
   return s.write(L.down + (int64_t(in.layer) * L.n_down_parts + in.chunk) * L.n_embd, L.n_embd, out.data());
 }
@@ -284,22 +248,31 @@ bool mlp_down(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act(static_cast<size_t>(L.n_ff)), out(static_cast<size_t>(L.n_embd));
   if (!s.read(L.act + int64_t(in.layer) * L.n_ff, L.n_ff, act.data())) return false;
-  std::vector<std::pair<int, int>> rows(1, {int(in.row_begin), int(in.row_end)});
-  if (L.down_split.unit_rows > 0 && !unit_rows(s, in, L.down_split, L.n_embd, s.down_claim[in.layer], "MlpDown", rows))
-    return false;
-  for (auto [r0, r1] : rows) {
-    cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), r0, r1);
-    if (!s.write(L.down + int64_t(in.layer) * L.n_embd + r0, r1 - r0, out.data() + r0)) return false;
-  }
-  return true;
+  cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), in.row_begin, in.row_end);
+  return s.write(L.down + int64_t(in.layer) * L.n_embd + in.row_begin, in.row_end - in.row_begin,
+                 out.data() + in.row_begin);
 }
 
 // The rows an LmHead instruction computes: its static rows, or with the dynamic LM head (Layout::lm_unit_rows) its
-// units (unit_rows).
+// static units and then the units it claims from the step's range of the claim counter (isa.h) until a claim
+// overshoots -- here at once, as if this SM's loader won every race for them (a valid interleaving of the device).
 bool lm_rows(Simulator::State& s, const Instr& in, std::vector<std::pair<int, int>>& rows) {
   const Layout& L = s.schedule.layout;
-  if (L.lm_unit_rows == 0) return rows.assign(1, {int(in.row_begin), int(in.row_end)}), true;
-  if (!unit_rows(s, in, L.lm_split(), L.n_vocab, s.lm_claim, "LM-head", rows)) return false;
+  rows.clear();
+  if (L.lm_unit_rows == 0) return rows.emplace_back(int(in.row_begin), int(in.row_end)), true;
+  auto unit = [&](int u) { rows.emplace_back(u * L.lm_unit_rows, std::min(L.n_vocab, (u + 1) * L.lm_unit_rows)); };
+  for (int k = 0; k < L.lm_static; ++k)
+    if (int(in.chunk) * L.lm_static + k < L.lm_units) unit(int(in.chunk) * L.lm_static + k);
+  const uint64_t per = uint64_t(L.lm_claims_per_step()), base = uint64_t(s.cur_epoch()) * per;
+  for (;;) {
+    if (s.lm_claim < base || s.lm_claim >= base + per) {
+      s.error = cat(s.where(), " claims LM-head unit ", s.lm_claim, " outside its step's range [", base, ", ", base + per, ")");
+      return false;
+    }
+    const int64_t c = int64_t(s.lm_claim++ - base);
+    if (c >= L.lm_dynamic_units()) break;  // the overshoot: every instruction makes exactly one
+    unit(L.n_lm_slices * L.lm_static + int(c));
+  }
   if (s.extra_lm_claim) ++s.lm_claim;
   return true;
 }
@@ -334,17 +307,8 @@ bool lm_head(Simulator::State& s, const Instr& in) {
 }
 
 // The dynamic LM head: every LmHead instruction of the step has claimed past the last unit exactly once.
-bool check_claims(Simulator::State& s) {
+bool check_lm_claims(Simulator::State& s) {
   const Layout& L = s.schedule.layout;
-  // The MLP's units likewise, for every layer (when every instruction has a static unit, every instruction has run
-  // by now: each one's rows are read by the stages that led here).
-  for (auto [u, claims, what] : {std::tuple(L.gu_split, &s.gu_claim, "MlpGateUp"), std::tuple(L.down_split, &s.down_claim, "MlpDown")})
-    for (size_t l = 0; u.unit_rows > 0 && u.n_instr * u.n_static <= u.units && l < claims->size(); ++l)
-      if ((*claims)[l] != uint64_t(s.cur_epoch() + 1) * uint64_t(u.claims_per_step())) {
-        s.error = cat(s.where(), ": the ", what, " claim counter of layer ", l, " is at ", (*claims)[l], ", expected ",
-                      uint64_t(s.cur_epoch() + 1) * uint64_t(u.claims_per_step()));
-        return false;
-      }
   if (L.lm_unit_rows > 0 && s.lm_claim != uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step())) {
     s.error = cat(s.where(), ": the LM-head claim counter is at ", s.lm_claim, ", expected ",
                   uint64_t(s.cur_epoch() + 1) * uint64_t(L.lm_claims_per_step()));
@@ -380,7 +344,7 @@ bool sample_partial(Simulator::State& s, const Instr& in) {
 
 bool argmax(Simulator::State& s, const Instr&) {
   const Layout& L = s.schedule.layout;
-  if (!check_claims(s)) return false;
+  if (!check_lm_claims(s)) return false;
   int32_t t = -1;
   if (s.sample.temperature > 0.f) {  // a sampled launch: the draw over the ranges' sums, then one range (isa.h)
     Vec rec(static_cast<size_t>(4 * L.n_sample_parts));

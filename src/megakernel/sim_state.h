@@ -48,7 +48,6 @@ struct Simulator::State {
   bool no_step_barrier = false;              // test hook
   SampleParams sample;                       // this launch's sampling (temperature 0: greedy)
   uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm_unit_rows)
-  std::vector<uint64_t> gu_claim, down_claim;  // [n_layer] the MLP's claim counters (isa.h UnitSplit)
   bool extra_lm_claim = false;               // test hook
   // The instruction being executed (for checks and messages).
   int cur_sm = 0;

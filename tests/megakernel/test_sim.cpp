@@ -36,7 +36,6 @@ struct Case {
   bool dynamic = false;  // chunk ranges follow the step's position (isa.h attn_chunk_range)
   int lm_unit = 0;       // > 0: the dynamic LM head in units of this many rows (isa.h Layout::lm_unit_rows)
   int lm_static = 0;     // its static units per slice
-  int mlp_unit = 0;      // > 0: MlpGateUp's dynamic units of this many rows, MlpDown's of half (isa.h UnitSplit)
 };
 
 std::vector<Case> cases() {
@@ -55,9 +54,6 @@ std::vector<Case> cases() {
       {"qwen3 gqa8 tied dynamic lm head no static", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0, false, false, 6, 0},
       {"llama gqa1 split dynamic lm head", tiny_config(Family::Llama, 4, 4, 64, 96, 130, 2, 301, true), 3, false, true, 5, 2},
       {"qwen3 gqa8 tied fused mlp dynamic lm head", tiny_config(Family::Qwen3, 8, 1, 128, 120, 100, 2, 257, true), 0, true, false, 6, 1},
-      {"llama gqa4 mlp units", tiny_config(Family::Llama, 8, 2, 64, 200, 300), 0, false, false, 0, 0, 8},
-      {"qwen3 gqa4 hd128 split mlp units dynamic lm head", tiny_config(Family::Qwen3, 8, 2, 128, 136, 96, 3), 5, false, true, 6, 1, 6},
-      {"qwen2 gqa6 bias mlp units of 2", tiny_config(Family::Qwen2, 6, 1, 64, 72, 90), 4, false, false, 0, 0, 2},
   };
 }
 
@@ -83,7 +79,7 @@ void expect_matches_cpu(const Case& k, int n_sm, uint64_t seed, int n_steps, boo
   const int max_ctx = 16;
   Model m = make_random_model(k.config, DType::BF16, seed);
   auto cpu = make_cpu_backend(m, max_ctx);
-  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.mlp_unit, .down_unit_rows = k.mlp_unit / 2});
+  auto s = build_schedule(k.config, {.n_sm = n_sm, .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = mid, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
   ASSERT_TRUE(s.ok()) << s.message();
   Simulator sim(m.config, m.weights, std::move(*s), flags ? Protocol::Flags : Protocol::Counters);
   std::vector<float> ref(size_t(k.config.n_vocab));
@@ -175,7 +171,7 @@ TEST(Sim, KTokensPerLaunchEqualGreedyCpu) {
       t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     for (int n_sm : {2, 7, 66, -7}) {  // -7: 7 SMs, flag protocol + mid_resid
-      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static, .gu_unit_rows = k.mlp_unit, .down_unit_rows = k.mlp_unit / 2});
+      auto s = build_schedule(k.config, {.n_sm = std::abs(n_sm), .max_context = max_ctx, .attn_chunk_len = k.chunk_len, .attn_chunks_dynamic = k.dynamic, .fuse_down = k.fuse_down, .mid_resid = n_sm < 0, .lm_unit_rows = k.lm_unit, .lm_static_units = k.lm_static});
       ASSERT_TRUE(s.ok()) << s.message();
       Simulator sim(m.config, m.weights, std::move(*s), n_sm < 0 ? Protocol::Flags : Protocol::Counters);
       // Prompt one token per launch (prefill), then launches of 4, 4 and 1 steps.

@@ -77,25 +77,22 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   mid_resid_ = opt.mid_resid;
   // The dynamic LM head's units: one ring page of rows each (when a row fits a page); lm_static_share of each
   // slice's even share static (the loader streams those before its consumers arrive, with no claims), the rest
-  // claimed (ring.cuh loader_units).
+  // claimed (ring.cuh loader_lm_dynamic).
   if (2 * config_.n_embd <= device::PAGE_BYTES) {
     so.lm_unit_rows = device::page_rows(config_.n_embd);
     const int units = (config_.n_vocab + so.lm_unit_rows - 1) / so.lm_unit_rows;
     const int slices = int(split_rows(config_.n_vocab, n_sm_ * std::max(1, opt.slices_per_sm), so.row_granularity).size());
     so.lm_static_units = std::max(2, int(std::clamp(opt.lm_static_share, 0.0, 1.0) * double(units) / double(slices)));
   }
-  // The MLP's dynamic units (session 20; isa.h UnitSplit): one ring page each, mlp_static_share static.
-  if (2 * config_.n_embd <= device::PAGE_BYTES) so.gu_unit_rows = device::page_rows(config_.n_embd);
-  if (2 * config_.n_ff <= device::PAGE_BYTES) so.down_unit_rows = device::page_rows(config_.n_ff);
-  so.mlp_static_share = opt.mlp_static_share;
   auto s = build_schedule(config_, so);
   if (!s) return s.error();
   schedule_ = std::move(*s);
   const Layout& L = schedule_.layout;
-  // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the attention or the residual slices.
-  int max_mid_rows = 0;
+  // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the gate/up rows or attention.
+  int max_gu_rows = 0, max_mid_rows = 0;
   for (const auto& q : schedule_.queues)
     for (const Instr& in : q) {
+      if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
       if (in.op == Op::MlpGateUp) max_mid_rows = std::max(max_mid_rows, int(in.aux_end) - int(in.aux_begin));
       if (in.op == Op::MlpGateUpDown)  // simulator-proven, not yet implemented on the device
         return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
@@ -107,8 +104,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // And the sampled draw's scratch (ops/sample.cuh).
   int x_floats = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4,
                             device::sample_scratch_floats(L.n_sample_parts, L.sample_part_tiles)}) + 3) / 4 * 4;
-  // s_aux: the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
-  smem_aux_floats_ = (std::max({2 * device::WARPS,
+  // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
+  smem_aux_floats_ = (std::max({2 * max_gu_rows, 2 * device::WARPS,
                                 (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd,
                                 (1 + L.n_kv_head) * max_mid_rows}) + 3) / 4 * 4;
   const size_t optin = dev->smem_per_block_optin;
@@ -162,7 +159,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   merge_stage_ = merge_stage_ && attn_mma_warps() > 0;
   attn_short_ = opt.attn_short;
   lm_dynamic_ = opt.lm_dynamic;
-  mlp_dynamic_ = opt.mlp_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
@@ -210,8 +206,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   CUDA_CHECK(cudaMemset(ftokens_, 0xff, (MAX_STEPS + 1) * 8));
   n_active_ = 0;
   for (const auto& q : schedule_.queues) n_active_ += q.empty() ? 0 : 1;
-  MK_TRY(alloc(lm_claim_, 1 + 2 * size_t(L.n_layer), "megakernel: claim counters"));  // LM head, then the MLP's
-  CUDA_CHECK(cudaMemset(lm_claim_, 0, (1 + 2 * size_t(L.n_layer)) * sizeof(unsigned long long)));
+  MK_TRY(alloc(lm_claim_, 1, "megakernel: LM-head claim counter"));
+  CUDA_CHECK(cudaMemset(lm_claim_, 0, sizeof(unsigned long long)));
   MK_TRY(alloc(error_, 4, "megakernel: error word"));
   CUDA_CHECK(cudaMemset(error_, 0, 16));
   MK_TRY(alloc(out_tokens_, size_t(max_context_), "megakernel: output tokens"));
@@ -289,10 +285,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.lm_dynamic = lm_dyn ? 1 : 0;
   p.lm_claim = lm_claim_;
   p.lm_base = lm_claims_;
-  const bool mlp_dyn = mlp_dynamic_on();
-  p.mlp_dynamic = mlp_dyn ? 1 : 0;
-  p.unit_claim = lm_claim_ + 1;
-  p.unit_step0 = mlp_steps_;
   p.timing = timing_;
   p.n_instr = uint32_t(schedule_.n_instr());
   timing_steps_ = n_steps;
@@ -313,15 +305,14 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.produced_base = stops.produced_base;
   p.tag0 = epoch_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
-  count_steps(n_steps, lm_dyn, mlp_dyn);
+  count_steps(n_steps, lm_dyn);
   return {};
 }
 
-void MegakernelBackend::count_steps(int64_t n, bool lm_dyn, bool mlp_dyn) {
+void MegakernelBackend::count_steps(int64_t n, bool lm_dyn) {
   epoch_ += uint32_t(n);  // modulo 2^32, as the device's epochs
   (flags_ ? flag_steps_ : counter_steps_) += uint32_t(n);
   if (lm_dyn) lm_claims_ += (unsigned long long)n * (unsigned long long)schedule_.layout.lm_claims_per_step();
-  if (mlp_dyn) mlp_steps_ += (unsigned long long)n;
 }
 
 Status MegakernelBackend::check_error() {
@@ -396,7 +387,7 @@ Expected<int> MegakernelBackend::generate_until(int32_t token, int pos, std::spa
   stops.ids.n = int32_t(stop_ids.size());
   std::copy(stop_ids.begin(), stop_ids.end(), stops.ids.ids);
   stops.call_seq = launch_seq_ + 1;  // the first launch's number (enqueue increments)
-  const bool lm_dyn = lm_dynamic_on(), mlp_dyn = mlp_dynamic_on();
+  const bool lm_dyn = lm_dynamic_on();
   int done = 0;
   while (done < int(out.size())) {
     const int k = std::min(steps_per_launch, int(out.size()) - done);
@@ -427,7 +418,7 @@ Expected<int> MegakernelBackend::generate_until(int32_t token, int pos, std::spa
     }
     produced = want;
     // The steps after the stop did not run: the counters stand as after `produced` steps.
-    count_steps(-int64_t(int(out.size()) - produced), lm_dyn, mlp_dyn);
+    count_steps(-int64_t(int(out.size()) - produced), lm_dyn);
     std::fill(out.begin() + produced, out.end(), -1);
   }
   n_cached_ = pos + produced;

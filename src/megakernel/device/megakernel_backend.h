@@ -78,10 +78,6 @@ struct MegakernelOptions {
   // 0.924 vs 0.927 ms/token off, ctx 4096 / 16384 and 8B equal (1.211 / 1.591 / 5.009 vs 1.211 / 1.589 / 5.012).
   bool lm_dynamic = true;
   double lm_static_share = 0.75;
-  // Session 20: the MLP's dynamic units (isa.h UnitSplit): MlpGateUp and MlpDown as the LM head, mlp_static_share of
-  // each instruction's even share static (with the ring).
-  bool mlp_dynamic = true;
-  double mlp_static_share = 0.75;
   // Session 14: the prefetch gate (device/ring.cuh s_gate): with the ring, the loader issues at most this many pages
   // of a MlpDown or QkvProj instruction before the block's consumers have read that instruction's whole input; 0: no
   // gate (the loader runs as far ahead as the ring allows). H200, 4 ring pages, ABBA in one process: 2 pages 1B
@@ -191,14 +187,6 @@ class MegakernelBackend final : public Backend {
   bool lm_dynamic() const { return lm_dynamic_; }
   // Whether the next launch runs it: needs the ring and a schedule with LM-head units.
   bool lm_dynamic_on() const { return lm_dynamic_ && n_pages_ > 0 && schedule_.layout.lm_unit_rows > 0; }
-  // The MLP's dynamic units (MegakernelOptions::mlp_dynamic) for the next launches; on when the ring runs and the
-  // schedule has units for MlpGateUp or MlpDown.
-  void set_mlp_dynamic(bool on) { mlp_dynamic_ = on; }
-  bool mlp_dynamic() const { return mlp_dynamic_; }
-  bool mlp_dynamic_on() const {
-    const Layout& L = schedule_.layout;
-    return mlp_dynamic_ && n_pages_ > 0 && (L.gu_split.unit_rows > 0 || L.down_split.unit_rows > 0);
-  }
   // In-kernel timestamps of the next launches (off by default): per instruction of the launch's last
   // step, wait / compute / publish times; timing_report() summarises them per op (after a launch).
   Status set_timing(bool on);
@@ -213,7 +201,7 @@ class MegakernelBackend final : public Backend {
                                std::span<const int32_t> stop_ids, std::span<int32_t> out);
   // Steps a launch added to the protocol's counters (epoch, step barrier, claim counter): + n per launch in enqueue, and
   // - (steps that did not run) after a stop.
-  void count_steps(int64_t n, bool lm_dyn, bool mlp_dyn);
+  void count_steps(int64_t n, bool lm_dyn);
   // forward / forward_on_device: logits empty = left on the device.
   Status run_forward(std::span<const int32_t> tokens, int pos, std::span<float> logits);
 
@@ -260,11 +248,8 @@ class MegakernelBackend final : public Backend {
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
-  unsigned long long* lm_claim_ = nullptr;  // [1 + 2 n_layer] the dynamic LM head's claim counter (MkParams::lm_claim),
-                                            // then the MLP's (MkParams::unit_claim)
-  unsigned long long lm_claims_ = 0;        // the LM head's counter after the launches so far
-  bool mlp_dynamic_ = true;
-  unsigned long long mlp_steps_ = 0;        // steps of the launches so far with the MLP's units (MkParams::unit_step0)
+  unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
+  unsigned long long lm_claims_ = 0;        // its value after the launches so far
   int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing

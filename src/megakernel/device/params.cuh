@@ -137,13 +137,6 @@ struct MkParams {
   int lm_dynamic;
   unsigned long long* lm_claim;
   unsigned long long lm_base;
-  // Session 20: the MLP's dynamic units (isa.h UnitSplit, Layout::gu_split / down_split; ring.cuh loader_units): 1 on
-  // (needs the ring and a schedule with units). unit_claim: [2][n_layer] monotonic claim counters (MlpGateUp's, then
-  // MlpDown's); unit_step0: the steps of earlier launches with mlp_dynamic (step s of this launch claims from
-  // (unit_step0 + s) * claims_per_step() on).
-  int mlp_dynamic;
-  unsigned long long* unit_claim;
-  unsigned long long unit_step0;
   // Sampling of this launch (isa.h SampleParams; temperature 0 = greedy): the Argmax instruction draws instead
   // (ops/sample.cuh), and with flags LmHead stores the logits flagged.
   SampleParams sample;

@@ -16,9 +16,9 @@
 // LDGSTS) makes the consumers' publishing fence cheap but cannot stream at the SM's share of DRAM bandwidth
 // (1.63 vs 1.13 ms/token); an L2 run-ahead of 4-32 pages beyond the ring is slower (1.29-1.61 ms/token), as
 // the sync-bubbles study found for L2 prefetch streams.
-// Version 10: the dynamic LM head, and since session 20 the MLP's dynamic units too (loader_units): a page's rows are
-// the unit the loader names in s_unit (the instruction's static units, then units claimed from a global counter; an
-// empty page ends the instruction), so the last quarter of a stage goes to whichever SMs stream fastest.
+// Version 10: the dynamic LM head (loader_lm_dynamic): an LmHead page's rows are the unit the loader names in
+// s_lm_unit (its static units, then units claimed from a global counter; an empty page ends the instruction), so the
+// last quarter of the LM head goes to whichever SMs stream fastest.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -85,7 +85,7 @@ __device__ __forceinline__ WeightRows weight_rows(const MkParams& p, const Instr
 // which unit of the vocabulary each LmHead page holds (written before the page's arrive, whose release the
 // consumers' wait acquires; -1: the instruction's last, empty page), and the consumers tell the loader that they
 // entered the LmHead instruction of launch step s - 1 by setting s_lm_gate = s (the loader claims units only then).
-__shared__ int s_unit[MAX_PAGES];
+__shared__ int s_lm_unit[MAX_PAGES];
 __shared__ int s_lm_gate;
 // Set (1) by consumer thread 0 when the block's consumers found a stop id as a step's input (isa.h StopIds) and leave:
 // the loader stops waiting for pages they will never release, waits for the copies it issued, and returns.
@@ -119,7 +119,7 @@ __device__ __forceinline__ bool gated_op(const MkParams& p, Op op) {
   return op == Op::MlpDown || op == Op::QkvProj || (op == Op::MlpGateUp && p.L.n_chunks == 1);
 }
 __device__ __forceinline__ void gate_open(const MkParams& p, int step, uint32_t i) {
-  if ((p.gate_pages > 0 || p.mlp_dynamic) && threadIdx.x == 0)  // the MLP's dynamic units claim behind it too
+  if (p.gate_pages > 0 && threadIdx.x == 0)
     asm volatile("st.release.cta.shared.b32 [%0], %1;" ::"r"(smem_u32(&s_gate)), "r"(gate_seq(p, step, i)) : "memory");
 }
 __device__ __forceinline__ uint32_t gate_get() {
@@ -172,70 +172,61 @@ __device__ __forceinline__ void loader_issue(unsigned char* ring, uint64_t* full
   }
 }
 
-// Loader, an instruction with dynamic units (isa.h UnitSplit `u`, instruction k of its stage; rows of `cols` bf16 at w,
-// n_rows of them): its static units -- past the first free_units only once gate() passed -- then (gate() passed) units
-// claimed from the step's range of *claim (from base on) until a claim overshoots, which ends the instruction with an
-// empty page. One unit = one page; its id goes to the consumers in s_unit[slot] (-1: the empty page). The gate must
-// order the claims of the step before ahead of this block's (dynamic LM head: the consumers entered the instruction;
-// the MLP: they read its whole input). False: watchdog (or STOP: the consumers stopped).
-template <bool STOP, class Gate>
-__device__ bool loader_units(const MkParams& p, const UnitSplit& u, int k, const bf16* w, int cols, int n_rows,
-                             unsigned long long* claim, unsigned long long base, int free_units, Gate&& gate,
-                             unsigned char* ring, uint64_t* full, uint64_t* empty, uint32_t& page,
-                             unsigned long long& stall, uint64_t policy) {
-  const int lane = threadIdx.x & 31;
-  const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(cols) * 2u;
+// Loader, dynamic LM head of launch step `step` (isa.h Layout::lm_unit_rows): the instruction's static units, then
+// (once this block's consumers entered the instruction) units claimed from the step's range of the counter until
+// a claim overshoots, which ends the instruction with an empty page. One unit = one page. False: watchdog (or STOP:
+// the consumers stopped).
+template <bool STOP>
+__device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, unsigned char* ring, uint64_t* full,
+                                  uint64_t* empty, uint32_t& page, unsigned long long& stall, uint64_t policy) {
+  const Layout& L = p.L;
+  const int lane = threadIdx.x & 31, ur = L.lm_unit_rows;
+  const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(L.n_embd) * 2u;
   auto unit_page = [&](int unit) {
     if (!loader_slot<STOP>(p, empty, page, np, stall)) return false;
     const uint32_t slot = page % np;
-    if (lane == 0) s_unit[slot] = unit;
+    if (lane == 0) s_lm_unit[slot] = unit;
     if (unit < 0) {
       __syncwarp();
       if (lane == 0) mbar_arrive(&full[slot]);
     } else {
-      const int r0 = unit * u.unit_rows;
-      loader_issue(ring, full, slot, w + int64_t(r0) * cols, min(u.unit_rows, n_rows - r0), row_bytes, cols, true,
-                   policy, lane);
+      const int r0 = unit * ur;
+      loader_issue(ring, full, slot, p.lm_head + int64_t(r0) * L.n_embd, min(ur, L.n_vocab - r0), row_bytes, L.n_embd,
+                   true, policy, lane);
     }
     ++page;
     return true;
   };
-  bool gated = false;
-  for (int j = 0; j < u.n_static && k * u.n_static + j < u.units; ++j) {
-    if (j == free_units) {
-      if (!gate()) return false;
-      gated = true;
-    }
-    if (!unit_page(k * u.n_static + j)) return false;
+  for (int k = 0; k < L.lm_static; ++k) {
+    const int u = int(in.chunk) * L.lm_static + k;
+    if (u < L.lm_units && !unit_page(u)) return false;
   }
-  if (!gated && !gate()) return false;
-  // One claim ahead: the next unit's atomic is in flight while this unit waits for its slot (a claim is an L2 round
-  // trip). Still exactly one overshooting claim: nothing is claimed after a claim that overshot.
-  unsigned long long cl = 0;
-  if (lane == 0) cl = atomicAdd(claim, 1ull);
-  for (;;) {
-    cl = __shfl_sync(0xffffffffu, cl, 0);
-    const long long c = (long long)(cl - base);
-    if (c < 0 && lane == 0) atomicCAS(p.error, 0u, 2u);  // cannot happen: the claim ranges of the steps are apart
-    const int unit = c >= 0 && c < u.dynamic_units() ? u.n_instr * u.n_static + int(c) : -1;
-    if (unit >= 0 && lane == 0) cl = atomicAdd(claim, 1ull);
-    if (!unit_page(unit)) return false;
-    if (unit < 0) return true;
-  }
-}
-
-// The dynamic LM head's gate (loader_units): the consumers entered the LmHead instruction of launch step `step` (every
-// LmHead instruction of the step before has then made its last claim on every SM: the consumers passed a wait that
-// follows the Argmax of that step, so the counter is at this step's base).
-template <bool STOP>
-__device__ __forceinline__ bool loader_lm_gate(const MkParams& p, int step) {
-  const int lane = threadIdx.x & 31;
+  // Claims of step `step` only once the consumers are in it: every LmHead instruction of the step before has then
+  // made its last claim on every SM (the consumers passed a wait that follows the Argmax of that step), so the
+  // counter is at this step's base.
   if (lane == 0)
     for (uint32_t polls = 0; lm_gate_get() != step + 1; ++polls)
       if (((polls & 1023u) == 1023u && error_raised(p)) || (STOP && loader_stopped())) break;
   __syncwarp();
-  if constexpr (STOP) return !__shfl_sync(0xffffffffu, int(error_raised(p) || loader_stopped()), 0);  // lane 0's view
-  return !error_raised(p);
+  if constexpr (STOP) {
+    if (__shfl_sync(0xffffffffu, int(error_raised(p) || loader_stopped()), 0)) return false;  // lane 0's view for all
+  } else {
+    if (error_raised(p)) return false;
+  }
+  const unsigned long long base = p.lm_base + (unsigned long long)step * (unsigned long long)L.lm_claims_per_step();
+  // One claim ahead: the next unit's atomic is in flight while this unit waits for its slot (a claim is an L2 round
+  // trip). Still exactly one overshooting claim: nothing is claimed after a claim that overshot.
+  unsigned long long cl = 0;
+  if (lane == 0) cl = atomicAdd(p.lm_claim, 1ull);
+  for (;;) {
+    cl = __shfl_sync(0xffffffffu, cl, 0);
+    const long long c = (long long)(cl - base);
+    if (c < 0 && lane == 0) atomicCAS(p.error, 0u, 2u);  // cannot happen: the claim ranges of the steps are apart
+    const int unit = c >= 0 && c < L.lm_dynamic_units() ? L.n_lm_slices * L.lm_static + int(c) : -1;
+    if (unit >= 0 && lane == 0) cl = atomicAdd(p.lm_claim, 1ull);
+    if (!unit_page(unit)) return false;
+    if (unit < 0) return true;
+  }
 }
 
 // Loader: waits until the consumers opened the gate of instruction sequence number `seq` (gate_open). False after
@@ -263,35 +254,18 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   bool ok = true;  // STOP: false after the watchdog or once the consumers stopped (without STOP: always true)
   for (int step = 0; step < p.n_steps && ok; ++step)
     for (uint32_t i = begin; i < end && ok; ++i) {
-      const Instr& in = p.instrs[i];
-      const Layout& L = p.L;
-      const bool gu = in.op == Op::MlpGateUp;
-      if (p.lm_dynamic && in.op == Op::LmHead) {  // the dynamic LM head (version 10)
-        const UnitSplit u = L.lm_split();
-        ok = loader_units<STOP>(p, u, in.chunk, p.lm_head, L.n_embd, L.n_vocab, p.lm_claim,
-                                p.lm_base + (unsigned long long)step * (unsigned long long)u.claims_per_step(), u.n_static,
-                                [&] { return loader_lm_gate<STOP>(p, step); }, ring, full, empty, page, stall, policy);
-        if (!STOP && !ok) return;
+      if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
+        if (!loader_lm_dynamic<STOP>(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) {
+          if constexpr (!STOP) return;
+          ok = false;
+        }
         continue;
       }
-      if (p.mlp_dynamic && (gu || in.op == Op::MlpDown) && (gu ? L.gu_split : L.down_split).unit_rows > 0) {
-        const UnitSplit u = gu ? L.gu_split : L.down_split;
-        const MkLayer& lw = p.layers[in.layer];
-        // Claims once the consumers read the input (gate_open): the static pages past the prefetch gate's wait for it.
-        ok = loader_units<STOP>(p, u, in.chunk, gu ? lw.w_gate_up : lw.w_down, gu ? L.n_embd : L.n_ff,
-                                gu ? 2 * L.n_ff : L.n_embd, p.unit_claim + (gu ? 0 : L.n_layer) + in.layer,
-                                (p.unit_step0 + (unsigned long long)step) * (unsigned long long)u.claims_per_step(),
-                                p.gate_pages > 0 && gated_op(p, in.op) ? p.gate_pages : u.n_static,
-                                [&] { return loader_gate<STOP>(p, gate_seq(p, step, i)); }, ring, full, empty, page,
-                                stall, policy);
-        if (!STOP && !ok) return;
-        continue;
-      }
-      const WeightRows w = weight_rows(p, in);
+      const WeightRows w = weight_rows(p, p.instrs[i]);
       if (w.n == 0) continue;
       const int rpp = page_rows(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
-      const int gate_at = p.gate_pages > 0 && gated_op(p, in.op) ? p.gate_pages * rpp : w.n;
+      const int gate_at = p.gate_pages > 0 && gated_op(p, p.instrs[i].op) ? p.gate_pages * rpp : w.n;
       for (int r = 0; r < w.n; r += rpp, ++page) {
         if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
           if constexpr (!STOP) return;
@@ -419,22 +393,6 @@ __device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t s
   __syncwarp();
   if (lane == 0) mbar_arrive(&c.empty[slot]);
   ++c.page;
-}
-
-// Consumer side of an instruction with dynamic units (UnitSplit `u` over n_rows rows of `cols`; loader_units): out(r, .)
-// for the rows of every page, each page's unit named in s_unit, until the empty page -- at most u.units + 1 pages (the
-// bound only matters after a watchdog error, when a page wait gives up and the unit read is stale).
-template <class Out>
-__device__ void ring_matvec_units(const Ctx& c, int cols, const UnitSplit& u, int n_rows, const float* s_in, Out&& out) {
-  if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
-  for (int pair_base = 0, n = 0; n <= u.units; ++n) {
-    const uint32_t slot = ring_wait_page(c);
-    const int unit = *reinterpret_cast<volatile int*>(&s_unit[slot]);
-    const int r0 = unit * u.unit_rows, nr = unit < 0 ? 0 : min(u.unit_rows, n_rows - r0);
-    ring_page_matvec(c, slot, cols, nr, r0, pair_base, s_in, out);
-    if (unit < 0) break;
-    pair_base += (nr + 1) / 2;
-  }
 }
 
 // Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages

@@ -89,25 +89,19 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
     for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
   rmsnorm_smem(c, w.mlp_norm, L.n_embd, true);
   stamp(c, T_PREP2);
-  // Interleaved rows: 2r = gate r, 2r + 1 = up r. A warp's row pair is exactly (gate, up) of one r, handed to out() by
-  // its lane 0 in that order (ring_page_matvec, matvec_rows), so act = silu(gate) * up is computed and published
-  // there, each r as soon as its pair is done: with the dynamic units (session 20) the rows are not a slice known in
-  // advance. act goes out rounded to bf16 (the layered path's precision): flagged as packed words (poll.cuh
-  // act_word), so MlpDown polls it in one round trip. (With static slices alone this was +0.2..0.8% against staging
-  // the pairs in s_aux and publishing after a barrier: session 20 call 3.)
+  // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
+  const int r0 = int(in.row_begin), r1 = int(in.row_end);
+  float* s_gu = c.s_aux;  // [2 (r1 - r0)]
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { s_gu[r - 2 * r0] = v; });
+  csync();
+  // act goes out rounded to bf16 (the layered path's precision): flagged as packed words (poll.cuh act_word), so
+  // MlpDown polls it in one round trip.
   const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
-  float gate = 0.f;
-  auto out = [&](int r, float v) {
-    if ((r & 1) == 0) {
-      gate = v;
-      return;
-    }
-    const float a = gate / (1.f + expf(-gate)) * v;
-    if constexpr (FLAG) st_word(act_words(c, act) + (r >> 1), act_word(a, c.epoch));
-    else c.p.ws[act + (r >> 1)] = __bfloat162float(__float2bfloat16_rn(a));
-  };
-  if (RING && c.p.mlp_dynamic && L.gu_split.unit_rows > 0) ring_matvec_units(c, L.n_embd, L.gu_split, 2 * L.n_ff, c.s_x, out);
-  else matvec<RING>(c, in, c.s_x, out);
+  for (int r = r0 + threadIdx.x; r < r1; r += NCT) {
+    const float g = s_gu[2 * (r - r0)], u = s_gu[2 * (r - r0) + 1], v = g / (1.f + expf(-g)) * u;
+    if constexpr (FLAG) st_word(act_words(c, act) + r, act_word(v, c.epoch));
+    else c.p.ws[act + r] = __bfloat162float(__float2bfloat16_rn(v));
+  }
 }
 
 // down[l][rows] = w_down[rows] . act[l]
@@ -123,10 +117,8 @@ __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   }
   csync();
   gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh s_gate)
-  const int64_t down = L.down + int64_t(in.layer) * L.n_embd;
-  auto out = [&](int r, float v) { st_act<FLAG>(c, down + r, v); };
-  if (RING && c.p.mlp_dynamic && L.down_split.unit_rows > 0) ring_matvec_units(c, L.n_ff, L.down_split, L.n_embd, c.s_x, out);
-  else matvec<RING>(c, in, c.s_x, out);
+  const int64_t out = L.down + int64_t(in.layer) * L.n_embd;
+  matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
 }
 
 }  // namespace mk::megakernel::device
