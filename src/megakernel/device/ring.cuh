@@ -302,6 +302,23 @@ __device__ __forceinline__ uint32_t ring_wait_page(const Ctx& c) {
   return slot;
 }
 
+// a0 += row 0's 8 weights (u0, bf16) . s_in[8 ch, 8 ch + 8), a1 += row 1's (u1): s_in is read as two float4 with the halves swapped
+// when sw = 4 (lanes with bit 2 set: bank-conflict-free x reads), the weights' words matched to them.
+__device__ __forceinline__ void dot8_pair_sw(const uint4& u0, const uint4& u1, const float* s_in, int ch, int sw, float& a0,
+                                             float& a1) {
+  const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
+  const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
+  // weights of x0: elements sw..sw+3 (words z, w when sw = 4), of x1 the other half
+  const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
+  const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
+  a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
+        mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
+        mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
+  a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
+        mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
+        mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
+}
+
 // Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
 // for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
 // successive pages start where the last one ended); then this warp releases the page.
@@ -323,17 +340,7 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
 #pragma unroll 2
     for (int ch = lane; ch < chunks; ch += 32) {
       const uint4 u0 = w0[ch], u1 = w1[ch];
-      const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
-      const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
-      // weights of x0: elements sw..sw+3 (words z, w when sw = 4), of x1 the other half
-      const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
-      const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
-      a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
-            mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
-            mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
-      a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
-            mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
-            mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
+      dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
     }
     a0 = mk::cuda::warp_sum(a0);
     a1 = mk::cuda::warp_sum(a1);
@@ -369,16 +376,7 @@ __device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t s
     float a0 = 0.f, a1 = 0.f;
     for (int ch = sub; ch < chunks; ch += 8) {
       const uint4 u0 = w0[ch], u1 = w1[ch];
-      const float4 x0 = *reinterpret_cast<const float4*>(s_in + ch * 8 + sw);
-      const float4 x1 = *reinterpret_cast<const float4*>(s_in + ch * 8 + 4 - sw);
-      const uint32_t p0a = sw ? u0.z : u0.x, p0b = sw ? u0.w : u0.y, p0c = sw ? u0.x : u0.z, p0d = sw ? u0.y : u0.w;
-      const uint32_t p1a = sw ? u1.z : u1.x, p1b = sw ? u1.w : u1.y, p1c = sw ? u1.x : u1.z, p1d = sw ? u1.y : u1.w;
-      a0 += mk::cuda::bf16_lo(p0a) * x0.x + mk::cuda::bf16_hi(p0a) * x0.y + mk::cuda::bf16_lo(p0b) * x0.z +
-            mk::cuda::bf16_hi(p0b) * x0.w + mk::cuda::bf16_lo(p0c) * x1.x + mk::cuda::bf16_hi(p0c) * x1.y +
-            mk::cuda::bf16_lo(p0d) * x1.z + mk::cuda::bf16_hi(p0d) * x1.w;
-      a1 += mk::cuda::bf16_lo(p1a) * x0.x + mk::cuda::bf16_hi(p1a) * x0.y + mk::cuda::bf16_lo(p1b) * x0.z +
-            mk::cuda::bf16_hi(p1b) * x0.w + mk::cuda::bf16_lo(p1c) * x1.x + mk::cuda::bf16_hi(p1c) * x1.y +
-            mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
+      dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
     }
 #pragma unroll
     for (int o = 4; o > 0; o >>= 1) {
