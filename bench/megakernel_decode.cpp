@@ -80,7 +80,8 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
 // "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
-// (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages
+// (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages; in a '+' variant "pm" all pages, "gu1".."gu4"
+// MlpGateUp's own prefetch gate
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
@@ -154,7 +155,7 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int gate_gu = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
@@ -175,6 +176,9 @@ void bench_shape(const std::string& name, double gbs) {
         if (has_token(id, "fl")) v.flags = !fl0;
         if (has_token(id, "lm")) v.lm_dynamic = !ld0;
         if (has_token(id, "pf")) v.prefetch = !pf0;
+        if (has_token(id, "pm")) v.pages = mp;                 // all ring pages that fit
+        for (int n = 1; n <= 4; ++n)
+          if (has_token(id, cat("gu", n))) v.gate_gu = n;       // MlpGateUp's own prefetch gate
         v.name = cat(id, ": flags ", int(v.flags));
       }
       vars.push_back(v);
@@ -194,9 +198,10 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages();
+      const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages(), gu0 = (*b)->gate_pages_gate_up();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       if (v.gate >= 0) (*b)->set_gate_pages(v.gate);
+      if (v.gate_gu >= 0) (*b)->set_gate_pages_gate_up(v.gate_gu);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
@@ -211,7 +216,7 @@ void bench_shape(const std::string& name, double gbs) {
       const bool timed = first_run && (&v == &vars[0] || ctx == 32 || env_on("MK_TIME", false));
       if (timed) timed_ids.push_back(v.id);
       if (!timed || !(*b)->set_timing(true).ok()) {
-        (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0);
+        (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0);
         continue;
       }
       std::vector<int32_t> out(16);
@@ -220,7 +225,7 @@ void bench_shape(const std::string& name, double gbs) {
       auto rep = (*b)->timing_report();
       if (st.ok() && rep) std::printf("  [%s] %s", v.name.c_str(), rep->c_str());
       (void)(*b)->set_timing(false);
-      (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0);
+      (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0);
     }
     (*b)->set_attn_short(sh0);
     (*b)->set_lm_dynamic(ld0);

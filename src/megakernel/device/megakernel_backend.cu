@@ -160,6 +160,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   attn_short_ = opt.attn_short;
   lm_dynamic_ = opt.lm_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
+  gate_pages_gu_ = std::max(0, opt.gate_pages_gate_up);
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage).
@@ -276,6 +277,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.watchdog_cycles = watchdog_cycles_;
   p.n_pages = n_pages_;
   p.gate_pages = n_pages_ > 0 ? gate_pages_ : 0;
+  p.gate_pages_gu = gate_pages_gu_;
   p.prefetch = prefetch_ ? 1 : 0;
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;

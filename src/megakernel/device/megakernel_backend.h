@@ -84,6 +84,8 @@ struct MegakernelOptions {
   // 0.907 / 1.095 / 1.564 ms/token at ctx 32 / 4096 / 16384 vs 0.927 / 1.121 / 1.588 without, 8B 4.952 vs 5.018,
   // Qwen3-1.7B 1.461 vs 1.508, Qwen3-0.6B 0.830 either way; 1 page and 3 pages in between (0.6B: 1 page +4.4%).
   int gate_pages = 2;
+  // Session 20: MlpGateUp's gate alone (0: gate_pages), for a ring deeper than 4 pages (device::MkParams::gate_pages_gu).
+  int gate_pages_gate_up = 0;
 };
 
 // Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
@@ -182,6 +184,8 @@ class MegakernelBackend final : public Backend {
   int max_ring_pages() const { return max_pages_; }
   // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
   void set_gate_pages(int n) { gate_pages_ = std::max(0, n); }
+  void set_gate_pages_gate_up(int n) { gate_pages_gu_ = std::max(0, n); }
+  int gate_pages_gate_up() const { return gate_pages_gu_; }
   int gate_pages() const { return gate_pages_; }
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
@@ -247,6 +251,7 @@ class MegakernelBackend final : public Backend {
   int attn_mma_want_ = 0;  // split attention's warps asked to stream tiles (0: no split attention)
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
+  int gate_pages_gu_ = 0;  // MegakernelOptions::gate_pages_gate_up
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
