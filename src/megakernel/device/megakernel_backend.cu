@@ -163,6 +163,11 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   gate_pages_gu_ = std::max(0, opt.gate_pages_gate_up);
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
+  if (L.n_chunks == 1 && n_pages_ > 0 && gate_pages_ > 0 && opt.gate_up_extra_pages > 0) {  // MegakernelOptions
+    const int extra = std::min(opt.gate_up_extra_pages, max_pages_ - n_pages_);
+    n_pages_ += extra;
+    if (extra > 0 && gate_pages_gu_ == 0) gate_pages_gu_ = gate_pages_ + extra;
+  }
   // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage).
   // H200, 1B, session 13: split attention with flags (merge stage, attn_split) 1.123 / 1.588 ms/token at ctx 4096 /
   // 16384 against 1.211 / 1.587 with counters (bench/RESULTS.md, the closing call and mk8); attn_mma since session 17.

@@ -84,8 +84,14 @@ struct MegakernelOptions {
   // 0.907 / 1.095 / 1.564 ms/token at ctx 32 / 4096 / 16384 vs 0.927 / 1.121 / 1.588 without, 8B 4.952 vs 5.018,
   // Qwen3-1.7B 1.461 vs 1.508, Qwen3-0.6B 0.830 either way; 1 page and 3 pages in between (0.6B: 1 page +4.4%).
   int gate_pages = 2;
-  // Session 20: MlpGateUp's gate alone (0: gate_pages), for a ring deeper than 4 pages (device::MkParams::gate_pages_gu).
+  // Session 20: MlpGateUp's gate alone (0: gate_pages; device::MkParams::gate_pages_gu), and with inline attention
+  // gate_up_extra_pages more ring pages than ring_pages where they fit, all for MlpGateUp's gate (its gate = gate_pages
+  // + the pages added, unless gate_pages_gate_up says otherwise): during AttnOProj's polls and attention the ring then
+  // holds more of MlpGateUp. H200, call 6, 1B ctx 32 (5 pages fit): 0.802 ms/token against 0.808 with 4 pages and gate
+  // 2 everywhere; a 5th page with gate 2 0.812; gate 3 for MlpGateUp at 4 pages 0.806, but +2.4% at Qwen3-0.6B and
+  // +0.3% at 8B (where 5 pages do not fit, so the rule changes nothing).
   int gate_pages_gate_up = 0;
+  int gate_up_extra_pages = 1;
 };
 
 // Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
