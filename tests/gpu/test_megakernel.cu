@@ -215,18 +215,21 @@ TEST(Megakernel, PrefetchBitIdentical) {
 }
 
 // Session 14: the prefetch gate (ring.cuh s_gate) only delays when the loader issues a MlpDown's or QkvProj's pages past
-// the first gate_pages: logits bit-identical with the gate at 1 and 3 pages and without, flags and counters, inline and
-// split attention, on 1 and 2 SMs (there every such instruction spans several ring pages, so the loader does wait);
-// greedy tokens over 24 steps at 8 per launch (the gate across steps) equal with and without it.
+// the first gate_pages: logits bit-identical with the gate at 1 and 3 pages and without, and with MlpGateUp's own gate
+// (session 20: gate_pages_gate_up, with the 5th ring page of gate_up_extra_pages) at 2 against 1 for the others, flags
+// and counters, inline and split attention, on 1 and 2 SMs (there every such instruction spans several ring pages, so
+// the loader does wait); greedy tokens over 24 steps at 8 per launch (the gate across steps) equal with and without it.
 TEST(Megakernel, PrefetchGateBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 79);
   expect_modes_bit_identical(m, 29, 7,
                              {MegakernelOptions{.n_sm = 1}, MegakernelOptions{.n_sm = 2, .flag_publish = 0},
                               MegakernelOptions{.n_sm = 2, .attn_chunk_len = 24}},
-                             3, [](MegakernelBackend& b, int mode) {
+                             4, [](MegakernelBackend& b, int mode) {
                                ASSERT_GT(b.ring_pages(), 0);
-                               b.set_gate_pages(mode == 0 ? 0 : 2 * mode - 1);
+                               const int gate[4] = {0, 1, 3, 1}, gate_up[4] = {0, 0, 0, 2};
+                               b.set_gate_pages(gate[mode]);
+                               b.set_gate_pages_gate_up(gate_up[mode]);
                              });
   const std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
   const std::vector<int32_t> off = mk_greedy(m, p5, {.n_sm = 1, .gate_pages = 0}, 24, 8);
