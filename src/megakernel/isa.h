@@ -175,6 +175,10 @@ struct Layout {
                             //                      last kept id as float, -1 for none; the max m it used)
   int n_sample_parts = 0;   // SamplePartial instructions; part k holds ids [k, k + 1) * sample_part_tiles * SAMPLE_TILE
   int sample_part_tiles = 0;
+  MK_ISA_HD void sample_part_range(int k, int& r0, int& r1) const {
+    const int ids = sample_part_tiles * SAMPLE_TILE;
+    r0 = k * ids, r1 = n_vocab - r0 < ids ? n_vocab : r0 + ids;
+  }
   // Dynamic LM head (version 10; ScheduleOptions::lm_unit_rows > 0, the device's MkParams::lm_dynamic): the vocabulary
   // in units of lm_unit_rows rows (the last may be shorter; the device's ring page); LmHead slice ch first takes
   // the static units ch * lm_static + k (k < lm_static, unit < lm_units), then claims the units from

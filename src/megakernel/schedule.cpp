@@ -315,11 +315,11 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   b.emit_stage(std::move(stage));
   stage.clear();
   // The sampled draw's ranges; the "bytes" are the logits each reads (pairs), so that they spread over the SMs.
-  const int64_t part_ids = int64_t(L.sample_part_tiles) * SAMPLE_TILE;
   for (int k = 0; k < L.n_sample_parts; ++k) {
     Instr in = b.make(Op::SamplePartial, c.n_layer - 1, C.sample_partial(), C.lm_head(), count16(lm_rows.size()));
-    in.row_begin = uint32_t(k * part_ids), in.row_end = uint32_t(std::min<int64_t>(c.n_vocab, (k + 1) * part_ids));
-    in.chunk = uint16_t(k);
+    int r0, r1;
+    L.sample_part_range(k, r0, r1);
+    in.row_begin = uint32_t(r0), in.row_end = uint32_t(r1), in.chunk = uint16_t(k);
     stage.push_back({in, uint64_t(in.row_end - in.row_begin) * 8});
   }
   b.emit_stage(std::move(stage));

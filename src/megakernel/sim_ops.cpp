@@ -317,6 +317,15 @@ bool check_lm_claims(Simulator::State& s) {
   return true;
 }
 
+// The LM-head slice whose (value, index) record wins (argmax_better) among rec[2 n].
+int best_record(const Vec& rec, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
+      best = i;
+  return best;
+}
+
 // A sampled launch's range of the draw (isa.h SamplePartial): m from the LM head's records (the max finite logit
 // when the best is finite; otherwise every logit read for it), the range's weight sum -> sample_part[chunk].
 // A greedy launch skips it.
@@ -325,11 +334,7 @@ bool sample_partial(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec rec(static_cast<size_t>(2 * L.n_lm_slices)), logits(static_cast<size_t>(L.n_vocab));
   if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
-  int best = 0;
-  for (int i = 1; i < L.n_lm_slices; ++i)
-    if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
-      best = i;
-  float m = rec[size_t(2 * best)];
+  float m = rec[size_t(2 * best_record(rec, L.n_lm_slices))];
   if (!std::isfinite(m)) {
     if (!s.read(L.logits, L.n_vocab, logits.data())) return false;
     m = sample_max(logits.data(), L.n_vocab);
@@ -360,7 +365,8 @@ bool argmax(Simulator::State& s, const Instr&) {
     if (k < 0) {  // u * total rounded past the last range: the last kept id of all
       for (const SamplePart& p : parts) t = std::max(t, p.kept);
     } else {
-      const int part_ids = L.sample_part_tiles * SAMPLE_TILE, r0 = k * part_ids, r1 = std::min(L.n_vocab, r0 + part_ids);
+      int r0, r1;
+      L.sample_part_range(k, r0, r1);
       Vec logits(static_cast<size_t>(L.n_vocab));
       if (!s.read(L.logits + r0, r1 - r0, logits.data() + r0)) return false;
       t = sample_pick_in_part(logits.data(), L.n_vocab, r0, r1, m, s.sample, target, parts[size_t(k)].kept);
@@ -372,11 +378,7 @@ bool argmax(Simulator::State& s, const Instr&) {
   } else {
     Vec rec(static_cast<size_t>(2 * L.n_lm_slices));
     if (!s.read(L.amax, 2 * L.n_lm_slices, rec.data())) return false;
-    int best = 0;
-    for (int i = 1; i < L.n_lm_slices; ++i)
-      if (argmax_better(rec[size_t(2 * i)], int(rec[size_t(2 * i + 1)]), rec[size_t(2 * best)], int(rec[size_t(2 * best + 1)])))
-        best = i;
-    t = int32_t(rec[size_t(2 * best + 1)]);
+    t = int32_t(rec[size_t(2 * best_record(rec, L.n_lm_slices) + 1)]);
   }
   const float tf = float(t);
   return s.write(s.tokens + s.cur_step + 1, 1, &tf);
@@ -456,9 +458,9 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       }
       break;
     case Op::Argmax:
-      if (sample.temperature > 0.f) {  // the ranges' sums, then the logits of the one that holds the target
+      if (sample.temperature > 0.f) {  // the ranges' sums, then the logits of the range that holds the target
         out.emplace_back(L.sample_part, 4 * int64_t(L.n_sample_parts));
-        out.emplace_back(L.logits, L.n_vocab);
+        out.emplace_back(L.logits, L.n_vocab);  // (all of them: which range is data-dependent; every one is fresh)
       } else {
         out.emplace_back(L.amax, 2 * int64_t(L.n_lm_slices));
       }

@@ -20,8 +20,9 @@ __global__ void __launch_bounds__(device::THREADS, 1)
   if (threadIdx.x >= device::NCT) return;
   float* s_red = smem + p.smem_x_floats + p.smem_aux_floats;
   const float m = device::sample_max<FLAG>(p, hint, s_red, epoch, 0);
-  const int ids = p.L.sample_part_tiles * SAMPLE_TILE, r0 = int(blockIdx.x) * ids;
-  device::sample_partial<FLAG>(p, int(blockIdx.x), r0, min(p.L.n_vocab, r0 + ids), m, smem, epoch, 0);
+  int r0, r1;
+  p.L.sample_part_range(int(blockIdx.x), r0, r1);
+  device::sample_partial<FLAG>(p, int(blockIdx.x), r0, r1, m, smem, epoch, 0);
 }
 
 template <bool FLAG>

@@ -237,7 +237,9 @@ __device__ __noinline__ int32_t sample_pick(const MkParams& p, float* s_x, uint3
   }
   const double t = target - (owner == 0 ? 0.0 : s_incl[owner - 1]);  // in the range's own running sums
   const Rule rule = make_rule(p, *s_m);
-  const int r0 = owner * tpp * SAMPLE_TILE, nt = (min(L.n_vocab, r0 + tpp * SAMPLE_TILE) - r0 + SAMPLE_TILE - 1) / SAMPLE_TILE;
+  int r0, r1;
+  L.sample_part_range(owner, r0, r1);
+  const int nt = (r1 - r0 + SAMPLE_TILE - 1) / SAMPLE_TILE;
   tile_sums<FLAG>(p, rule, r0, nt, s_tile, s_tkept, epoch, instr);
   double r = 0;  // the tile whose end passes t, in sample_partial's order
   int tile = -1;
