@@ -84,6 +84,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // MlpGateUp's own prefetch gate
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
+// MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
 // split attention streams with more warps); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
 // build, MK_LAYERED=0 leaves the layered peer out.
@@ -224,6 +225,14 @@ void bench_shape(const std::string& name, double gbs) {
       auto st = (*b)->generate_greedy(1, ctx, out, 16);
       auto rep = (*b)->timing_report();
       if (st.ok() && rep) std::printf("  [%s] %s", v.name.c_str(), rep->c_str());
+      if (env_on("MK_TIME_SAMPLE", false)) {  // the same for a sampled launch (temperature 1): SamplePartial, Argmax
+        SamplingParams sp;
+        sp.temperature = 1.f, sp.seed = 1;
+        (*b)->truncate(ctx);
+        st = (*b)->generate_sample(1, ctx, sp, 0, out, 16);
+        rep = (*b)->timing_report();
+        if (st.ok() && rep) std::printf("  [%s, sampled temp 1] %s", v.name.c_str(), rep->c_str());
+      }
       (void)(*b)->set_timing(false);
       (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0);
     }
