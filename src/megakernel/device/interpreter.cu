@@ -140,7 +140,6 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     if constexpr (STOP) s_stop = 0;  // the consumers have not stopped (ring.cuh)
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
-    mbar_init(&s_stage_bar, 1);  // attn_short's K/V stage (ops/attn_short.cuh)
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mk::cuda::fence_proxy_async();

@@ -124,17 +124,17 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   auto pages_wanted = [&](int fit) {
     return opt.weight_ring ? (opt.ring_pages > 0 ? std::min(fit, std::max(2, opt.ring_pages)) : fit) : 0;
   };
-  // attn_short's K/V stage (inline attention; ops/attn_short.cuh): [C][NC + 1] + [C][NC] x 16 B for C positions,
+  // attn_short's K/V stage (inline attention; ops/attn_short.cuh): [NC][C | 1] + [C][NC] x 16 B for C positions,
   // NC = hd / 8. Up to 256 positions, s_x grown only into the room the wanted ring pages leave.
   attn_stage_ = attn_short_max_ = 0;
   if (L.n_chunks == 1) {
     const int nc = hd / 8;
     const int want_pos = std::min(max_context_, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 256);
-    const int want_x = (2 * nc + 1) * want_pos * 4;
+    const int want_x = nc * (2 * want_pos + 1) * 4;
     const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);
     x_floats = std::max(x_floats, std::min(want_x, x_room));
-    attn_stage_ = std::min(want_pos, x_floats / 4 / (2 * nc + 1));
+    attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);
     attn_short_max_ = std::min(max_context_, device::attn_short_plan(G, hd).max_n);
   }
   // Split attention with flags: AttnOProj's merge stage in s_x (its group's chunk partials past the merged outputs,

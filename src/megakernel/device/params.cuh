@@ -215,7 +215,6 @@ struct Ctx {
   mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
   mutable bool rope_ready;           // attn_preload filled the RoPE table (ops/attention.cuh attn_rope_table)
-  mutable uint32_t stage_uses = 0;   // attn_short's K/V stages issued so far (the stage mbarrier's phases)
 };
 
 }  // namespace mk::megakernel::device

@@ -9,10 +9,10 @@
 // Flag instance only (ops/attention.cuh op_attn_o_proj says why). Measured (H200, 1B, ctx 32, pos 47): the
 // attention 85 -> 50 us per SM per step (5.3 -> 3.1 us per AttnOProj); 0.988 -> 0.951 ms/token (bench/RESULTS.md v9).
 //
-// K/V stage (s_x, bulk copies issued by attn_short_issue before the dependency wait when that is safe --
-// attn_preload's argument in attention.cuh -- else right after it), C = MkParams::attn_stage positions, NC = hd / 8
-// chunks of 16 B per row: s_k [C][NC + 1] (rows padded by a chunk: a warp of consecutive positions reads chunk ch
-// from different banks), then s_v [C][NC] (row-major: a warp reads one row).
+// K/V stage (s_x, issued by attn_short_issue before the dependency wait when that is safe -- attn_preload's
+// argument in attention.cuh -- else right after it), C = MkParams::attn_stage positions, NC = hd / 8 chunks of
+// 16 B per row: s_k [NC][C | 1] (transposed: a warp of consecutive positions reads consecutive 16 B; the odd row
+// stride spreads the copies' writes over the banks), then s_v [C][NC] (row-major: a warp reads one row).
 // Positions >= C are read from the cache (L2) in place; position pos comes from this step's k, v (s_pos).
 // Scratch in s_aux from s_o's start (params.cuh AttnShortPlan): scores [G][n32], reused for the warp
 // partials [WARPS][G][hd] after a barrier; s_pos [2][NC] x 16 B (k, v of pos as bf16); s_sum [G].
@@ -42,34 +42,19 @@ __device__ __forceinline__ int64_t kv_offset(const Ctx& c, int pos, int g) {
 // Is this step's attention of an AttnOProj the short path's?
 __device__ __forceinline__ bool attn_short_applies(const Ctx& c) { return c.p.L.n_chunks == 1 && c.pos < c.p.attn_short_max; }
 
-// The K/V stage's mbarrier (initialised in interpreter.cu): the bulk copies of attn_short_issue complete on it; an
-// instruction's stage is the phase of its issue (Ctx::stage_uses counts them in every consumer thread).
-__shared__ uint64_t s_stage_bar;
-
-// The stage's bulk copies: K and V rows of positions [0, min(pos, C)) of kv head g, layer l, one 16-byte-aligned row
-// of HD bf16 each, by the last consumer warp alone -- the others go on at once to poll q/k/v (with 16-byte cp.async
-// from every thread the issue took ~0.8 us per layer at 1B, before any poll). K rows are padded to NC + 1 chunks, so
-// that the scores' reads of consecutive positions' chunk ch fall in different banks.
+// This thread's cp.async of the stage: K and V rows of positions [0, min(pos, C)) of kv head g, layer l.
 template <int HD>
 __device__ void attn_short_issue_hd(const Ctx& c, int l, int g) {
-  constexpr int NC = HD / 8, RS = NC + 1;
-  ++c.stage_uses;
-  if ((threadIdx.x >> 5) != WARPS - 1) return;
-  const int C = c.p.attn_stage, n_st = min(c.pos, C), lane = threadIdx.x & 31;
+  constexpr int NC = HD / 8;
+  const int C = c.p.attn_stage, CS = C | 1, n_st = min(c.pos, C);
   const MkLayer& w = c.p.layers[l];
-  uint4* s_k = reinterpret_cast<uint4*>(c.s_x);  // [C][RS]
-  uint4* s_v = s_k + C * RS;                     // [C][NC]
-  // The consumers' generic accesses of s_x (the instruction before: the barrier after it ordered them) before the
-  // async proxy's writes.
-  mk::cuda::fence_proxy_async();
-  if (lane == 0) mbar_arrive_expect_tx(&s_stage_bar, uint32_t(n_st) * 2u * uint32_t(HD) * 2u);
-  __syncwarp();
-  const uint64_t policy = mk::cuda::l2_evict_last_policy();  // the group's 16 SMs read the same rows
-#pragma unroll 1  // (unrolled, the loop's copies grew the kernel by 27 KB)
-  for (int p = lane; p < n_st; p += 32) {
-    const int64_t at = kv_offset(c, p, g);
-    bulk_load(s_k + p * RS, w.k_cache + at, HD * 2, &s_stage_bar, policy);
-    bulk_load(s_v + p * NC, w.v_cache + at, HD * 2, &s_stage_bar, policy);
+  uint4* s_k = reinterpret_cast<uint4*>(c.s_x);
+  uint4* s_v = s_k + NC * CS;
+  for (int i = threadIdx.x; i < n_st * NC; i += NCT) {
+    const int p = i / NC, ch = i % NC;  // consecutive threads: consecutive 16 B of one row
+    const int64_t at = kv_offset(c, p, g) + ch * 8;
+    cp_async16_ca(s_k + ch * CS + p, w.k_cache + at);
+    cp_async16_ca(s_v + p * NC + ch, w.v_cache + at);
   }
 }
 __device__ __forceinline__ void attn_short_issue(const Ctx& c, int l, int g) {
@@ -163,8 +148,7 @@ __device__ void attn_short_hd(const Ctx& c, int l, int g, const float* s_h) {
   constexpr int NC = HD / 8, D = HD / 32;
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[l];
-  constexpr int RS = NC + 1;
-  const int G = L.group, n = c.pos + 1, n32 = (n + 31) & ~31, C = c.p.attn_stage;
+  const int G = L.group, n = c.pos + 1, n32 = (n + 31) & ~31, C = c.p.attn_stage, CS = C | 1;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const AttnShortPlan plan = attn_short_plan(G, HD);
   float* s_reg = c.s_aux + (G + 2) * HD;  // s_o's start
@@ -172,11 +156,11 @@ __device__ void attn_short_hd(const Ctx& c, int l, int g, const float* s_h) {
   float* s_part = s_reg;                  // [WARPS][G][HD], after phase 3's barrier
   uint4* s_pos = reinterpret_cast<uint4*>(s_reg + plan.pos_off);  // [2][NC]: k, v of pos (bf16)
   float* s_sum = s_reg + plan.sum_off;                            // [G]
-  const uint4* s_k = reinterpret_cast<const uint4*>(c.s_x);  // [C][RS] (attn_short_issue_hd)
-  const uint4* s_v = s_k + C * RS;
+  const uint4* s_k = reinterpret_cast<const uint4*>(c.s_x);
+  const uint4* s_v = s_k + NC * CS;
   for (int t = threadIdx.x; t < 2 * NC; t += NCT) s_pos[t] = pack8_bf16(s_h + G * HD + 8 * t);  // k then v
-  mbar_wait_or_error(c.p, &s_stage_bar, (c.stage_uses - 1u) & 1u);  // the stage's bulk copies landed
-  csync();  // s_pos
+  cp_async_wait_all();  // this thread's stage copies; the barrier makes every thread's visible
+  csync();
   stamp(c, T_ATT_KV);
   // 1. scores: thread per (j, p); a warp holds 32 positions of one q head (q reads are broadcasts).
   const float scale = rsqrtf(float(HD));
@@ -186,7 +170,7 @@ __device__ void attn_short_hd(const Ctx& c, int l, int g, const float* s_h) {
     const float* q = s_h + j * HD;
     float d;
     if (p == c.pos) d = dot_q_k<HD, false>(q, s_pos, 1);
-    else if (p < C) d = dot_q_k<HD, false>(q, s_k + p * RS, 1);
+    else if (p < C) d = dot_q_k<HD, false>(q, s_k + p, CS);
     else d = dot_q_k<HD, true>(q, reinterpret_cast<const uint4*>(w.k_cache + kv_offset(c, p, g)), 1);
     s_sc[j * n32 + p] = d * scale;
   }
