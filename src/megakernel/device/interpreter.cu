@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
           if (r != 1) return stop_block(r);
         }
         if (!skip && !wait_deps(p, in, epoch, i)) return;  // watchdog: p.error says where
-        c.synced = c.synced || in.n_waits > 0;  // as the simulator's check of the preload (sim.cpp)
+        c.synced = c.synced || (!skip && in.n_waits > 0);  // as the simulator's check of the preload (sim.cpp)
       }
       if (t) t[T_WAIT_END] = global_ns();
       if (skip) {

@@ -163,10 +163,10 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   gate_pages_gu_ = std::max(0, opt.gate_pages_gate_up);
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
-  if (L.n_chunks == 1 && n_pages_ > 0 && gate_pages_ > 0 && opt.gate_up_extra_pages > 0) {  // MegakernelOptions
-    const int extra = std::min(opt.gate_up_extra_pages, max_pages_ - n_pages_);
-    n_pages_ += extra;
-    if (extra > 0 && gate_pages_gu_ == 0) gate_pages_gu_ = gate_pages_ + extra;
+  gu_extra_pages_ = 0;
+  if (L.n_chunks == 1 && n_pages_ > 0 && opt.gate_up_extra_pages > 0) {  // MegakernelOptions::gate_up_extra_pages
+    gu_extra_pages_ = std::max(0, std::min(opt.gate_up_extra_pages, max_pages_ - n_pages_));
+    n_pages_ += gu_extra_pages_;
   }
   // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage).
   // H200, 1B, session 13: split attention with flags (merge stage, attn_split) 1.123 / 1.588 ms/token at ctx 4096 /
@@ -282,7 +282,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.watchdog_cycles = watchdog_cycles_;
   p.n_pages = n_pages_;
   p.gate_pages = n_pages_ > 0 ? gate_pages_ : 0;
-  p.gate_pages_gu = gate_pages_gu_;
+  p.gate_pages_gu = n_pages_ > 0 ? gate_up_gate() : 0;
   p.prefetch = prefetch_ ? 1 : 0;
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;

@@ -192,6 +192,11 @@ class MegakernelBackend final : public Backend {
   void set_gate_pages(int n) { gate_pages_ = std::max(0, n); }
   void set_gate_pages_gate_up(int n) { gate_pages_gu_ = std::max(0, n); }
   int gate_pages_gate_up() const { return gate_pages_gu_; }
+  // MlpGateUp's gate as the launches use it: gate_pages_gate_up when set, else gate_pages widened by the ring pages
+  // gate_up_extra_pages added (0: no gate).
+  int gate_up_gate() const {
+    return gate_pages_ == 0 ? 0 : gate_pages_gu_ > 0 ? gate_pages_gu_ : gate_pages_ + gu_extra_pages_;
+  }
   int gate_pages() const { return gate_pages_; }
   void set_lm_dynamic(bool on) { lm_dynamic_ = on; }
   bool lm_dynamic() const { return lm_dynamic_; }
@@ -257,7 +262,8 @@ class MegakernelBackend final : public Backend {
   int attn_mma_want_ = 0;  // split attention's warps asked to stream tiles (0: no split attention)
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
-  int gate_pages_gu_ = 0;  // MegakernelOptions::gate_pages_gate_up
+  int gate_pages_gu_ = 0;   // MegakernelOptions::gate_pages_gate_up
+  int gu_extra_pages_ = 0;  // ring pages added for MlpGateUp's gate (MegakernelOptions::gate_up_extra_pages)
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far

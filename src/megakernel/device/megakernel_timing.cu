@@ -81,7 +81,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   double tw = 0, tq = 0, tc = 0, tp = 0, ts = 0;
   std::snprintf(line, sizeof line,
                 "timing (last step of a %d-step launch, ring %d pages (gate %d, MlpGateUp %d), publish %s, mid_resid %d, attn_short %d (stage %d positions)): step span %.1f us\n",
-                timing_steps_, n_pages_, n_pages_ > 0 ? gate_pages_ : 0, n_pages_ > 0 && gate_pages_ > 0 && gate_pages_gu_ > 0 ? gate_pages_gu_ : n_pages_ > 0 ? gate_pages_ : 0, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
+                timing_steps_, n_pages_, n_pages_ > 0 ? gate_pages_ : 0, n_pages_ > 0 ? gate_up_gate() : 0, flags_ ? "flags (wait = step barrier; polls in prep)" : "counters",
                 int(mid_resid_), int(attn_short_ && attn_short_max_ > 0), attn_stage_, double(t_max - t_min) * 1e-3);
   out += line;
   out += "    op            instr  per SM per step (us): wait     prep   matvec (page wait)  publish\n";
