@@ -12,7 +12,7 @@ OUT=${OUT:-./mk_ab_out}; mkdir -p "$OUT"
 label() { echo "$(basename "$1")$(echo "${2:+_$2}" | tr -c 'A-Za-z0-9_\n' _)"; }
 LA=$(label "$A" "$EA"); LB=$(label "$B" "$EB")
 one() {  # one BIN SHAPE CTX ENV -> "x.xxx" ms/token at 128 steps per launch
-  env $4 LD_LIBRARY_PATH="$1/lib:${LD_LIBRARY_PATH:-}" MK_LAYERED=0 MK_CTX=$3 MK_SET=d MK_REPS=3 timeout 120 \
+  env $4 LD_LIBRARY_PATH="$1/lib:${LD_LIBRARY_PATH:-}" MK_LAYERED=0 MK_CTX=$3 MK_SET=d MK_REPS=3 timeout "${MK_AB_TIMEOUT:-120}" \
     "$1/megakernel_decode" "$2" 2>&1 | tee -a "$OUT/$(label "$1" "$4").log" | grep "128 steps" | grep -o "[0-9.]* ms/token" | cut -d' ' -f1
 }
 echo "shape ctx | $LA | $LB | $LB | $LA  (ms/token, 128 steps per launch)"
