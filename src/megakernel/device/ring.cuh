@@ -336,21 +336,12 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
     const int j = 2 * q;
     const bool two = j + 1 < nr;
     const uint4* w0 = pg + size_t(j) * row_u4;
+    const uint4* w1 = two ? w0 + row_u4 : w0;
     float a0 = 0.f, a1 = 0.f;
-    if (two) {
-      const uint4* w1 = w0 + row_u4;
 #pragma unroll 2
-      for (int ch = lane; ch < chunks; ch += 32) {
-        const uint4 u0 = w0[ch], u1 = w1[ch];
-        dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
-      }
-    } else {  // a single row (8B's down projection: one 28 KB row per page): its weights read once, not twice
-      float unused = 0.f;
-#pragma unroll 2
-      for (int ch = lane; ch < chunks; ch += 32) {
-        const uint4 u0 = w0[ch];
-        dot8_pair_sw(u0, u0, s_in, ch, sw, a0, unused);
-      }
+    for (int ch = lane; ch < chunks; ch += 32) {
+      const uint4 u0 = w0[ch], u1 = w1[ch];
+      dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
     }
     a0 = mk::cuda::warp_sum(a0);
     a1 = mk::cuda::warp_sum(a1);
