@@ -5,6 +5,7 @@
 # Usage: scripts/mk_ab.sh BIN_A BIN_B "llama-3.2-1b 16384" "llama-3.1-8b 4096" ...   (BIN_*: folders holding
 # megakernel_decode, and lib/ with its shared libraries when they are not installed). MK_ENV_A / MK_ENV_B: environment
 # assignments for A's / B's runs (e.g. MK_ENV_B="MK_FUSE=1" with BIN_B = BIN_A compares a switch of one build).
+# MK_AB_TIMEOUT: seconds per run (120): a build that hangs then costs that much device time per run, so keep it short.
 set -u
 A=$1; B=$2; shift 2
 EA=${MK_ENV_A:-}; EB=${MK_ENV_B:-}
