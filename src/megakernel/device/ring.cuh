@@ -252,19 +252,13 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   uint32_t page = 0;
   unsigned long long stall = 0;
   bool ok = true;  // STOP: false after the watchdog or once the consumers stopped (without STOP: always true)
-  // The stall before each instruction's pages (T_LOADER_STALL; each step overwrites the last).
-  auto stall_of = [&](uint32_t i, unsigned long long stall0) {
-    if (p.timing && lane == 0) p.timing[size_t(i) * TIMING_FIELDS + T_LOADER_STALL] = stall - stall0;
-  };
   for (int step = 0; step < p.n_steps && ok; ++step)
     for (uint32_t i = begin; i < end && ok; ++i) {
-      const unsigned long long stall0 = stall;
       if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
         if (!loader_lm_dynamic<STOP>(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) {
           if constexpr (!STOP) return;
           ok = false;
         }
-        stall_of(i, stall0);
         continue;
       }
       const WeightRows w = weight_rows(p, p.instrs[i]);
@@ -287,7 +281,6 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
         loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
                      w.stride == w.cols, policy, lane);
       }
-      stall_of(i, stall0);
     }
   // With stop ids the consumers may leave without reading the last pages (a stopped step's, run ahead): every bulk
   // copy must land before the block exits, so wait for the last np pages issued (the earlier ones were consumed; no
