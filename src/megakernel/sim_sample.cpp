@@ -14,9 +14,7 @@ namespace mk::megakernel {
 
 int32_t sample_draw(const float* logits, int n, const SampleParams& sp, uint64_t draw) {
   // Candidates (l - max finite l) / T in float; non-finite ones dropped.
-  float lmax = -INFINITY;
-  for (int i = 0; i < n; ++i)
-    if (std::isfinite(logits[i])) lmax = std::max(lmax, logits[i]);
+  const float lmax = sample_max(logits, n);
   std::vector<float> x;    // [kept] candidate logits, ascending id
   std::vector<int32_t> id; // [kept]
   for (int i = 0; i < n; ++i) {
@@ -61,8 +59,17 @@ double weight(float l, float m, const SampleParams& sp, bool& kept) {
   return kept ? std::exp(double(x)) : 0.0;
 }
 
-// One tile from id i0: each lane's 4 weights summed in order, then the warp's inclusive scan over the 32 lanes
-// (the device's shuffle tree: at offset o, lane l >= o adds lane l - o's value of the level before).
+// The device's inclusive warp scan (sample.cuh warp_scan) over 32 lanes' values, in place: at offset o, lane l >= o
+// adds lane l - o's value of the level before.
+void warp_scan32(double (&v)[32]) {
+  for (int o = 1; o < 32; o <<= 1) {
+    double prev[32];
+    std::copy(v, v + 32, prev);
+    for (int l = o; l < 32; ++l) v[l] = prev[l] + prev[l - o];
+  }
+}
+
+// One tile from id i0: each lane's 4 weights summed in order, then the warp's inclusive scan over the 32 lanes.
 struct Tile {
   double w[32][4];
   bool keep[32][4];
@@ -84,11 +91,7 @@ Tile tile_at(const float* logits, int n, int i0, float m, const SampleParams& sp
     }
     t.s[l] = t.incl[l] = s;
   }
-  for (int o = 1; o < 32; o <<= 1) {
-    double prev[32];
-    std::copy(t.incl, t.incl + 32, prev);
-    for (int l = o; l < 32; ++l) t.incl[l] = prev[l] + prev[l - o];
-  }
+  warp_scan32(t.incl);
   return t;
 }
 
@@ -118,11 +121,7 @@ int sample_pick_part(const std::vector<SamplePart>& parts, const SampleParams& s
   for (size_t base = 0; base < parts.size(); base += 32) {
     double v[32] = {};
     for (size_t l = 0; l < 32 && base + l < parts.size(); ++l) v[l] = parts[base + l].sum;
-    for (int o = 1; o < 32; o <<= 1) {
-      double prev[32];
-      std::copy(v, v + 32, prev);
-      for (int l = o; l < 32; ++l) v[l] = prev[l] + prev[l - o];
-    }
+    warp_scan32(v);
     for (size_t l = 0; l < 32 && base + l < parts.size(); ++l) incl[base + l] = carry + v[l];
     carry = carry + v[31];
   }
