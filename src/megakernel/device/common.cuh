@@ -373,8 +373,9 @@ __device__ __forceinline__ void stamp(const Ctx& c, int field) {
 
 // For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp
 // that owns the row. Each warp takes two rows at a time and issues U 16-byte loads per row before
-// using any (2 x 4 x 16 B x NCT threads: 44 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0.
-template <class Out>
+// using any (2 x 4 x 16 B x NCT threads: 44 KB in flight per SM). Needs cols % 8 == 0, ld % 8 == 0. XB: s_in
+// holds x as bf16 pairs (ring.cuh ring_page_matvec).
+template <bool XB = false, class Out>
 __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const float* s_in, int cols, int r0, int r1,
                                             Out&& out) {
   constexpr int U = 4;
@@ -395,7 +396,8 @@ __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const flo
       for (int j = 0; j < U; ++j) {
         const int k = k0 + j * 256;
         if (k < cols) {
-          dot8_pair(s_in + k, u0[j], u1[j], a0, a1);
+          if constexpr (XB) dot8_pair_bx(u0[j], u1[j], reinterpret_cast<const uint4*>(s_in)[k / 8], a0, a1);
+          else dot8_pair(s_in + k, u0[j], u1[j], a0, a1);
         }
       }
     }
@@ -412,14 +414,14 @@ __device__ __forceinline__ void matvec_rows(const bf16* W, int64_t ld, const flo
 // that runs one (the loader streams exactly these rows), else straight from global memory. A template
 // parameter, not a run-time branch: the two kernels get their own register allocation (with both paths
 // in one kernel ptxas spilled 300 B per thread).
-template <bool RING, bool NARROW = false, class Out>
+template <bool RING, bool NARROW = false, bool XB = false, class Out>
 __device__ __forceinline__ void matvec(const Ctx& c, const Instr& in, const float* s_in, Out&& out) {
   const WeightRows w = weight_rows(c.p, in);
   if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
   if constexpr (RING) {
-    ring_matvec<NARROW>(c, w, s_in, out);
+    ring_matvec<NARROW, XB>(c, w, s_in, out);
   } else {
-    matvec_rows(w.base - int64_t(w.row0) * w.stride, w.stride, s_in, w.cols, w.row0, w.row0 + w.n, out);
+    matvec_rows<XB>(w.base - int64_t(w.row0) * w.stride, w.stride, s_in, w.cols, w.row0, w.row0 + w.n, out);
   }
 }
 

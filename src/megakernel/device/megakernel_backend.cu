@@ -101,8 +101,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // s_x also holds, before a dependency wait, the prefetched norm weights (at [n_embd, 2 n_embd)) and the
   // attention K/V stage (attn_range: 4 x 16 B per consumer thread; attn_short: below); the first two fit the
   // n_ff floats of the supported models.
-  // And the sampled draw's scratch (ops/sample.cuh).
-  int x_floats = (std::max({L.n_embd, L.n_ff, G * hd, 2 * L.n_embd, 4 * device::NCT * 4,
+  // And the sampled draw's scratch (ops/sample.cuh). MlpDown's act takes n_ff / 2 (bf16 pairs: ops/mlp.cuh).
+  int x_floats = (std::max({L.n_embd, (L.n_ff + 1) / 2, G * hd, 2 * L.n_embd, 4 * device::NCT * 4,
                             device::sample_scratch_floats(L.n_sample_parts, L.sample_part_tiles)}) + 3) / 4 * 4;
   // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
   smem_aux_floats_ = (std::max({2 * max_gu_rows, 2 * device::WARPS,
@@ -125,13 +125,16 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     return opt.weight_ring ? (opt.ring_pages > 0 ? std::min(fit, std::max(2, opt.ring_pages)) : fit) : 0;
   };
   // attn_short's K/V stage (inline attention; ops/attn_short.cuh): [NC][C | 1] + [C][NC] x 16 B for C positions,
-  // NC = hd / 8. Up to 256 positions, s_x grown only into the room the wanted ring pages leave.
+  // NC = hd / 8. Up to 256 positions, s_x grown only into the room the wanted ring pages leave, MlpGateUp's extra
+  // pages included (session 22: 8B's stage of 140 positions had taken the room of its fifth page, which is worth more).
   attn_stage_ = attn_short_max_ = 0;
   if (L.n_chunks == 1) {
     const int nc = hd / 8;
     const int want_pos = std::min(max_context_, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 256);
     const int want_x = nc * (2 * want_pos + 1) * 4;
-    const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
+    const int fit = pages_that_fit(x_floats), wanted = pages_wanted(fit);
+    const int extra = wanted > 0 ? std::min(std::max(0, opt.gate_up_extra_pages), fit - wanted) : 0;
+    const size_t ring = size_t(wanted + extra) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);
     x_floats = std::max(x_floats, std::min(want_x, x_room));
     attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);

@@ -54,6 +54,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   double wait[N_OP] = {}, prep[N_OP] = {}, comp[N_OP] = {}, page[N_OP] = {}, sig[N_OP] = {};
   double prep1[N_OP] = {}, prep2[N_OP] = {};  // the prep up to T_PREP1, then to T_PREP2 (params.cuh)
   double att_kv[N_OP] = {};  // of the attention: thread 0 waiting for its staged K/V copies
+  double lstall[N_OP] = {};  // the loader's ring-full wait before the op's pages
   int count[N_OP] = {};
   unsigned long long t_min = ~0ull, t_max = 0;
   for (size_t i = 0; i < n_instr; ++i) {
@@ -65,6 +66,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
     comp[op] += matvec_ns(r);
     page[op] += double(r[device::T_PAGE_WAIT]);
     sig[op] += double(r[device::T_SIGNAL_END] - r[device::T_COMPUTE_END]);
+    lstall[op] += double(r[device::T_LOADER_STALL]);
     if (r[device::T_PREP1] && r[device::T_PREP2]) {
       prep1[op] += double(r[device::T_PREP1] - r[device::T_WAIT_END]);
       prep2[op] += double(r[device::T_PREP2] - r[device::T_PREP1]);
@@ -106,9 +108,15 @@ Expected<std::string> MegakernelBackend::timing_report() {
   std::snprintf(line, sizeof line, "    %-13s %6zu %28.1f %8.1f %8.1f %8.1f %12.1f\n", "total", n_instr, tw * per, tq * per,
                 tc * per, tp * per, ts * per);
   out += line;
-  std::snprintf(line, sizeof line, "    loader stalled on a full ring: %.1f us per SM per step\n",
+  std::snprintf(line, sizeof line, "    loader stalled on a full ring: %.1f us per SM per step; in the last step, before the pages of:",
                 stall * per / std::max(1, timing_steps_));
   out += line;
+  for (int op = 0; op < N_OP; ++op)
+    if (count[op] && lstall[op] > 0) {
+      std::snprintf(line, sizeof line, " %s %.1f", op_name(Op(op)), lstall[op] * per);
+      out += line;
+    }
+  out += "\n";
   // Version 10: how unevenly each stage ends. Per (op, layer): the mean and the latest of its instructions' ends
   // (thread 0 done with the op) and the longest matvec; summed over the layers (us per step). "late" = latest - mean
   // end: roughly what an average consumer of the stage waits for its slowest producer.

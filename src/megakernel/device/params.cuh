@@ -73,7 +73,10 @@ struct MkLayer {
 // MlpGateUp: the residual's inputs polled and summed (every thread's, after a barrier); the RMSNorm done.
 // T_ATT_KV (attention ops): thread 0's staged K/V copies landed (attn_range: before the first score; attn_short:
 // every thread's, after the barrier that follows them).
-enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_PREP1, T_PREP2, T_ATT_KV, TIMING_FIELDS };
+// T_LOADER_STALL: ns the loader waited for a free ring slot before issuing this instruction's pages (the ring was
+// full of earlier pages), written by the loader.
+enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_PREP1, T_PREP2, T_ATT_KV,
+                   T_LOADER_STALL, TIMING_FIELDS };
 // After the instructions, per block [BLOCK_FIELDS]: loader ns stalled on a full ring (whole launch),
 // kernel start, kernel end (ns), the SM it ran on (%smid).
 enum BlockTimingField { B_LOADER_STALL = 0, B_START, B_END, B_SMID, BLOCK_FIELDS };

@@ -252,13 +252,19 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   uint32_t page = 0;
   unsigned long long stall = 0;
   bool ok = true;  // STOP: false after the watchdog or once the consumers stopped (without STOP: always true)
+  // The stall before each instruction's pages (T_LOADER_STALL; each step overwrites the last).
+  auto stall_of = [&](uint32_t i, unsigned long long stall0) {
+    if (p.timing && lane == 0) p.timing[size_t(i) * TIMING_FIELDS + T_LOADER_STALL] = stall - stall0;
+  };
   for (int step = 0; step < p.n_steps && ok; ++step)
     for (uint32_t i = begin; i < end && ok; ++i) {
+      const unsigned long long stall0 = stall;
       if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
         if (!loader_lm_dynamic<STOP>(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) {
           if constexpr (!STOP) return;
           ok = false;
         }
+        stall_of(i, stall0);
         continue;
       }
       const WeightRows w = weight_rows(p, p.instrs[i]);
@@ -281,6 +287,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
         loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
                      w.stride == w.cols, policy, lane);
       }
+      stall_of(i, stall0);
     }
   // With stop ids the consumers may leave without reading the last pages (a stopped step's, run ahead): every bulk
   // copy must land before the block exits, so wait for the last np pages issued (the earlier ones were consumed; no
@@ -320,10 +327,23 @@ __device__ __forceinline__ void dot8_pair_sw(const uint4& u0, const uint4& u1, c
         mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
 }
 
+// As dot8_pair_sw with x as 8 bf16 (one 16-byte chunk; a warp reads 512 consecutive bytes: no conflicts, no swizzle).
+__device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, const uint4& x, float& a0, float& a1) {
+  using mk::cuda::bf16_hi;
+  using mk::cuda::bf16_lo;
+  const float x0 = bf16_lo(x.x), x1 = bf16_hi(x.x), x2 = bf16_lo(x.y), x3 = bf16_hi(x.y), x4 = bf16_lo(x.z),
+              x5 = bf16_hi(x.z), x6 = bf16_lo(x.w), x7 = bf16_hi(x.w);
+  a0 += bf16_lo(u0.x) * x0 + bf16_hi(u0.x) * x1 + bf16_lo(u0.y) * x2 + bf16_hi(u0.y) * x3 + bf16_lo(u0.z) * x4 +
+        bf16_hi(u0.z) * x5 + bf16_lo(u0.w) * x6 + bf16_hi(u0.w) * x7;
+  a1 += bf16_lo(u1.x) * x0 + bf16_hi(u1.x) * x1 + bf16_lo(u1.y) * x2 + bf16_hi(u1.y) * x3 + bf16_lo(u1.z) * x4 +
+        bf16_hi(u1.z) * x5 + bf16_lo(u1.w) * x6 + bf16_hi(u1.w) * x7;
+}
+
 // Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
 // for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
-// successive pages start where the last one ended); then this warp releases the page.
-template <class Out>
+// successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
+// pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh).
+template <bool XB = false, class Out>
 __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
                                                  const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -336,12 +356,28 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
     const int j = 2 * q;
     const bool two = j + 1 < nr;
     const uint4* w0 = pg + size_t(j) * row_u4;
-    const uint4* w1 = two ? w0 + row_u4 : w0;
     float a0 = 0.f, a1 = 0.f;
+    if constexpr (XB) {  // MlpDown: x as bf16 pairs; a lone row (8B's: one 28 KB row per page) read once, not twice
+      const uint4* xb = reinterpret_cast<const uint4*>(s_in);
+      if (two) {
+        const uint4* w1 = w0 + row_u4;
 #pragma unroll 2
-    for (int ch = lane; ch < chunks; ch += 32) {
-      const uint4 u0 = w0[ch], u1 = w1[ch];
-      dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
+        for (int ch = lane; ch < chunks; ch += 32) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
+      } else {
+        float unused = 0.f;
+#pragma unroll 2
+        for (int ch = lane; ch < chunks; ch += 32) {
+          const uint4 u0 = w0[ch];
+          dot8_pair_bx(u0, u0, xb[ch], a0, unused);
+        }
+      }
+    } else {  // the other ops' rows come in pairs on the supported models (a lone row is computed twice)
+      const uint4* w1 = two ? w0 + row_u4 : w0;
+#pragma unroll 2
+      for (int ch = lane; ch < chunks; ch += 32) {
+        const uint4 u0 = w0[ch], u1 = w1[ch];
+        dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
+      }
     }
     a0 = mk::cuda::warp_sum(a0);
     a1 = mk::cuda::warp_sum(a1);
@@ -397,7 +433,7 @@ __device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t s
 // Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages
 // in the loader's order (called by all consumer warps; lane 0 of the owning warp calls out). NARROW: rows of at most
 // 512 columns take ring_page_matvec_narrow (whose out() runs in lanes 0, 8, 16, 24).
-template <bool NARROW = false, class Out>
+template <bool NARROW = false, bool XB = false, class Out>
 __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in, Out&& out) {
   const int rpp = page_rows(w.cols);
   int pair_base = 0;
@@ -407,7 +443,7 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
       ring_page_matvec_narrow(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
       pair_base += ((nr + 1) / 2 + 3) / 4;
     } else {
-      ring_page_matvec(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+      ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
       pair_base += (nr + 1) / 2;
     }
   }

@@ -38,9 +38,10 @@ __device__ __forceinline__ bool fresh_slot(const Words8& q, uint32_t e) {  // co
 }
 __device__ __forceinline__ void ld_slot(Words8& q, const uint32_t* p) { q = ld_words8(p); }
 
-// s_x[0, n) = the packed words at w (n % 8 == 0): poll_vector's form (S slots per thread loaded before any is
-// checked, then the stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 24 NCT (1B's
-// act; 8B's takes two, where pairs took three on 11 warps). More slots spilled (session 19 call 6).
+// s_x = the packed words at w (n % 8 == 0) as bf16 pairs (element 2k in the low half of word k of s_x: ring.cuh
+// dot8_pair_bx; n / 2 floats of room), poll_vector's form (S slots per thread loaded before any is checked, then the
+// stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 24 NCT (1B's act; 8B's takes two,
+// where pairs took three on 11 warps). More slots spilled (session 19 call 6).
 __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int n) {
   constexpr int S = 3;
   for (int i0 = 8 * threadIdx.x; i0 < n; i0 += 8 * S * NCT) {
@@ -53,8 +54,9 @@ __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int 
       const int i = i0 + k * 8 * NCT;
       if (i < n) {
         repoll(c, q[k], w + i);
-        *reinterpret_cast<float4*>(c.s_x + i) = make_float4(word_val(q[k].a.x), word_val(q[k].a.y), word_val(q[k].a.z), word_val(q[k].a.w));
-        *reinterpret_cast<float4*>(c.s_x + i + 4) = make_float4(word_val(q[k].b.x), word_val(q[k].b.y), word_val(q[k].b.z), word_val(q[k].b.w));
+        const Words8& v = q[k];  // a word's value is its high half: element i's to the low half of the pair
+        *reinterpret_cast<uint4*>(c.s_x + i / 2) = make_uint4(__byte_perm(v.a.x, v.a.y, 0x7632), __byte_perm(v.a.z, v.a.w, 0x7632),
+                                                              __byte_perm(v.b.x, v.b.y, 0x7632), __byte_perm(v.b.z, v.b.w, 0x7632));
       }
     }
   }
@@ -104,7 +106,8 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   }
 }
 
-// down[l][rows] = w_down[rows] . act[l]
+// down[l][rows] = w_down[rows] . act[l]. act sits in s_x as bf16 pairs (its values are bf16 already): half the shared
+// memory of floats -- what 8B's ring pages are short of -- and half the x bytes each page's warp reads.
 template <bool RING, bool FLAG>
 __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
@@ -112,13 +115,16 @@ __device__ void op_mlp_down(const Ctx& c, const Instr& in) {
   if constexpr (FLAG) {
     poll_words(c, act_words(c, act), L.n_ff);
   } else {
-    for (int i = 4 * threadIdx.x; i < L.n_ff; i += 4 * NCT)
-      *reinterpret_cast<float4*>(c.s_x + i) = ld_act4(c.p.ws + act + i);
+    const auto pair = [](float a, float b) { return (__float_as_uint(a) >> 16) | (__float_as_uint(b) & 0xffff0000u); };
+    for (int i = 4 * threadIdx.x; i < L.n_ff; i += 4 * NCT) {
+      const float4 v = ld_act4(c.p.ws + act + i);
+      *reinterpret_cast<uint2*>(c.s_x + i / 2) = make_uint2(pair(v.x, v.y), pair(v.z, v.w));
+    }
   }
   csync();
   gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh s_gate)
   const int64_t out = L.down + int64_t(in.layer) * L.n_embd;
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
+  matvec<RING, false, true>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });
 }
 
 }  // namespace mk::megakernel::device
