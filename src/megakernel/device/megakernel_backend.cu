@@ -98,10 +98,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
         return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
     }
   const int G = L.group, hd = L.head_dim;
-  // s_x also holds, before a dependency wait, the prefetched norm weights (at [n_embd, 2 n_embd)) and the
-  // attention K/V stage (attn_range: 4 x 16 B per consumer thread; attn_short: below); the first two fit the
-  // n_ff floats of the supported models.
-  // And the sampled draw's scratch (ops/sample.cuh). MlpDown's act takes n_ff / 2 (bf16 pairs: ops/mlp.cuh).
+  // s_x: a matvec's input (MlpDown's act as bf16 pairs, n_ff / 2 floats: ops/mlp.cuh), before a dependency wait the
+  // prefetched norm weights (at [n_embd, 2 n_embd)), the attention K/V stage (attn_range: 4 x 16 B per consumer
+  // thread; attn_short: below) and the sampled draw's scratch (ops/sample.cuh).
   int x_floats = (std::max({L.n_embd, (L.n_ff + 1) / 2, G * hd, 2 * L.n_embd, 4 * device::NCT * 4,
                             device::sample_scratch_floats(L.n_sample_parts, L.sample_part_tiles)}) + 3) / 4 * 4;
   // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
