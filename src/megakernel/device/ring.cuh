@@ -392,37 +392,6 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
   ++c.page;
 }
 
-// ring_page_matvec for the last page of a MlpDown instruction when it holds one or two rows (x as bf16 pairs): every
-// consumer warp takes a slice of the columns, and thread 0 adds the warps' sums (in warp order: deterministic). Why: a
-// page of one row pair is one warp's work (1B: 2 rows of 16 KB; 8B: one of 28 KB, ~1 us), and the step's critical path
-// waits for the instruction's last row while the other warps idle at the end-of-instruction barrier.
-template <class Out>
-__device__ __forceinline__ void ring_page_matvec_split(const Ctx& c, uint32_t slot, int cols, int nr, int row0,
-                                                       const float* s_in, Out&& out) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, chunks = cols / 8;
-  const uint4* w0 = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
-  const uint4* w1 = nr > 1 ? w0 + chunks : w0;
-  const uint4* xb = reinterpret_cast<const uint4*>(s_in);
-  float a0 = 0.f, a1 = 0.f;
-  for (int ch = threadIdx.x; ch < chunks; ch += NCT) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
-  a0 = mk::cuda::warp_sum(a0);
-  a1 = mk::cuda::warp_sum(a1);
-  __syncwarp();  // every lane's reads of the page are done before lane 0 releases it
-  if (lane == 0) {
-    mbar_arrive(&c.empty[slot]);
-    c.s_red[2 * warp] = a0;
-    c.s_red[2 * warp + 1] = a1;
-  }
-  ++c.page;
-  csync();
-  if (threadIdx.x == 0) {
-    float s0 = 0.f, s1 = 0.f;
-    for (int k = 0; k < WARPS; ++k) s0 += c.s_red[2 * k], s1 += c.s_red[2 * k + 1];
-    out(row0, s0);
-    if (nr > 1) out(row0 + 1, s1);
-  }
-}
-
 // ring_page_matvec for rows of at most 512 columns (AttnOProj's kv group: group x head_dim): a warp takes 4 row pairs
 // at once, a group of 8 lanes each (quad q of the page goes to warp (quad_base + q) % WARPS), 8 lanes summing a row
 // over 3 shuffles. Why: one pair per warp spent most of its time in two 5-shuffle reductions of a single 16-byte chunk
@@ -473,8 +442,6 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
     if (NARROW && w.cols <= 512) {
       ring_page_matvec_narrow(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
       pair_base += ((nr + 1) / 2 + 3) / 4;
-    } else if (XB && nr <= 2 && r + rpp >= w.n) {
-      ring_page_matvec_split(c, ring_wait_page(c), w.cols, nr, w.row0 + r, s_in, out);
     } else {
       ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
       pair_base += (nr + 1) / 2;
