@@ -175,6 +175,10 @@ struct Layout {
                             //                      last kept id as float, -1 for none; the max m it used)
   int n_sample_parts = 0;   // SamplePartial instructions; part k holds ids [k, k + 1) * sample_part_tiles * SAMPLE_TILE
   int sample_part_tiles = 0;
+  static int sample_parts(int n_vocab, int part_tiles) {  // n_sample_parts for ranges of part_tiles tiles
+    const int64_t ids = int64_t(part_tiles) * SAMPLE_TILE;
+    return int((n_vocab + ids - 1) / ids);
+  }
   MK_ISA_HD void sample_part_range(int k, int& r0, int& r1) const {
     const int ids = sample_part_tiles * SAMPLE_TILE;
     r0 = k * ids, r1 = n_vocab - r0 < ids ? n_vocab : r0 + ids;

@@ -191,8 +191,7 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
   L.sample_part_tiles = sample_part_tiles(c.n_vocab, o.n_sm);
-  const int64_t part_ids = int64_t(L.sample_part_tiles) * SAMPLE_TILE;
-  L.n_sample_parts = int((c.n_vocab + part_ids - 1) / part_ids);
+  L.n_sample_parts = Layout::sample_parts(c.n_vocab, L.sample_part_tiles);
   L.sample_part = take(int64_t(L.n_sample_parts) * 4);
   if (o.lm_unit_rows > 0) {
     L.lm_unit_rows = o.lm_unit_rows;

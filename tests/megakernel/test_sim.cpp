@@ -269,8 +269,10 @@ void expect_skipped_polls_caught(const Model& m, const ScheduleOptions& o, Op op
                 r.message().find("which nothing wrote") != std::string::npos)
         << r.message();
     EXPECT_NE(r.message().find(op_name(op)), std::string::npos) << r.message();
-    if (phase >= 0) EXPECT_NE(r.message().find(cat(op_name(op), "(")), std::string::npos) << r.message();
-    if (phase >= 0) EXPECT_NE(r.message().find(cat(" phase ", phase, " reads")), std::string::npos) << r.message();
+    if (phase >= 0) {
+      EXPECT_NE(r.message().find(cat(op_name(op), "(")), std::string::npos) << r.message();
+      EXPECT_NE(r.message().find(cat(" phase ", phase, " reads")), std::string::npos) << r.message();
+    }
   }
   EXPECT_GE(failed, 4) << op_name(op) << ", " << what;
 }

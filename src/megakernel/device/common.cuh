@@ -186,16 +186,7 @@ __device__ __forceinline__ void repoll(const Ctx& c, Slot& q, const T* p) {
 }
 
 // The value of one pair, polled until it holds epoch c.epoch.
-__device__ __forceinline__ float poll1(const Ctx& c, const u64* p) {
-  u64 v = ld_flag(p);
-  if (fresh(v, c.epoch)) return flag_val(v);
-  const long long t0 = clock64();
-  for (uint32_t n = 0; !fresh(v, c.epoch); ++n) {
-    if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
-    v = ld_flag(p);
-  }
-  return flag_val(v);
-}
+__device__ __forceinline__ float poll1(const Ctx& c, const u64* p) { return flag_val(poll_flag(c.p, p, c.epoch, c.instr)); }
 
 // Every consumer thread polls its share of the n pairs at p (16-byte loads, up to 4 in flight); after the
 // barrier that ends it, any consumer thread may read the values (ld_flag_val): a later relaxed load of a

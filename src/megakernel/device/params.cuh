@@ -159,8 +159,9 @@ struct MkParams {
   // QkvProj instruction before the block's consumers have read that instruction's whole input (ops/mlp.cuh,
   // ops/qkv_proj.cuh: gate_open), i.e. before the stage before it ended on every SM; 0: no gate (MegakernelOptions).
   int gate_pages;
-  // Session 20: MlpGateUp's own gate (> 0: instead of gate_pages; MegakernelOptions::gate_pages_gate_up), so that with
-  // a deeper ring more of its pages can land during the attention before it without the other stages' gates moving.
+  // Session 20: MlpGateUp's own gate, used instead of gate_pages (the backend's gate_up_gate(): gate_pages plus its extra
+  // pages, or MegakernelOptions::gate_pages_gate_up), so that with a deeper ring more of its pages can land during the
+  // attention before it without the other stages' gates moving.
   int gate_pages_gu;
 };
 

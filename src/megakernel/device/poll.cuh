@@ -79,4 +79,16 @@ __device__ __forceinline__ bool flag_poll_expired(const MkParams& p, uint32_t in
   return *reinterpret_cast<volatile const uint32_t*>(p.error) != 0;
 }
 
+// The pair at a, polled until it holds `epoch` (or the watchdog gives up: the value is then garbage).
+__device__ __forceinline__ u64 poll_flag(const MkParams& p, const u64* a, uint32_t epoch, uint32_t instr) {
+  u64 v = ld_flag(a);
+  if (fresh(v, epoch)) return v;
+  const long long t0 = clock64();
+  for (uint32_t n = 0; !fresh(v, epoch); ++n) {
+    if ((n & 63u) == 1u && flag_poll_expired(p, instr, t0)) break;
+    v = ld_flag(a);
+  }
+  return v;
+}
+
 }  // namespace mk::megakernel::device

@@ -271,7 +271,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       if (w.n == 0) continue;
       const int rpp = page_rows(w.cols);
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
-      const int gate_n = p.instrs[i].op == Op::MlpGateUp && p.gate_pages_gu > 0 ? p.gate_pages_gu : p.gate_pages;
+      const int gate_n = p.instrs[i].op == Op::MlpGateUp ? p.gate_pages_gu : p.gate_pages;
       const int gate_at = p.gate_pages > 0 && gated_op(p, p.instrs[i].op) ? gate_n * rpp : w.n;
       for (int r = 0; r < w.n; r += rpp, ++page) {
         if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {

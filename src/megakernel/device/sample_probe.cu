@@ -53,7 +53,7 @@ Expected<DrawProbe> draw_probe(std::span<const float> logits, const SampleParams
   if (logits.empty() || n_draws < 1 || part_tiles < 1 || !(sp.temperature > 0.f))
     return make_error("draw_probe: needs logits, n_draws >= 1, part_tiles >= 1 and a temperature > 0");
   const int V = int(logits.size()), padded = (V + 3) / 4 * 4;
-  const int ids = part_tiles * SAMPLE_TILE, n_parts = (V + ids - 1) / ids;
+  const int n_parts = Layout::sample_parts(V, part_tiles);
   const uint32_t epoch = 77;
   // The workspace: logits [padded] (the padding stale, never a candidate), then the records [n_parts][4] (stale).
   const size_t n = size_t(padded) + 4 * size_t(n_parts);

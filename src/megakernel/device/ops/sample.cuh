@@ -32,17 +32,6 @@ namespace sample_detail {
 
 constexpr unsigned FULL = 0xffffffffu;
 
-// One pair polled until it holds `epoch` (the watchdog as poll1).
-__device__ __forceinline__ u64 poll_pair(const MkParams& p, const u64* a, uint32_t epoch, uint32_t instr) {
-  u64 v = ld_flag(a);
-  const long long t0 = clock64();
-  for (uint32_t k = 0; !fresh(v, epoch); ++k) {
-    if ((k & 63u) == 1u && flag_poll_expired(p, instr, t0)) break;
-    v = ld_flag(a);
-  }
-  return v;
-}
-
 // Four pairs from `a` (32 bytes), the first nv of them re-polled while stale (the rest NaN: padding past the end).
 __device__ __forceinline__ void poll4(const MkParams& p, const u64* a, int nv, uint32_t epoch, uint32_t instr,
                                       float (&v)[4]) {
@@ -50,7 +39,7 @@ __device__ __forceinline__ void poll4(const MkParams& p, const u64* a, int nv, u
   const u64 e[4] = {q.a.x, q.a.y, q.b.x, q.b.y};
 #pragma unroll
   for (int j = 0; j < 4; ++j)
-    v[j] = j >= nv ? NAN : flag_val(fresh(e[j], epoch) ? e[j] : poll_pair(p, a + j, epoch, instr));
+    v[j] = j >= nv ? NAN : flag_val(fresh(e[j], epoch) ? e[j] : poll_flag(p, a + j, epoch, instr));
 }
 
 // The logits of ids i0..i0+3 (i0 % 4 == 0); ids >= n read as NaN (weight 0, never kept). The padding to 4 floats is
@@ -152,7 +141,7 @@ __device__ __forceinline__ float sample_max(const MkParams& p, float hint, float
   const int n = p.L.n_vocab, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float m = -INFINITY;
   for (int i = threadIdx.x; i < n; i += NCT) {
-    const float l = FLAG ? flag_val(sample_detail::poll_pair(p, p.fws + p.L.logits + i, epoch, instr))
+    const float l = FLAG ? flag_val(poll_flag(p, p.fws + p.L.logits + i, epoch, instr))
                          : ld_act(p.ws + p.L.logits + i);
     if (isfinite(l)) m = fmaxf(m, l);
   }
