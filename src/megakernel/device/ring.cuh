@@ -116,7 +116,7 @@ __device__ __forceinline__ uint32_t gate_seq(const MkParams& p, int step, uint32
 // MlpGateUp too where attention is inline (session 19): gated everywhere it was −0.2% (1B) to −1.4% (Qwen3-0.6B) at
 // ctx 32 but +0.8% at 1B 4096* (session 18 call 9), where split attention's stage ends differently.
 __device__ __forceinline__ bool gated_op(const MkParams& p, Op op) {
-  return op == Op::MlpDown || op == Op::QkvProj || ((op == Op::MlpGateUp || op == Op::AttnOProj) && p.L.n_chunks == 1);
+  return op == Op::MlpDown || op == Op::QkvProj || (op == Op::MlpGateUp && p.L.n_chunks == 1);
 }
 __device__ __forceinline__ void gate_open(const MkParams& p, int step, uint32_t i) {
   if (p.gate_pages > 0 && threadIdx.x == 0)

@@ -375,14 +375,12 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
     if (!c.staged) attn_short_issue(c, in.layer, in.group);
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
-    gate_open(c.p, c.step, c.instr);  // q, k, v are read: the loader may stream the rest (ring.cuh gated_op)
     stamp(c, T_PREP1);
     if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
     else attn_short_hd<128>(c, in.layer, in.group, s_h);
     stamp(c, T_PREP2);
   } else if (L.n_chunks == 1) {
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
-    gate_open(c.p, c.step, c.instr);
     stamp(c, T_PREP1);
     attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
     stamp(c, T_PREP2);
