@@ -174,6 +174,57 @@ Expected<std::string> MegakernelBackend::timing_report() {
       out += line;
     }
     out += "\n";
+    // Session 22: what a stage's prep costs after its inputs exist. Per consumer instruction: from the latest
+    // T_SIGNAL_END of the stage it reads (its stores issued, the end-of-op barrier passed) to the moment its own
+    // inputs were in shared memory (T_PREP1, or its matvec start where the op has no T_PREP1); the mean over the
+    // stage's instructions, summed over the layers. The prep is then the wait for that latest producer (the late end
+    // above, on average) plus this propagation (the round trips of the polls, the sums) plus its own work.
+    {
+      const bool split = schedule_.layout.n_chunks > 1;
+      auto producer = [&](Op op) {
+        switch (op) {
+          case Op::QkvProj: return Op::MlpDown;  // of the layer before
+          case Op::AttnPartial: return Op::QkvProj;
+          case Op::AttnOProj: return split ? Op::AttnPartial : Op::QkvProj;
+          case Op::MlpGateUp: return Op::AttnOProj;
+          case Op::MlpDown: return Op::MlpGateUp;
+          case Op::LmHead: return Op::MlpDown;  // of the last layer
+          default: return Op::Count;
+        }
+      };
+      const int NL = config_.n_layer + 1;
+      std::vector<unsigned long long> last_pub(size_t(N_OP) * size_t(NL), 0);
+      for (size_t i = 0; i < n_instr; ++i) {
+        unsigned long long& m = last_pub[size_t(instrs[i].op) * size_t(NL) + std::min<int>(instrs[i].layer, NL - 1)];
+        m = std::max(m, t[i * device::TIMING_FIELDS + device::T_SIGNAL_END]);
+      }
+      std::vector<double> prop_sum(size_t(N_OP) * size_t(NL), 0);
+      std::vector<int> prop_n(size_t(N_OP) * size_t(NL), 0);
+      for (size_t i = 0; i < n_instr; ++i) {
+        const Op op = instrs[i].op, pr = producer(op);
+        if (pr == Op::Count || (op == Op::QkvProj && instrs[i].layer == 0))
+          continue;
+        const int l = std::min<int>(instrs[i].layer, NL - 1);
+        const int pl = op == Op::QkvProj ? l - 1 : op == Op::LmHead ? config_.n_layer - 1 : l;
+        const unsigned long long pub = last_pub[size_t(pr) * size_t(NL) + size_t(pl)];
+        const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
+        const unsigned long long ready = r[device::T_PREP1] ? r[device::T_PREP1] : matvec_start(r);
+        if (!pub || !ready) continue;
+        prop_sum[size_t(op) * size_t(NL) + size_t(l)] += double(ready) - double(pub);
+        prop_n[size_t(op) * size_t(NL) + size_t(l)]++;
+      }
+      out += "    inputs in shared memory after the latest producer's publish (mean, us per step):";
+      for (int op = 0; op < N_OP; ++op) {
+        double sum = 0;
+        bool any = false;
+        for (int l = 0; l < NL; ++l)
+          if (const int n = prop_n[size_t(op) * size_t(NL) + size_t(l)]) sum += prop_sum[size_t(op) * size_t(NL) + size_t(l)] / n, any = true;
+        if (!any) continue;
+        std::snprintf(line, sizeof line, " %s %.1f", op_name(Op(op)), sum * 1e-3);
+        out += line;
+      }
+      out += "\n";
+    }
     for (size_t i = 0; i < n_instr; ++i)
       if (instrs[i].op == Op::Argmax) {
         const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
