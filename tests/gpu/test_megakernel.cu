@@ -60,8 +60,8 @@ std::vector<int32_t> mk_greedy(const Model& m, const std::vector<int32_t>& promp
   if (!b) return {};
   std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
   std::vector<int32_t> out(static_cast<size_t>(n));
-  Status st = b->forward(prompt, 0, logits);
-  if (st.ok()) st = b->generate_greedy(argmax(logits), int(prompt.size()), out, spl);
+  const Status fw = b->forward(prompt, 0, logits);
+  const Status st = fw.ok() ? b->generate_greedy(argmax(logits), int(prompt.size()), out, spl) : fw;
   if (!st.ok()) {
     ADD_FAILURE() << st.message();
     return {};
@@ -133,6 +133,32 @@ TEST(Megakernel, MatchesCpuMultiPageRowsRingAndDirect) {
   compare(k, {.n_sm = 7, .weight_ring = false}, 102);
   compare(k, {}, 103);
   compare(k, {.attn_chunk_len = 8, .weight_ring = false}, 104);
+}
+
+// Session 22's shared-memory plan (megakernel_backend.cu): the K/V stage leaves MlpGateUp's extra ring page its room
+// only where a page holds a single row of the widest matrix (down rows of n_ff > 8192: 8B's shape), so at a context
+// whose stage would fill that room the wide model gets one page more and a shorter stage than the narrow one; the
+// wide model's plan (single-row MlpDown pages read once, act as bf16 pairs) still gives the CPU's tokens.
+TEST(Megakernel, StageLeavesExtraPageOnlyWhereAPageHoldsOneRow) {
+  const int ctx = 256;
+  Model narrow = make_random_model(cfg(Family::Qwen3, 128, 8, 2, 256, 512, false), DType::BF16, 91);
+  Model wide = make_random_model(cfg(Family::Qwen3, 128, 8, 2, 256, 8656, false), DType::BF16, 92);
+  auto bn = make_mk(narrow, ctx, {});
+  auto bw = make_mk(wide, ctx, {});
+  ASSERT_TRUE(bn && bw);
+  const MegakernelOptions d{};
+  EXPECT_EQ(bn->ring_pages(), d.ring_pages);  // the stage took the extra page's room
+  EXPECT_EQ(bw->ring_pages(), std::min(bw->max_ring_pages(), d.ring_pages + d.gate_up_extra_pages));
+  EXPECT_GT(bw->ring_pages(), bn->ring_pages());
+  EXPECT_LT(bw->attn_stage(), bn->attn_stage());
+  EXPECT_GT(bw->attn_stage(), 0);
+  const std::vector<int32_t> prompt = {3, 141, 59, 26};
+  std::vector<float> logits(static_cast<size_t>(wide.config.n_vocab));
+  ASSERT_TRUE(bw->forward(prompt, 0, logits).ok());
+  std::vector<int32_t> out(16);
+  const Status st = bw->generate_greedy(argmax(logits), int(prompt.size()), out, 4);
+  ASSERT_TRUE(st.ok()) << st.message();
+  expect_cpu_greedy_prefix(wide, prompt, out);
 }
 
 TEST(Megakernel, KStepsPerLaunchEqualOneStepPerLaunch) {
