@@ -121,7 +121,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
   // (thread 0 done with the op) and the longest matvec; summed over the layers (us per step). "late" = latest - mean
   // end: roughly what an average consumer of the stage waits for its slowest producer.
   {
-    struct Agg { double sum_end = 0, max_end = 0, sum_mv = 0, max_mv = 0; int n = 0; };
+    struct Agg { double sum_end = 0, max_end = 0, sum_mv = 0, max_mv = 0, max_pub = 0; int n = 0; };
     std::vector<Agg> agg(size_t(N_OP) * size_t(config_.n_layer + 1));
     for (size_t i = 0; i < n_instr; ++i) {
       const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
@@ -130,6 +130,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
       const double end = double(r[device::T_COMPUTE_END] - t_min);
       const double mv = matvec_ns(r);
       a.sum_end += end, a.max_end = std::max(a.max_end, end), a.sum_mv += mv, a.max_mv = std::max(a.max_mv, mv), a.n++;
+      a.max_pub = std::max(a.max_pub, double(r[device::T_SIGNAL_END] - t_min));
     }
     out += "    op            late end (latest - mean, us/step)   matvec mean / longest (us/step)\n";
     for (int op = 0; op < N_OP; ++op) {
@@ -193,11 +194,6 @@ Expected<std::string> MegakernelBackend::timing_report() {
         }
       };
       const int NL = config_.n_layer + 1;
-      std::vector<unsigned long long> last_pub(size_t(N_OP) * size_t(NL), 0);
-      for (size_t i = 0; i < n_instr; ++i) {
-        unsigned long long& m = last_pub[size_t(instrs[i].op) * size_t(NL) + std::min<int>(instrs[i].layer, NL - 1)];
-        m = std::max(m, t[i * device::TIMING_FIELDS + device::T_SIGNAL_END]);
-      }
       std::vector<double> prop_sum(size_t(N_OP) * size_t(NL), 0);
       std::vector<int> prop_n(size_t(N_OP) * size_t(NL), 0);
       for (size_t i = 0; i < n_instr; ++i) {
@@ -206,11 +202,11 @@ Expected<std::string> MegakernelBackend::timing_report() {
           continue;
         const int l = std::min<int>(instrs[i].layer, NL - 1);
         const int pl = op == Op::QkvProj ? l - 1 : op == Op::LmHead ? config_.n_layer - 1 : l;
-        const unsigned long long pub = last_pub[size_t(pr) * size_t(NL) + size_t(pl)];
+        const Agg& pa = agg[size_t(pr) * size_t(NL) + size_t(pl)];
         const unsigned long long* r = t.data() + i * device::TIMING_FIELDS;
         const unsigned long long ready = r[device::T_PREP1] ? r[device::T_PREP1] : matvec_start(r);
-        if (!pub || !ready) continue;
-        prop_sum[size_t(op) * size_t(NL) + size_t(l)] += double(ready) - double(pub);
+        if (!pa.n || !ready) continue;
+        prop_sum[size_t(op) * size_t(NL) + size_t(l)] += double(ready - t_min) - pa.max_pub;
         prop_n[size_t(op) * size_t(NL) + size_t(l)]++;
       }
       out += "    inputs in shared memory after the latest producer's publish (mean, us per step):";
