@@ -167,9 +167,9 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
     // Short contexts: attention inline in the O projection (one dependency point fewer). Long ones:
     // enough chunks that (kv heads x chunks) covers the SMs, each a multiple of 64 positions.
     int want = std::max(1, o.n_sm / c.n_kv_head);
-    chunk = o.max_context <= 1024 ? o.max_context : ((o.max_context + want - 1) / want + 63) / 64 * 64;
+    chunk = o.max_context <= o.inline_max ? o.max_context : ((o.max_context + want - 1) / want + 63) / 64 * 64;
     // Dynamic chunks: exactly `want` of them (the ranges follow pos; chunk_len only sizes the estimate).
-    if (o.attn_chunks_dynamic && o.max_context > 1024) chunk = (o.max_context + want - 1) / want;
+    if (o.attn_chunks_dynamic && o.max_context > o.inline_max) chunk = (o.max_context + want - 1) / want;
   }
   chunk = std::min(chunk, o.max_context);
   L.chunk_len = chunk;

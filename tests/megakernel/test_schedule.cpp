@@ -199,6 +199,21 @@ TEST(Schedule, SplitsAttentionForLongContexts) {
   auto short_ctx = build_schedule(*c, {.n_sm = 132, .max_context = 256});
   ASSERT_TRUE(short_ctx.ok());
   EXPECT_EQ(short_ctx->layout.n_chunks, 1);
+  // inline_max (the device backend's: what its short-context attention holds) moves the line between inline and split,
+  // for static and dynamic chunks alike.
+  for (bool dyn : {false, true}) {
+    auto at_line = build_schedule(*c, {.n_sm = 132, .max_context = 768, .attn_chunks_dynamic = dyn, .inline_max = 768});
+    ASSERT_TRUE(at_line.ok()) << at_line.message();
+    EXPECT_EQ(at_line->layout.n_chunks, 1);
+    auto past = build_schedule(*c, {.n_sm = 132, .max_context = 978, .attn_chunks_dynamic = dyn, .inline_max = 768});
+    ASSERT_TRUE(past.ok()) << past.message();
+    EXPECT_EQ(past->layout.n_chunks, 132 / c->n_kv_head);
+    EXPECT_EQ(past->layout.chunk_dynamic, dyn ? 1 : 0);
+    EXPECT_GE(past->layout.n_chunks * past->layout.chunk_len, 978);
+    auto dflt = build_schedule(*c, {.n_sm = 132, .max_context = 978, .attn_chunks_dynamic = dyn});
+    ASSERT_TRUE(dflt.ok());
+    EXPECT_EQ(dflt->layout.n_chunks, 1);  // the default line: 1024
+  }
 }
 
 // Dynamic chunk ranges (isa.h attn_chunk_range): at every position the chunks tile [0, pos] without

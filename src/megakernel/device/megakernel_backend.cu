@@ -72,6 +72,13 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.max_context = max_context_;
   so.attn_chunk_len = opt.attn_chunk_len;
   so.attn_chunks_dynamic = opt.attn_chunks_dynamic;
+  // Inline attention only as far as attn_short (the flag protocol's inline path) holds every position; longer contexts
+  // split (with the merge stage and attn_mma under flags). Past that attn_range ran inline -- its chained online softmax
+  // on the SMs of one kv group: 1B (attn_short up to 768 positions) at ctx 850 1.266 ms/token against 0.986 at 4096
+  // split (H200, session 23 call 1).
+  if (opt.attn_short && opt.weight_ring && opt.flag_publish != 0)
+    so.inline_max = std::min(so.inline_max,
+                             device::attn_short_plan(config_.n_head / config_.n_kv_head, config_.head_dim).max_n);
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
   mid_resid_ = opt.mid_resid;

@@ -354,10 +354,10 @@ __device__ void op_attn_partial(const Ctx& c, const Instr& in) {
   }
 }
 
-// Inline attention with attn_range (past attn_short_max, or without attn_short): q/k/v, attention, s_x = the
-// normalised outputs. Ends before the caller's barrier.
-template <bool FLAG>
-__device__ __forceinline__ void attn_inline_range(const Ctx& c, int layer, int group, bool append) {
+// SPLIT (flag protocol, split attention; interpreter.cu): only the merge stage's path is compiled; INLINE (greedy flag
+// launches without split attention): only the inline paths.
+template <bool RING, bool FLAG, bool SPLIT = false, bool INLINE = false>
+__device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const int hd = L.head_dim, G = L.group;
   float* s_h = c.s_aux;
@@ -365,31 +365,6 @@ __device__ __forceinline__ void attn_inline_range(const Ctx& c, int layer, int g
   float* s_m = s_o + G * hd;
   float* s_s = s_m + G;
   float* s_wp = s_s + G;
-  attn_prepare<FLAG>(c, layer, group, append, s_h);
-  stamp(c, T_PREP1);
-  attn_range(c, layer, group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
-  stamp(c, T_PREP2);
-  for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
-}
-
-// The INLINE instances' attn_range path out of line, scalars in (as attn_merge_split): its ~43 KB of SASS, run only
-// at contexts attn_short does not hold, then no longer sit among the code that every layer runs (the interpreter's
-// code is fetched again each layer: bench/RESULTS.md, session 6's probe and session 23).
-template <bool FLAG>
-__device__ __noinline__ void attn_inline_range_call(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch,
-                                                    uint32_t instr, int pos, int layer, int group, bool append,
-                                                    bool staged, int64_t at_pos, bool rope_ready) {
-  const Ctx c{p, s_x, s_aux, nullptr, nullptr, nullptr, nullptr, 0, pos, epoch, instr, true, staged, at_pos, 0, 0, 0, rope_ready};
-  attn_inline_range<FLAG>(c, layer, group, append);
-}
-
-// SPLIT (flag protocol, split attention; interpreter.cu): only the merge stage's path is compiled; INLINE (greedy flag
-// launches without split attention): only the inline paths.
-template <bool RING, bool FLAG, bool SPLIT = false, bool INLINE = false>
-__device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
-  const Layout& L = c.p.L;
-  const int hd = L.head_dim;
-  float* s_h = c.s_aux;
   // attn_short runs in the flag instance only (where inline attention publishes by default): in the counter
   // instance (split attention at long contexts) its code raised ptxas's spills and cost 3-4% (v9, RESULTS.md).
   bool short_path = false;
@@ -405,12 +380,11 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     else attn_short_hd<128>(c, in.layer, in.group, s_h);
     stamp(c, T_PREP2);
   } else if (L.n_chunks == 1) {
-    const bool append = (in.flags & FLAG_APPEND_KV) != 0;
-    if constexpr (INLINE)
-      attn_inline_range_call<FLAG>(c.p, c.s_x, c.s_aux, c.epoch, c.instr, c.pos, in.layer, in.group, append, c.staged,
-                                   c.at_pos, c.rope_ready);
-    else
-      attn_inline_range<FLAG>(c, in.layer, in.group, append);
+    attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    stamp(c, T_PREP1);
+    attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
+    stamp(c, T_PREP2);
+    for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
   } else if constexpr (!INLINE) {
     // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag
     // protocol: the group's records are polled first (all threads), then read.
