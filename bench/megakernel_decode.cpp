@@ -79,7 +79,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // Environment (all optional): MK_CTX contexts ("32,4096,16384"); MK_REPS repeats per median (5); MK_SET the
 // variants, run in the order listed (repeats allowed, e.g. "d,ms,ms,d" for an ABBA order): "d" the default; a
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
-// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention, with counters); "g0".."g9" the prefetch gate at that many pages
+// "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages; in a '+' variant "pm" all pages, "gu1".."gu4"
 // MlpGateUp's own prefetch gate
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
@@ -170,11 +170,11 @@ void bench_shape(const std::string& name, double gbs) {
       else if (id == "p3") v.pages = mp - 2, v.name = cat("ring ", mp - 2, " pages");
       else if (id.size() == 2 && id[0] == 'g' && id[1] >= '0' && id[1] <= '9') v.gate = id[1] - '0', v.name = cat("prefetch gate ", v.gate, " pages");
       else {
-        if (has_token(id, "fl")) v.flags = !fl0;
-        if (has_token(id, "o")) {  // attn_range inline: the counter instance's (flags inline run attn_short only)
+        if (has_token(id, "o")) {
           if ((*b)->attn_short_max() == 0) continue;
-          v.short_attn = 0, v.flags = false;
+          v.short_attn = 0;
         }
+        if (has_token(id, "fl")) v.flags = !fl0;
         if (has_token(id, "lm")) v.lm_dynamic = !ld0;
         if (has_token(id, "pf")) v.prefetch = !pf0;
         if (has_token(id, "pm")) v.pages = mp;                 // all ring pages that fit

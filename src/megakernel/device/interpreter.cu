@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
             if constexpr (!INLINE) attn_preload<FLAG, SPLIT>(c, in);
             break;
           case Op::AttnOProj:
-            if (!SPLIT && p.L.n_chunks == 1) attn_preload<FLAG, false, INLINE>(c, in);
+            if (!SPLIT && p.L.n_chunks == 1) attn_preload<FLAG>(c, in);
             break;
           default: break;
         }
@@ -271,8 +271,6 @@ cudaError_t launch_megakernel(const MkParams& p, int n_sm, cudaStream_t stream) 
   // registers) unchanged.
   // Flag launches with split attention (greedy or sampled, with or without stop ids) run the SPLIT instances.
   const bool split = p.L.n_chunks > 1;
-  // The INLINE instances (flags, one chunk) run attn_short only: it must hold every position (MegakernelBackend plans so).
-  if (p.flags && !split && p.attn_short_max < p.L.max_context) return cudaErrorInvalidValue;
   auto pick = [&](auto stop_tag) -> const void* {
     constexpr bool S = decltype(stop_tag)::value;
     return sample ? (p.flags ? (split ? reinterpret_cast<const void*>(megakernel_kernel<true, true, true, S, true>)

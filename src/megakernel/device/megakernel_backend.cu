@@ -59,12 +59,6 @@ Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const Mod
   return std::move(b);
 }
 
-Status MegakernelBackend::inline_flags_error() const {
-  return make_error("megakernel: flag-in-data publishing with inline attention runs attn_short only, which holds ",
-                    attn_short_ ? attn_short_max_ : 0, " of the ", max_context_,
-                    " positions here (set_attn_short(true), set_flag_publish(false), or split attention: attn_chunk_len)");
-}
-
 int MegakernelBackend::attn_mma_warps() const {
   return std::min(attn_mma_want_, device::attn_mma_fit(smem_x_floats_, config_.head_dim));
 }
@@ -189,12 +183,10 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // Flag protocol: as asked, or by default wherever it can run (a ring; with split attention, the merge stage).
   // H200, 1B, session 13: split attention with flags (merge stage, attn_split) 1.123 / 1.588 ms/token at ctx 4096 /
   // 16384 against 1.211 / 1.587 with counters (bench/RESULTS.md, the closing call and mk8); attn_mma since session 17.
-  // Inline attention under flags is attn_short's alone (the INLINE instances have no attn_range: interpreter.cu).
-  flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 ? short_holds_all() : merge_stage_) : opt.flag_publish != 0;
+  flags_ = opt.flag_publish < 0 ? n_pages_ > 0 && (L.n_chunks == 1 || merge_stage_) : opt.flag_publish != 0;
   if (flags_ && L.n_chunks > 1 && !merge_stage_)
     return make_error("megakernel: flag publishing with ", L.n_chunks, " attention chunks needs a merge stage of their partials "
                       "and attention tile stages that do not fit in shared memory (raise attn_chunk_len)");
-  if (flags_ && L.n_chunks == 1 && !short_holds_all()) return inline_flags_error();
   MK_TRY(kv_.init(config_, max_context_));
   MK_TRY(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "megakernel: stream"));
   std::vector<Instr> instrs;
@@ -271,7 +263,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
     return make_error("megakernel: flag-in-data publishing runs with the weight ring only (set_weight_ring(true))");
   if (flags_ && schedule_.layout.n_chunks > 1 && !merge_stage_ && sample.temperature <= 0.f)
     return make_error("megakernel: flag-in-data publishing with split attention needs the merge stage, which does not fit");
-  if (flags_ && schedule_.layout.n_chunks == 1 && !short_holds_all()) return inline_flags_error();
   if (sample.temperature > 0.f && n_pages_ == 0)
     return make_error("megakernel: sampled launches run with the weight ring only (set_weight_ring(true))");
   if (token >= 0) {

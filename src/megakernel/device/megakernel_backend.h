@@ -188,8 +188,6 @@ class MegakernelBackend final : public Backend {
   bool attn_short() const { return attn_short_; }
   int attn_mma_warps() const;  // split attention's warps that stream tiles (MegakernelOptions::attn_mma_warps)
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
-  // attn_short is on and serves every position of the cache (what flags with inline attention need).
-  bool short_holds_all() const { return attn_short_ && attn_short_max_ >= max_context_; }
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
   int max_ring_pages() const { return max_pages_; }
   // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
@@ -212,7 +210,6 @@ class MegakernelBackend final : public Backend {
   Expected<std::string> timing_report();
 
  private:
-  Status inline_flags_error() const;  // flags with inline attention past attn_short
   MegakernelBackend() = default;
   Status init(const MegakernelOptions& opt);
   // decode_sample_until's parameters that only the layered backend draws (can_decode_sample): its decode over the

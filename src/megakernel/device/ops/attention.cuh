@@ -236,8 +236,7 @@ __device__ void attn_range(const Ctx& c, int l, int g, int p0, int p1, const flo
 // of step s (Ctx::synced; thread 0's acquire + the barrier order this thread's later loads), or at the
 // first step of a launch (earlier launches are complete), every position < pos is in memory. Only this
 // step's k/v (position pos) and qkv depend on the instruction's own wait; they are loaded after it.
-// INLINE (interpreter.cu): only attn_short's stage (the instance has no attn_range).
-template <bool FLAG, bool SPLIT = false, bool INLINE = false>
+template <bool FLAG, bool SPLIT = false>
 __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = false, c.at_pos = -1, c.rope_ready = false;
   if (!c.p.prefetch) return;
@@ -255,7 +254,6 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
     c.staged = true;
     return;
   }
-  if constexpr (INLINE) return;
   if constexpr (SPLIT) {  // AttnPartial (the only op preloaded in SPLIT instances): attn_mma's first tiles
     int p0, p1;
     attn_chunk_range(L, int(in.row_begin), int(in.row_end), in.chunk, c.pos, p0, p1);
@@ -381,22 +379,20 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
     else attn_short_hd<128>(c, in.layer, in.group, s_h);
     stamp(c, T_PREP2);
-  } else if constexpr (!INLINE) {  // INLINE: attn_short holds every position (the backend plans it so)
-    if (L.n_chunks == 1) {
-      attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
-      stamp(c, T_PREP1);
-      attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
-      stamp(c, T_PREP2);
-      for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
-    } else {
-      // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag
-      // protocol: the group's records are polled first (all threads), then read.
-      const int64_t rec0 = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
-      if constexpr (FLAG) poll_region(c, c.p.fws + rec0, L.n_chunks * L.att_part_stride);
-      merge_chunk_records(L, c.s_x, [&](int64_t off) {
-        return FLAG ? ld_flag_val(c.p.fws + rec0 + off) : ld_act(c.p.ws + rec0 + off);
-      });
-    }
+  } else if (L.n_chunks == 1) {
+    attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
+    stamp(c, T_PREP1);
+    attn_range(c, in.layer, in.group, 0, L.max_context, s_h, s_o, s_m, s_s, s_wp);
+    stamp(c, T_PREP2);
+    for (int t = threadIdx.x; t < G * hd; t += NCT) c.s_x[t] = s_o[t] / s_s[t / hd];
+  } else if constexpr (!INLINE) {
+    // Merge the chunk partials in chunk order (as the simulator): rescale to the global max. Flag
+    // protocol: the group's records are polled first (all threads), then read.
+    const int64_t rec0 = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
+    if constexpr (FLAG) poll_region(c, c.p.fws + rec0, L.n_chunks * L.att_part_stride);
+    merge_chunk_records(L, c.s_x, [&](int64_t off) {
+      return FLAG ? ld_flag_val(c.p.fws + rec0 + off) : ld_act(c.p.ws + rec0 + off);
+    });
   }
   csync();
   // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
