@@ -86,7 +86,8 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
-// split attention streams with more warps); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
+// split attention streams with more warps); MK_INLINE_MAX=N keeps attention inline up to context N (0: always
+// split; MegakernelOptions::inline_max); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
 // build, MK_LAYERED=0 leaves the layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
   const char* v = std::getenv(name);
@@ -142,6 +143,7 @@ void bench_shape(const std::string& name, double gbs) {
     megakernel::MegakernelOptions mo;
     if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
     mo.ring_pages = env_ints("MK_RING_PAGES", {mo.ring_pages})[0];  // shared memory planned for that many pages
+    mo.inline_max = env_ints("MK_INLINE_MAX", {mo.inline_max})[0];  // inline attention up to this context (0: split)
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
     if (ctx == 32) {

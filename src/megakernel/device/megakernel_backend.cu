@@ -76,7 +76,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // split (with the merge stage and attn_mma under flags). Past that attn_range ran inline -- its chained online softmax
   // on the SMs of one kv group: 1B (attn_short up to 768 positions) at ctx 850 1.266 ms/token against 0.986 at 4096
   // split (H200, session 23 call 1).
-  if (opt.attn_short && opt.weight_ring && opt.flag_publish != 0)
+  if (opt.inline_max >= 0)
+    so.inline_max = opt.inline_max;
+  else if (opt.attn_short && opt.weight_ring && opt.flag_publish != 0)
     so.inline_max = std::min(so.inline_max,
                              device::attn_short_plan(config_.n_head / config_.n_kv_head, config_.head_dim).max_n);
   so.slices_per_sm = opt.slices_per_sm;

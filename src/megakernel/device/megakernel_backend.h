@@ -36,6 +36,8 @@ struct MegakernelOptions {
   bool attn_chunks_dynamic = true;   // schedule: split attention's chunk ranges follow the step's position
                                      // (isa.h attn_chunk_range; H200: 1.278 vs 1.297 ms/token at ctx 4096,
                                      // 1.646 vs 1.682 at 16384)
+  int inline_max = -1;     // schedule (attn_chunk_len 0): attention inline up to this context, split beyond; -1: as
+                           // far as attn_short holds every position (with flags and the ring), else 1024
   int slices_per_sm = 1;   // schedule: instructions per SM per matrix stage
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
   bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
