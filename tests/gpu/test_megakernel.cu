@@ -560,20 +560,28 @@ TEST(Megakernel, MatchesLayeredBackend) {
   EXPECT_LT(rel_err(f, b), LOGITS_TOL);
 }
 
-// Session 23: the plan keeps attention inline only as far as attn_short holds every position (GQA 4 / head_dim 64:
-// 768) and splits beyond it (under flags, attn_mma and the merge stage), where attn_range inline was the slowest plan.
-TEST(Megakernel, InlineAttentionOnlyWhereShortAttentionHoldsTheCache) {
+// Session 23: the plan keeps attention inline only for caches of at most INLINE_ATTENTION_MAX positions that attn_short
+// holds whole, and splits beyond (under flags, attn_mma and the merge stage); MegakernelOptions::inline_max moves the
+// line up to what attn_short holds (GQA 4 / head_dim 64: 768), past which attn_range inline was the slowest plan.
+TEST(Megakernel, InlineAttentionOnlyForShortCaches) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 95);
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5, 9, 2, 6};
   std::vector<float> ref(static_cast<size_t>(k.c.n_vocab)), got(ref.size());
   CpuBackend cpu(m, 16);
   ASSERT_TRUE(cpu.forward(prompt, 0, ref).ok());
-  auto at_line = make_mk(m, 768, {});
+  auto at_line = make_mk(m, INLINE_ATTENTION_MAX, {});
   ASSERT_TRUE(at_line);
   EXPECT_EQ(at_line->schedule().layout.n_chunks, 1);
-  EXPECT_EQ(at_line->attn_short_max(), 768);
-  auto past = make_mk(m, 800, {});
+  EXPECT_EQ(at_line->attn_short_max(), INLINE_ATTENTION_MAX);
+  auto past_default = make_mk(m, INLINE_ATTENTION_MAX + 1, {});
+  ASSERT_TRUE(past_default);
+  EXPECT_GT(past_default->schedule().layout.n_chunks, 1);
+  auto held = make_mk(m, 768, {.inline_max = 1024});  // clamped to what attn_short holds
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->schedule().layout.n_chunks, 1);
+  EXPECT_EQ(held->attn_short_max(), 768);
+  auto past = make_mk(m, 800, {.inline_max = 1024});
   ASSERT_TRUE(past);
   EXPECT_GT(past->schedule().layout.n_chunks, 1);
   EXPECT_TRUE(past->flag_publish());

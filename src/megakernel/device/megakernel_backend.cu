@@ -72,15 +72,19 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   so.max_context = max_context_;
   so.attn_chunk_len = opt.attn_chunk_len;
   so.attn_chunks_dynamic = opt.attn_chunks_dynamic;
-  // Inline attention only as far as attn_short (the flag protocol's inline path) holds every position; longer contexts
-  // split (with the merge stage and attn_mma under flags). Past that attn_range ran inline -- its chained online softmax
-  // on the SMs of one kv group: 1B (attn_short up to 768 positions) at ctx 850 1.266 ms/token against 0.986 at 4096
-  // split (H200, session 23 call 1).
-  if (opt.inline_max >= 0)
-    so.inline_max = opt.inline_max;
-  else if (opt.attn_short && opt.weight_ring && opt.flag_publish != 0)
-    so.inline_max = std::min(so.inline_max,
+  // Inline attention only for caches of at most INLINE_ATTENTION_MAX positions that attn_short (the flag protocol's
+  // inline path) holds whole; longer ones split (the merge stage and attn_mma under flags). Inline attention is done for
+  // its kv group by every SM of the group, so its cost grows with the position, ~1 / 2 / 3.6 µs per position per step
+  // at 1B / Qwen3-0.6B / 8B, while split attention's is nearly flat (H200, session 23 call 3, 128 steps from ctx:
+  // inline / split ms/token 1B 128 0.855 / 0.901, 256 0.980 / 0.910, 512 1.295 / 0.920; Qwen3-0.6B 256 1.126 / 0.869,
+  // 850 2.434 / 0.892; 8B 256 4.956 / 4.562, 850 7.017 / 4.618): inline wins up to an average position of ~190-240.
+  // An explicit MegakernelOptions::inline_max is clamped the same way (past attn_short's hold: attn_range inline, 1B
+  // ctx 850 1.266 ms/token against 0.928 split, session 23 call 2).
+  if (opt.attn_short && opt.weight_ring && opt.flag_publish != 0)
+    so.inline_max = std::min(opt.inline_max >= 0 ? opt.inline_max : INLINE_ATTENTION_MAX,
                              device::attn_short_plan(config_.n_head / config_.n_kv_head, config_.head_dim).max_n);
+  else if (opt.inline_max >= 0)
+    so.inline_max = opt.inline_max;
   so.slices_per_sm = opt.slices_per_sm;
   so.mid_resid = opt.mid_resid;
   mid_resid_ = opt.mid_resid;

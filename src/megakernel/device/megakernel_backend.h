@@ -30,14 +30,18 @@ class CudaBackend;
 
 namespace mk::megakernel {
 
+// The largest KV cache (positions) whose attention the megakernel keeps inline by default (MegakernelOptions::inline_max).
+constexpr int INLINE_ATTENTION_MAX = 256;
+
 struct MegakernelOptions {
   int n_sm = 0;            // persistent blocks; 0 = every SM of the device
   int attn_chunk_len = 0;  // schedule: positions per attention chunk (0 = choose)
   bool attn_chunks_dynamic = true;   // schedule: split attention's chunk ranges follow the step's position
                                      // (isa.h attn_chunk_range; H200: 1.278 vs 1.297 ms/token at ctx 4096,
                                      // 1.646 vs 1.682 at 16384)
-  int inline_max = -1;     // schedule (attn_chunk_len 0): attention inline up to this context, split beyond; -1: as
-                           // far as attn_short holds every position (with flags and the ring), else 1024
+  int inline_max = -1;     // schedule (attn_chunk_len 0): attention inline up to this context, split beyond (-1:
+                           // INLINE_ATTENTION_MAX); with flags and the ring at most what attn_short holds; without
+                           // attn_short (attn_range inline) -1 means 1024
   int slices_per_sm = 1;   // schedule: instructions per SM per matrix stage
   double watchdog_s = 2.0; // a dependency wait longer than this fails the step instead of hanging
   bool weight_ring = true; // stream weights through the shared-memory ring (version 4); false = the
