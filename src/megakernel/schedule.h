@@ -22,7 +22,7 @@ struct ScheduleOptions {
   bool attn_chunks_dynamic = false;  // split attention: chunk ranges follow the step's position
                                      // (isa.h attn_chunk_range), n_chunks = n_sm / n_kv_head exactly
   int inline_max = 1024;     // attn_chunk_len = 0: attention inline up to this max_context, split beyond it (the
-                             // device backend lowers it to what its short-context attention holds)
+                             // device backend lowers it: MegakernelOptions::inline_max)
   int row_granularity = 1;   // slices of matrix rows are multiples of this. 8 until session 19: 1B's gate/up
                              // slices then had 56 or 64 rows where 62 or 63 do (8B: 104 / 112 for 108 / 109), and
                              // the 64-row SMs ended the stage late (H200: 1B -0.3%, Qwen3-0.6B -1.4%, 8B -0.9% with 1)

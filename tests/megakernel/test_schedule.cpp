@@ -199,8 +199,8 @@ TEST(Schedule, SplitsAttentionForLongContexts) {
   auto short_ctx = build_schedule(*c, {.n_sm = 132, .max_context = 256});
   ASSERT_TRUE(short_ctx.ok());
   EXPECT_EQ(short_ctx->layout.n_chunks, 1);
-  // inline_max (the device backend's: what its short-context attention holds) moves the line between inline and split,
-  // for static and dynamic chunks alike.
+  // inline_max (set by the device backend: MegakernelOptions::inline_max) moves the line between inline and split, for
+  // static and dynamic chunks alike.
   for (bool dyn : {false, true}) {
     auto at_line = build_schedule(*c, {.n_sm = 132, .max_context = 768, .attn_chunks_dynamic = dyn, .inline_max = 768});
     ASSERT_TRUE(at_line.ok()) << at_line.message();
