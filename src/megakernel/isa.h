@@ -43,10 +43,12 @@
 // With Layout::mid_resid the readers of resid_in(l) (QkvProj, LmHead) read resid_mid[l-1] (= resid[l-1] +
 // sum_g o_part[l-1][g], materialised by MlpGateUp in the same order) + sum_p down[l-1][p]: the same bits from
 // 2 + (n_down_parts - 1) vectors instead of 2 + n_kv_head + (n_down_parts - 1). With flag publishing and
-// mid_resid, MlpGateUp runs in two phases (device/ops/mlp.cuh, the simulator's State::two_phase): first it sums and
-// publishes its slice resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every
-// instruction's slice -- as its x: one vector per SM instead of 1 + n_kv_head, the same bits. MlpGateUpDown does
-// the same. When resid_two_phase (below: flags, mid_resid and the fused MLP's n_down_parts > 1), the readers of
+// mid_resid, MlpGateUp's x is accumulated in L2 instead (Layout::mid_acc below): one dependency point after the
+// last O-projection partial, where summing the partials itself cost a second one (sessions 18-24: each SM summed and
+// published its slice, then polled all the slices). So resid_mid is then the accumulator's fixed-point sum, not the
+// float sum of the other modes: equal within (1 + n_kv_head) * 2^-MID_ACC_FRAC, bit-identical among its readers.
+// MlpGateUpDown (the fused MLP, simulator only) runs in two phases: first it sums and publishes its slice
+// resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every instruction's slice. When resid_two_phase (below: flags, mid_resid and the fused MLP's n_down_parts > 1), the readers of
 // resid_in(l) do it too (n_down_parts partials per SM are far more to read): QkvProj (l >= 1) first publishes
 // resid[l][aux slice] = resid_mid[l-1] + down[l-1][0] + ... + down[l-1][P-1] there (resid_in's order: the same
 // bits), then polls the whole resid[l] as its x (not writing it again); LmHead likewise through resid[n_layer] (its
@@ -83,6 +85,7 @@
 // step s writes tokens[s + 1], and layer 0's QkvProj of step s waits for the previous step's Argmax
 // (lag 1), so K steps can run in one launch.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace mk::megakernel {
@@ -169,6 +172,7 @@ struct Layout {
   int64_t down = 0;      // [n_layer][n_down_parts][n_embd]
   int64_t resid_mid = 0; // [n_layer][n_embd]          resid[l] + sum_g o_part[l][g] (MlpGateUp's aux slices)
   int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
+  int64_t mid_acc = 0;   // [2][n_layer][n_embd] 8-byte words (flag protocol + mid_resid): mid_acc_word below
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
   int64_t sample_part = 0;  // [n_sample_parts][4]  (the range's weight sum as a double: low and high 32 bits; its
@@ -203,6 +207,37 @@ struct Layout {
 // Flag protocol (flags) with the mid-layer residual and a fused MLP of several down partials: the readers of
 // resid_in(l), QkvProj (l >= 1) and LmHead, run in two phases (see above). The device and the simulator both ask this.
 MK_ISA_HD inline bool resid_two_phase(const Layout& L, bool flags) { return flags && L.mid_resid && L.n_down_parts > 1; }
+
+// The mid-layer residual accumulator (flag protocol + mid_resid; device/ops/mlp.cuh, the simulator's gate_up_rows).
+// resid_mid[l] = resid[l] + sum_g o_part[l][g] is summed in L2 by its 1 + n_kv_head contributors -- QkvProj's slice
+// of resid[l], each AttnOProj's rows of its group's partial -- with one relaxed atomic add each of mid_acc_word(v)
+// to word i of mid_acc[epoch & 1][l]: the value in fixed point with MID_ACC_FRAC fraction bits above 8 bits that
+// count the contributions. Integer adds commute, so the sum is the same whatever order they land in (deterministic),
+// and a reader polls a word until its count is 1 + n_kv_head -- the flag in the data, as the epoch of a pair. Every
+// element gets exactly one contribution per contributor stage (the slices partition the rows), and MlpGateUp zeroes
+// its aux slice of the other parity's words for the next step: the step barrier orders that after this step's
+// readers of step - 1's words and before step + 1's adds. Values are clamped to +-MID_ACC_MAX per contribution, so
+// 255 contributions stay inside the 56-bit sum.
+constexpr int MID_ACC_FRAC = 28;
+constexpr float MID_ACC_MAX = 524288.f;  // 2^19: 2^47 units, x 255 < 2^55
+static_assert(MID_ACC_FRAC == 28, "mid_acc_word / mid_acc_value scale by 2^28");
+MK_ISA_HD inline unsigned long long mid_acc_word(float v) {
+#if defined(__CUDA_ARCH__)
+  const long long f = __float2ll_rn(fminf(fmaxf(v, -MID_ACC_MAX), MID_ACC_MAX) * 0x1p28f);
+#else
+  const long long f = std::llrint(std::fmin(std::fmax(v, -MID_ACC_MAX), MID_ACC_MAX) * 0x1p28f);
+#endif
+  return (static_cast<unsigned long long>(f) << 8) + 1ull;
+}
+MK_ISA_HD inline unsigned mid_acc_count(unsigned long long w) { return unsigned(w & 0xffu); }
+MK_ISA_HD inline float mid_acc_value(unsigned long long w) {  // the sum's fixed-point value as a float
+  const long long f = static_cast<long long>(w) >> 8;
+#if defined(__CUDA_ARCH__)
+  return __ll2float_rn(f) * 0x1p-28f;
+#else
+  return static_cast<float>(f) * 0x1p-28f;
+#endif
+}
 
 // Positions [p0, p1) that AttnPartial's chunk attends to at step position pos (both the device and the
 // simulator clip them to [0, pos]; the chunk whose range holds pos appends this step's k/v). Static

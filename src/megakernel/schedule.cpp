@@ -144,6 +144,9 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
                       " kv heads exceed the instruction record's 16-bit fields");
   if (c.n_vocab >= (1 << 24))
     return make_error("megakernel schedule: n_vocab ", c.n_vocab, " >= 2^24 (argmax indices travel as fp32)");
+  if (c.n_kv_head > 254)
+    return make_error("megakernel schedule: ", c.n_kv_head, " kv heads, expected <= 254 (isa.h mid_acc_word counts 1 + ",
+                      "n_kv_head contributions in 8 bits)");
   if (c.max_position > 0 && o.max_context > c.max_position)
     return make_error("megakernel schedule: max_context ", o.max_context, " exceeds the model's max_position ",
                       c.max_position);
@@ -187,6 +190,7 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.act = take(int64_t(c.n_layer) * c.n_ff);
   L.down = take(int64_t(c.n_layer) * n_down_parts * c.n_embd);
   L.resid_mid = take(int64_t(c.n_layer) * c.n_embd);
+  L.mid_acc = take(2 * int64_t(c.n_layer) * c.n_embd);
   L.mid_resid = o.mid_resid ? 1 : 0;
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);

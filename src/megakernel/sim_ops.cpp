@@ -198,7 +198,8 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
 }
 
 // act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
-// act (whole [n_ff] vector, rows filled).
+// act (whole [n_ff] vector, rows filled). MlpGateUp under flags + mid_resid sums x as the device's accumulator does
+// (isa.h mid_acc_word: fixed point, order-free), the other modes in float in this order.
 // Two-phase (State::two_phase), phase 1: x = resid_mid[l], every SM's phase 0.
 bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
@@ -209,11 +210,18 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   if (s.two_phase(in)) {
     if (!read_published(s, in, x)) return false;
   } else {
+    const bool acc = s.protocol == Protocol::Flags && L.mid_resid && in.op == Op::MlpGateUp;
+    std::vector<unsigned long long> words;  // acc: the accumulator's words
     if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+    if (acc)
+      for (float v : x) words.push_back(mid_acc_word(v));
     for (int g = 0; g < L.n_kv_head; ++g) {
       if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
-      cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+      if (!acc) cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+      else
+        for (size_t i = 0; i < words.size(); ++i) words[i] += mid_acc_word(part[i]);
     }
+    for (size_t i = 0; i < words.size(); ++i) x[i] = mid_acc_value(words[i]);
     if (in.aux_end > in.aux_begin &&
         !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
       return false;

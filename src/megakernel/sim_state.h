@@ -78,18 +78,19 @@ struct Simulator::State {
   bool flagged(int64_t i) const;
   uint32_t cur_epoch() const { return epoch + uint32_t(cur_step); }
   void flag_polls(const Instr& in, std::vector<std::pair<int64_t, int64_t>>& out) const;
-  // Flag protocol with the mid-layer residual: MlpGateUp(Down) runs in two phases (device/ops/mlp.cuh says why), and
-  // so do the readers of resid_in(l) when resid_two_phase (isa.h). Phase 0 sums and publishes its slice of one
-  // vector (phase_sum); phase 1 polls that whole vector -- every SM's phase 0 -- as its x and runs the rest. The SM
-  // blocks between them like between two instructions.
+  // Flag protocol with the mid-layer residual: MlpGateUpDown runs in two phases, and so do the readers of resid_in(l)
+  // when resid_two_phase (isa.h). Phase 0 sums and publishes its slice of one vector (phase_sum); phase 1 polls that
+  // whole vector -- every SM's phase 0 -- as its x and runs the rest. The SM blocks between them like between two
+  // instructions. (MlpGateUp polls its contributors in one phase and sums them as the device's accumulator does:
+  // isa.h mid_acc_word.)
   bool two_phase(const Instr& in) const {
     const Layout& L = schedule.layout;
     if (protocol != Protocol::Flags || !L.mid_resid) return false;
-    if (in.op == Op::MlpGateUp || in.op == Op::MlpGateUpDown) return true;
+    if (in.op == Op::MlpGateUpDown) return true;
     return resid_two_phase(L, true) && ((in.op == Op::QkvProj && in.layer >= 1) || in.op == Op::LmHead);
   }
   // What phase 0 of a two-phase instruction sums over [aux_begin, aux_end), in this order: `first`, then the n_rest
-  // vectors at rest + k * n_embd; into `dst`, the vector phase 1 reads whole. MlpGateUp(Down): resid[l] + every
+  // vectors at rest + k * n_embd; into `dst`, the vector phase 1 reads whole. MlpGateUpDown: resid[l] + every
   // o_part[l] -> resid_mid[l]; QkvProj, LmHead: resid_mid[l-1] + every down[l-1] -> resid[l] (l = n_layer for LmHead).
   struct PhaseSum {
     int64_t first, rest;
@@ -99,7 +100,7 @@ struct Simulator::State {
   PhaseSum phase_sum(const Instr& in) const {
     const Layout& L = schedule.layout;
     const int64_t E = L.n_embd;
-    if (in.op == Op::MlpGateUp || in.op == Op::MlpGateUpDown)
+    if (in.op == Op::MlpGateUpDown)
       return {L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, L.resid_mid + in.layer * E};
     const int64_t l = in.op == Op::LmHead ? L.n_layer : in.layer;
     return {L.resid_mid + (l - 1) * E, L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts, L.resid + l * E};

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <span>
+#include <tuple>
 
 #include "cpu/cpu_backend.h"
 #include "cuda/backend/cuda_backend.h"
@@ -266,11 +268,12 @@ TEST(Megakernel, PrefetchGateBitIdentical) {
 // Version 7's switches change only how activations are published and which already-summed vector the
 // residual readers start from, never the arithmetic or its order (inline attention through attn_range here:
 // attn_short runs in the flag instance only): flag-in-data publishing and the mid-layer
-// residual, alone and together, give logits bit-identical to the counter protocol (and within tolerance of
-// the CPU), inline attention, all SMs and 7; with split attention the flag instance's chunks run attn_mma
-// (session 17: other arithmetic), so there flags are bit-identical among themselves, counters among
-// themselves, the two within SPLIT_TOL; and K steps per launch with flags give the same tokens as one step per
-// launch with counters.
+// residual, alone, give logits bit-identical to the counter protocol (and within tolerance of the CPU), inline
+// attention, all SMs and 7. Together they sum the mid-layer residual in the fixed-point accumulator (session 25,
+// isa.h mid_acc_word): bit-identical among themselves (whatever order the contributions land in), within SPLIT_TOL
+// of the others. With split attention the flag instance's chunks run attn_mma (session 17: other arithmetic), so
+// there flags are bit-identical among themselves, counters among themselves, the two within SPLIT_TOL; and K steps
+// per launch with flags give the same tokens as one step per launch with counters.
 TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 78);
@@ -284,7 +287,10 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
                                b.set_mid_resid(mode & 2);
                                b.set_rope_early(mode & 4);
                              },
-                             [](const MegakernelOptions& o, int mode) { return o.attn_chunk_len > 0 ? mode & 1 : 0; });
+                             [](const MegakernelOptions& o, int mode) {
+                               const bool acc = (mode & 3) == 3;  // flags + mid_resid
+                               return o.attn_chunk_len > 0 ? (acc ? 2 : mode & 1) : (acc ? 1 : 0);
+                             });
   for (const Case& kc : cases()) {
     SCOPED_TRACE(kc.name);
     Model mc = make_random_model(kc.c, DType::BF16, 43);
@@ -306,6 +312,42 @@ TEST(Megakernel, FlagPublishAndMidResidualBitIdentical) {
     EXPECT_EQ(outs[1], outs[2]);
     expect_cpu_greedy_prefix(mc, p5, outs[3]);  // split attention: other arithmetic
   }
+}
+
+// Session 25: the mid-layer residual accumulator (isa.h mid_acc_word) takes its two sets of words by the step's parity,
+// each left zero by the step before; a launch of another protocol leaves them as they were, so the backend clears
+// them before the next flags + mid_resid launch. Greedy tokens over 24 steps at 1, 8 and 5 steps per launch equal,
+// and equal those of one backend that switches to the counter protocol and to no mid residual for a launch each,
+// odd step counts in between (stale words would make a poll see too many contributions -- the watchdog -- or a step
+// two back's sums).
+TEST(Megakernel, MidAccumulatorAcrossLaunchesAndSwitches) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 91);
+  const std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+  const std::vector<int32_t> ref = mk_greedy(m, p5, {}, 24, 1);
+  ASSERT_EQ(ref.size(), 24u);
+  for (int spl : {8, 5}) EXPECT_EQ(mk_greedy(m, p5, {}, 24, spl), ref) << spl << " steps per launch";
+  expect_cpu_greedy_prefix(m, p5, ref);
+  auto b = make_mk(m, 64, {});
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->flag_publish() && b->mid_resid());
+  std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
+  ASSERT_TRUE(b->forward(p5, 0, logits).ok());
+  std::vector<int32_t> out(ref.size());
+  int32_t token = argmax(logits);
+  int at = 0;
+  // (steps, flags, mid_resid) per launch
+  for (const auto& [n, flags, mid] : std::vector<std::tuple<int, bool, bool>>{
+           {3, true, true}, {3, false, true}, {5, true, true}, {1, true, false}, {4, true, true}, {8, true, true}}) {
+    b->set_flag_publish(flags);
+    b->set_mid_resid(mid);
+    const Status st = b->generate_greedy(token, int(p5.size()) + at, std::span(out).subspan(size_t(at), size_t(n)), n);
+    ASSERT_TRUE(st.ok()) << st.message();
+    at += n;
+    token = out[size_t(at - 1)];
+  }
+  ASSERT_EQ(at, 24);
+  EXPECT_EQ(out, ref);
 }
 
 // Session 13: the split attention's merge reads its group's chunk partials from a shared-memory stage (flags: polled

@@ -70,8 +70,8 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
         case Op::QkvProj:
           own(owners, "qkv" + l, L.qkv_dim, in.row_begin, in.row_end);
           ASSERT_LE(in.aux_begin, in.aux_end);
-          own(owners, "resid" + l, L.n_embd, in.aux_begin, in.aux_end);
-          break;
+          own(owners, "resid" + l, L.n_embd, in.aux_begin, in.aux_end);  // also 1 of the accumulator's 1 + n_kv_head
+          break;                                                           // contributions (isa.h mid_acc_word)
         case Op::AttnPartial:
           own(owners, cat("att", l, in.group), L.n_chunks, in.chunk, in.chunk + 1);
           EXPECT_EQ(in.row_begin, uint32_t(in.chunk * L.chunk_len));
@@ -112,6 +112,8 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], 1) << buf << " row " << i;
   EXPECT_EQ(L.mid_resid, o.mid_resid ? 1 : 0);
   EXPECT_GE(L.qkv, L.resid + int64_t(c.n_layer + 1) * c.n_embd);  // resid holds n_layer + 1 rows
+  EXPECT_GE(L.logits, L.mid_acc + 2 * int64_t(c.n_layer) * c.n_embd);  // the accumulator's two sets of words
+  EXPECT_GE(L.mid_acc, L.resid_mid + int64_t(c.n_layer) * c.n_embd);
   size_t expect_bufs = size_t(c.n_layer) * (5 + size_t(c.n_kv_head) + (L.n_chunks > 1 ? size_t(c.n_kv_head) : 0) +
                                             (L.n_chunks > 1 ? 0 : 1)) + 5 + (o.fuse_down ? 1 : 0);
   EXPECT_EQ(owners.size(), expect_bufs);
@@ -270,6 +272,9 @@ TEST(Schedule, RefusesWhatItCannotPlace) {
   bad = c;
   bad.head_dim = 63;
   expect_error(bad, {.n_sm = 4, .max_context = 16}, "head_dim");
+  bad = c;
+  bad.n_head = bad.n_kv_head = 256;  // the accumulator counts 1 + n_kv_head contributions in 8 bits
+  expect_error(bad, {.n_sm = 4, .max_context = 16}, "mid_acc_word");
   bad = c;
   bad.n_vocab = 1 << 24;
   expect_error(bad, {.n_sm = 4, .max_context = 16}, "n_vocab");

@@ -88,6 +88,10 @@
 // Version 18 (session 18): MlpGateUp in two phases under the flag protocol (ops/mlp.cuh: each SM sums its slice of the
 // mid residual, then polls it whole; 1B ctx 32 0.860 -> 0.815 ms/token, 8B 4.735 -> 4.581), head dim 128's split
 // attention in pairs of warps (ops/attn_mma.cuh), Qwen3's q/k norm weights loaded at once (Qwen3 -1.3%).
+// Version 25 (session 25): the mid-layer residual accumulated in L2 under the flag protocol (isa.h mid_acc_word:
+// QkvProj's resid slice and each AttnOProj's rows added by relaxed 64-bit atomics of fixed-point words that count
+// their contributions; MlpGateUp polls one vector, one dependency point instead of version 18's two): 1B ctx 32
+// 0.796 -> 0.775 ms/token, 4096* 0.984 -> 0.955, 8B 4.19 -> 4.12, Qwen3-0.6B unchanged (bench/RESULTS.md call 3).
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>

@@ -102,11 +102,10 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   schedule_ = std::move(*s);
   const Layout& L = schedule_.layout;
   // Shared-memory plan (floats): s_x holds the op's input vector; s_aux the gate/up rows or attention.
-  int max_gu_rows = 0, max_mid_rows = 0;
+  int max_gu_rows = 0;
   for (const auto& q : schedule_.queues)
     for (const Instr& in : q) {
       if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
-      if (in.op == Op::MlpGateUp) max_mid_rows = std::max(max_mid_rows, int(in.aux_end) - int(in.aux_begin));
       if (in.op == Op::MlpGateUpDown)  // simulator-proven, not yet implemented on the device
         return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
     }
@@ -116,10 +115,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // thread; attn_short: below) and the sampled draw's scratch (ops/sample.cuh).
   int x_floats = (std::max({L.n_embd, (L.n_ff + 1) / 2, G * hd, 2 * L.n_embd, 4 * device::NCT * 4,
                             device::sample_scratch_floats(L.n_sample_parts, L.sample_part_tiles)}) + 3) / 4 * 4;
-  // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table), mlp.cuh mid_resid_slice's stage.
+  // s_aux: the gate/up rows, the attention's scratch (+ hd: the RoPE table).
   smem_aux_floats_ = (std::max({2 * max_gu_rows, 2 * device::WARPS,
-                                (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd,
-                                (1 + L.n_kv_head) * max_mid_rows}) + 3) / 4 * 4;
+                                (G + 2) * hd + G * hd + 2 * G + device::WARPS * G * (hd + 2) + hd}) + 3) / 4 * 4;
   const size_t optin = dev->smem_per_block_optin;
   const size_t other = device::smem_bytes_without_ring(0, smem_aux_floats_) + 128 + 128;  // + static, + alignment
   if (other + size_t(x_floats) * 4 > optin)
@@ -226,6 +224,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   CUDA_CHECK(cudaMemset(counters_, 0, (size_t(L.n_counters) + 1) * 4));
   MK_TRY(alloc(fws_, size_t(L.workspace_floats), "megakernel: flagged workspace"));
   CUDA_CHECK(cudaMemset(fws_, 0xff, size_t(L.workspace_floats) * 8));  // epoch 0xffffffff: never fresh
+  CUDA_CHECK(cudaMemset(fws_ + L.mid_acc, 0, 2 * size_t(L.n_layer) * size_t(L.n_embd) * 8));  // isa.h mid_acc_word
   MK_TRY(alloc(ftokens_, MAX_STEPS + 1, "megakernel: flagged tokens"));
   CUDA_CHECK(cudaMemset(ftokens_, 0xff, (MAX_STEPS + 1) * 8));
   n_active_ = 0;
@@ -276,6 +275,10 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
     const unsigned long long pair = (static_cast<unsigned long long>(epoch_) << 32) | uint32_t(token);
     CUDA_CHECK(cudaMemcpyAsync(ftokens_, &pair, 8, cudaMemcpyHostToDevice, stream_));
   }
+  // The mid-layer residual accumulator (isa.h mid_acc_word) is left zero for the next step only by steps that use it.
+  const bool mid_acc = flags_ && mid_resid_;
+  if (mid_acc && !mid_acc_clear_) MK_TRY(clear_mid_acc());
+  mid_acc_clear_ = mid_acc;
   MkParams p{};
   p.instrs = static_cast<const Instr*>(instrs_);
   p.queue_begin = queue_begin_;
@@ -331,6 +334,12 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.tag0 = epoch_;
   MK_TRY(cuda_status(device::launch_megakernel(p, n_sm_, stream_), "megakernel: launch"));
   count_steps(n_steps, lm_dyn);
+  return {};
+}
+
+Status MegakernelBackend::clear_mid_acc() {
+  const Layout& L = schedule_.layout;
+  CUDA_CHECK(cudaMemsetAsync(fws_ + L.mid_acc, 0, 2 * size_t(L.n_layer) * size_t(L.n_embd) * 8, stream_));
   return {};
 }
 

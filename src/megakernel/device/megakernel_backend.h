@@ -225,6 +225,7 @@ class MegakernelBackend final : public Backend {
   // Steps a launch added to the protocol's counters (epoch, step barrier, claim counter): + n per launch in enqueue, and
   // - (steps that did not run) after a stop.
   void count_steps(int64_t n, bool lm_dyn);
+  Status clear_mid_acc();  // both sets of the mid-layer residual accumulator's words to zero (on stream_)
   // forward / forward_on_device: logits empty = left on the device.
   Status run_forward(std::span<const int32_t> tokens, int pos, std::span<float> logits);
 
@@ -259,6 +260,7 @@ class MegakernelBackend final : public Backend {
   unsigned long long* fws_ = nullptr;      // [layout.workspace_floats] flagged pairs (flag protocol)
   unsigned long long* ftokens_ = nullptr;  // [MAX_STEPS + 1] flagged tokens
   bool flags_ = false, mid_resid_ = false;
+  bool mid_acc_clear_ = true;  // the accumulator's words are as the next flags + mid_resid step needs them
   uint32_t flag_steps_ = 0;  // steps run with the flag protocol (its step barrier's counter / n_active)
   uint32_t counter_steps_ = 0;  // steps run with the counter protocol (the counters' epoch)
   bool rope_early_ = true;  // measured equal or 0.1-0.5% faster in 8 of 9 same-process comparisons

@@ -395,9 +395,14 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     });
   }
   csync();
-  // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end).
+  // Split-K O projection: this group's G * hd columns of wo, rows [row_begin, row_end); flags + mid_resid: added to
+  // resid_mid[l]'s accumulator (isa.h mid_acc_word), else the group's partial o_part[l][g].
   const int64_t out = L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd;
-  matvec<RING, true>(c, in, c.s_x, [&](int r, float v) { st_act<FLAG>(c, out + r, v); });  // narrow rows: ring.cuh
+  u64* const acc = mid_acc_words(c, in.layer, c.epoch);
+  matvec<RING, true>(c, in, c.s_x, [&](int r, float v) {  // narrow rows: ring.cuh
+    if (FLAG && L.mid_resid) red_acc(acc + r, v);
+    else st_act<FLAG>(c, out + r, v);
+  });
 }
 
 }  // namespace mk::megakernel::device

@@ -5,21 +5,37 @@
 
 namespace mk::megakernel::device {
 
-// Flag protocol, MlpGateUp's first phase: resid_mid[b, e) = resid + o_part[0] + ... + o_part[n_parts - 1] there (the
-// order of sum_residual_flag, so the same bits), published flagged. Every (vector, element) pair is one thread's load,
-// all in flight at once (one L2 round trip), staged in s_aux; then a thread per element adds in order.
-__device__ void mid_resid_slice(const Ctx& c, int64_t resid, int64_t parts, int n_parts, int64_t mid, int b, int e) {
-  const int len = e - b, n = 1 + n_parts;
-  float* s_v = c.s_aux;  // [n][len] (the backend sizes s_aux for it)
-  for (int t = threadIdx.x; t < n * len; t += NCT) {
-    const int k = t / len, i = b + t % len;
-    s_v[t] = poll1(c, c.p.fws + (k == 0 ? resid : parts + int64_t(k - 1) * c.p.L.n_embd) + i);
-  }
-  csync();
-  for (int i = threadIdx.x; i < len; i += NCT) {
-    float x = s_v[i];
-    for (int k = 1; k < n; ++k) x += s_v[k * len + i];
-    st_act<true>(c, mid + b + i, x);
+// Do the four accumulator words of q (isa.h mid_acc_word) hold `count` contributions each?
+__device__ __forceinline__ bool acc_complete(const Pairs4& q, uint32_t count) {
+  return (mid_acc_count(q.a.x) == count) & (mid_acc_count(q.a.y) == count) & (mid_acc_count(q.b.x) == count) &
+         (mid_acc_count(q.b.y) == count);
+}
+
+// s_x[0, n) = the accumulated vector at w (n % 4 == 0), each word polled until `count` contributions landed:
+// poll_vector's form (4 slots of 4 words per thread loaded before any is checked: one round trip up to n = 16 NCT),
+// the stale ones re-polled as common.cuh repoll does. No barrier. (Its own re-poll loop: a slot type carrying the count
+// through repoll made the greedy flag instance spill 254 B and every step 11% slower: bench/RESULTS.md session 25.)
+__device__ __forceinline__ void poll_acc(const Ctx& c, const u64* w, int n, uint32_t count) {
+  for (int i0 = 4 * threadIdx.x; i0 < n; i0 += 16 * NCT) {
+    Pairs4 q[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (i0 + k * 4 * NCT < n) q[k] = ld_pairs4(w + i0 + k * 4 * NCT);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int i = i0 + k * 4 * NCT;
+      if (i < n) {
+        if (!acc_complete(q[k], count)) {
+          const long long t0 = clock64();
+          for (uint32_t r = 0; !acc_complete(q[k], count); ++r) {
+            if ((r & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
+            q[k] = ld_pairs4(w + i);
+          }
+        }
+        *reinterpret_cast<float4*>(c.s_x + i) =
+            make_float4(mid_acc_value(q[k].a.x), mid_acc_value(q[k].a.y), mid_acc_value(q[k].b.x), mid_acc_value(q[k].b.y));
+      }
+    }
   }
 }
 
@@ -63,21 +79,22 @@ __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int 
 }
 
 // x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm); act[rows] = silu(gate x) * up x (rounded to bf16).
-// Flag protocol with the mid-layer residual (L.mid_resid): two phases. Each instruction first sums and publishes its
-// slice of resid_mid[l] (= x), then polls all of resid_mid[l] -- every SM's slice. Before, each SM polled and summed
-// the whole of resid and the n_kv_head o_part vectors itself (1B: 147 KB per SM, 3 dependent round trips per thread
-// slot, 2 slots for warp 0; 8B: 9): 5.8 us per layer at 1B, 10.8 at 8B (bench/RESULTS.md session 18 call 2).
+// Flag protocol with the mid-layer residual (L.mid_resid): x is resid_mid[l]'s accumulator, complete once all 1 +
+// n_kv_head contributors added to it (isa.h mid_acc_word): one dependency point after the last O-projection partial.
+// (Sessions 18-24 summed the partials here in two phases -- each SM its slice, published, then all slices polled: two
+// points, 2.4 us per layer at 1B, 4.7 at 8B, bench/RESULTS.md session 22 call 10; before session 18 every SM summed
+// the whole of resid and the n_kv_head partials itself: 5.8 / 10.8 us per layer.)
 template <bool RING, bool FLAG>
 __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   const Layout& L = c.p.L;
   const MkLayer& w = c.p.layers[in.layer];
   const int64_t E = L.n_embd;
   const int64_t mid = L.resid_mid + in.layer * E;
-  const bool two_phase = FLAG && L.mid_resid;
-  if (two_phase) {
-    mid_resid_slice(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, mid, int(in.aux_begin),
-                    int(in.aux_end));
-    poll_vector(c, mid, L.n_embd);
+  if (FLAG && L.mid_resid) {
+    poll_acc(c, mid_acc_words(c, in.layer, c.epoch), L.n_embd, 1u + uint32_t(L.n_kv_head));
+    // The other set's words of this slice, zero for the next step's contributions (isa.h says why this is ordered).
+    u64* const next = mid_acc_words(c, in.layer, c.epoch + 1u);
+    for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_zero(next + i);
   } else if constexpr (FLAG) {
     sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
   } else {
@@ -87,8 +104,7 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
   stamp(c, T_PREP1);
   gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh gated_op)
   // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
-  if (!two_phase)
-    for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
+  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
   rmsnorm_smem(c, w.mlp_norm, L.n_embd, true);
   stamp(c, T_PREP2);
   // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
