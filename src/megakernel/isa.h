@@ -48,7 +48,8 @@
 // published its slice, then polled all the slices). So resid_mid is then the accumulator's fixed-point sum, not the
 // float sum of the other modes: equal within (1 + n_kv_head) * 2^-MID_ACC_FRAC, bit-identical among its readers.
 // MlpGateUpDown (the fused MLP, simulator only) runs in two phases: first it sums and publishes its slice
-// resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every instruction's slice. When resid_two_phase (below: flags, mid_resid and the fused MLP's n_down_parts > 1), the readers of
+// resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every instruction's slice. When
+// resid_two_phase (below: flags, mid_resid and the fused MLP's n_down_parts > 1), the readers of
 // resid_in(l) do it too (n_down_parts partials per SM are far more to read): QkvProj (l >= 1) first publishes
 // resid[l][aux slice] = resid_mid[l-1] + down[l-1][0] + ... + down[l-1][P-1] there (resid_in's order: the same
 // bits), then polls the whole resid[l] as its x (not writing it again); LmHead likewise through resid[n_layer] (its

@@ -145,8 +145,8 @@ Status validate(const ModelConfig& c, const ScheduleOptions& o) {
   if (c.n_vocab >= (1 << 24))
     return make_error("megakernel schedule: n_vocab ", c.n_vocab, " >= 2^24 (argmax indices travel as fp32)");
   if (c.n_kv_head > 254)
-    return make_error("megakernel schedule: ", c.n_kv_head, " kv heads, expected <= 254 (isa.h mid_acc_word counts 1 + ",
-                      "n_kv_head contributions in 8 bits)");
+    return make_error("megakernel schedule: ", c.n_kv_head,
+                      " kv heads, expected <= 254 (isa.h mid_acc_word counts 1 + n_kv_head contributions in 8 bits)");
   if (c.max_position > 0 && o.max_context > c.max_position)
     return make_error("megakernel schedule: max_context ", o.max_context, " exceeds the model's max_position ",
                       c.max_position);

@@ -53,7 +53,8 @@ std::string Simulator::State::region(int64_t off) const {
   const Layout& L = schedule.layout;
   struct R { const char* name; int64_t begin; };
   const R rs[] = {{"resid", L.resid}, {"qkv", L.qkv}, {"att_part", L.att_part}, {"o_part", L.o_part},
-                  {"act", L.act}, {"down", L.down}, {"resid_mid", L.resid_mid}, {"mid_acc", L.mid_acc}, {"logits", L.logits}, {"amax", L.amax},
+                  {"act", L.act}, {"down", L.down}, {"resid_mid", L.resid_mid}, {"mid_acc", L.mid_acc},
+                  {"logits", L.logits}, {"amax", L.amax},
                   {"sample_part", L.sample_part},
                   {"k_cache", k_cache}, {"v_cache", v_cache}, {"tokens", tokens}};
   const R* best = &rs[0];

@@ -72,7 +72,9 @@ __device__ __forceinline__ uint4 ld_words4(const uint32_t* p) {
 __device__ __forceinline__ void red_acc(u64* p, float v) {
   asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(mid_acc_word(v)) : "memory");
 }
-__device__ __forceinline__ void st_zero(u64* p) { asm volatile("st.relaxed.gpu.global.u64 [%0], 0;" ::"l"(p) : "memory"); }
+__device__ __forceinline__ void st_zero(u64* p) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], 0;" ::"l"(p) : "memory");
+}
 
 // A poll that has spun too long: the watchdog (as wait_deps), or another block's error. Returns true
 // when the caller must give up (its values are then garbage; the launch is reported broken).

@@ -32,8 +32,8 @@ __device__ __forceinline__ void poll_acc(const Ctx& c, const u64* w, int n, uint
             q[k] = ld_pairs4(w + i);
           }
         }
-        *reinterpret_cast<float4*>(c.s_x + i) =
-            make_float4(mid_acc_value(q[k].a.x), mid_acc_value(q[k].a.y), mid_acc_value(q[k].b.x), mid_acc_value(q[k].b.y));
+        *reinterpret_cast<float4*>(c.s_x + i) = make_float4(mid_acc_value(q[k].a.x), mid_acc_value(q[k].a.y),
+                                                            mid_acc_value(q[k].b.x), mid_acc_value(q[k].b.y));
       }
     }
   }
@@ -95,10 +95,10 @@ __device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
     // The other set's words of this slice, zero for the next step's contributions (isa.h says why this is ordered).
     u64* const next = mid_acc_words(c, in.layer, c.epoch + 1u);
     for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_zero(next + i);
-  } else if constexpr (FLAG) {
-    sum_residual_flag(c, L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, -1);
   } else {
-    sum_residual(c, c.p.ws + L.resid + in.layer * E, c.p.ws + L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, nullptr);
+    const int64_t resid = L.resid + in.layer * E, parts = L.o_part + in.layer * L.n_kv_head * E;
+    if constexpr (FLAG) sum_residual_flag(c, resid, parts, L.n_kv_head, -1);
+    else sum_residual(c, c.p.ws + resid, c.p.ws + parts, L.n_kv_head, nullptr);
   }
   csync();
   stamp(c, T_PREP1);
