@@ -30,6 +30,11 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
   counter.assign(size_t(L.n_counters), 0);
   counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
   tag.assign(size_t(n_floats), NO_TAG);
+  fused = false;
+  for (const auto& q : schedule.queues)
+    for (const Instr& in : q) fused = fused || in.op == Op::MlpGateUpDown;
+  acc.assign(size_t(2 * L.n_layer) * size_t(L.n_embd), 0ull);
+  acc_tag.assign(acc.size(), NO_TAG);
   step_clock.assign(size_t(n_sm), 0);
   n_active = 0;
   for (const auto& q : schedule.queues) n_active += q.empty() ? 0 : 1;
@@ -145,6 +150,54 @@ void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true
 void Simulator::skip_flag_polls_for_test(Op op, int phase) { st_->skip_polls_op = op, st_->skip_polls_phase = phase; }
 void Simulator::drop_step_barrier_for_test() { st_->no_step_barrier = true; }
 void Simulator::extra_lm_claim_for_test() { st_->extra_lm_claim = true; }
+void Simulator::skip_acc_clear_for_test() { st_->skip_acc_clear = true; }
+
+bool Simulator::State::acc_add(int layer, int64_t b, int64_t n, const float* v) {
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = acc_index(cur_epoch(), layer, b + i);
+    if (acc_tag[k] != NO_TAG && acc_tag[k] != cur_epoch()) {
+      error = cat(where(), " adds to resid_mid[layer ", layer, "] element ", b + i, "'s accumulator word, which still ",
+                  "holds step epoch ", acc_tag[k], "'s sum (not cleared)");
+      return false;
+    }
+    if (mid_acc_count(acc[k]) >= acc_count()) {
+      error = cat(where(), " adds a contribution too many to resid_mid[layer ", layer, "] element ", b + i);
+      return false;
+    }
+    acc[k] += mid_acc_word(v[i]);
+    acc_tag[k] = cur_epoch();
+  }
+  return true;
+}
+
+bool Simulator::State::acc_complete(int layer) const {
+  for (int64_t i = 0; i < schedule.layout.n_embd; ++i)
+    if (mid_acc_count(acc[acc_index(cur_epoch(), layer, i)]) != acc_count()) return false;
+  return true;
+}
+
+bool Simulator::State::acc_take(const Instr& in, float* x) {
+  for (int64_t i = 0; i < schedule.layout.n_embd; ++i) {
+    const size_t k = acc_index(cur_epoch(), in.layer, i);
+    if (acc_tag[k] != cur_epoch() || mid_acc_count(acc[k]) != acc_count()) {
+      error = cat(where(), " reads resid_mid[layer ", in.layer, "] element ", i, "'s accumulator word holding step epoch ",
+                  int64_t(acc_tag[k]), "'s sum, not this step's ", cur_epoch());
+      return false;
+    }
+    x[i] = mid_acc_value(acc[k]);
+  }
+  if (skip_acc_clear) return true;
+  for (int64_t i = in.aux_begin; i < int64_t(in.aux_end); ++i) {
+    const size_t k = acc_index(cur_epoch() + 1u, in.layer, i);
+    if (acc_tag[k] == cur_epoch() + 1u) {
+      error = cat(where(), " clears resid_mid[layer ", in.layer, "] element ", i, "'s accumulator word after the next ",
+                  "step's contributions");
+      return false;
+    }
+    acc[k] = 0ull, acc_tag[k] = NO_TAG;
+  }
+  return true;
+}
 
 void Simulator::drop_wait_for_test(Op op, int index) {
   for (auto& q : st_->schedule.queues)
@@ -231,6 +284,8 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
       return cat("step barrier ", s.step_counter, "/", epoch * uint64_t(s.n_active));
     if (in.op == s.skip_polls_op && (s.skip_polls_phase < 0 || s.skip_polls_phase == phase[size_t(sm)])) return "";
     s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in, s.cur_phase = phase[size_t(sm)];
+    if (in.op == Op::MlpGateUp && s.mid_acc() && !s.acc_complete(in.layer))  // the device's poll condition
+      return cat("polls resid_mid[layer ", in.layer, "]'s accumulator");
     polls.clear();
     s.flag_polls(in, polls);
     for (auto [off, n] : polls)

@@ -9,7 +9,11 @@
 //    write and all reads of the old value, in the happens-before order that the counters give
 //    (vector clocks: a counter increment publishes the SM's clock, a satisfied wait acquires it; a
 //    launch boundary joins every clock). A missing wait is caught even when the interleaving happened
-//    to run the producer first.
+//    to run the producer first;
+//  - the mid-layer residual accumulator (flags + mid_resid, isa.h mid_acc_word): contributions are added to the
+//    device's words, MlpGateUp runs once every word counts all of them (the device's poll) and clears the other
+//    parity's slice; a word that still holds another step's sum, or that gets one contribution too many, or a clear
+//    after the next step's contributions, is an error.
 // Tests: tests/megakernel/test_sim.cpp (build/test_megakernel).
 #pragma once
 #include <cstdint>
@@ -70,6 +74,9 @@ class Simulator {
   // Test hook of the dynamic LM head: every LmHead instruction claims once more than the device does (the
   // per-step claim ranges then drift; Argmax's check must catch it).
   void extra_lm_claim_for_test();
+  // Test hook of the mid-layer residual accumulator (flag protocol + mid_resid, isa.h mid_acc_word): MlpGateUp leaves
+  // the other parity's words as they are (the next step but one must be caught adding to a stale sum).
+  void skip_acc_clear_for_test();
 
   struct State;  // internal (sim_state.h)
 

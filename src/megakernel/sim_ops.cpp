@@ -74,6 +74,9 @@ bool qkv_proj(Simulator::State& s, const Instr& in) {
   if (!two && in.aux_end > in.aux_begin &&
       !s.write(L.resid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
     return false;
+  // Flags + mid_resid: the slice is also resid_mid[l]'s first contribution (the device stores only that).
+  if (s.mid_acc() && !s.acc_add(in.layer, in.aux_begin, int64_t(in.aux_end) - in.aux_begin, x.data() + in.aux_begin))
+    return false;
   cpu::rmsnorm(xn.data(), x.data(), w.attn_norm, s.config.rms_norm_eps, L.n_embd);
   const int q_dim = L.n_head * L.head_dim, kv_dim = L.n_kv_head * L.head_dim;
   // The slice may span the q, k and v matrices: one matvec_rows per overlapped matrix.
@@ -194,12 +197,15 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
   Vec out(static_cast<size_t>(L.n_embd));
   cpu::matvec_rows(out.data(), s.weights->layers[in.layer].wo, attn.data(), in.row_begin, in.row_end);
   int64_t off = L.o_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_embd + in.row_begin;
-  return s.write(off, in.row_end - in.row_begin, out.data() + in.row_begin);
+  if (!s.write(off, in.row_end - in.row_begin, out.data() + in.row_begin)) return false;
+  // Flags + mid_resid: the rows are also the group's contribution to resid_mid[l] (the device stores only that).
+  return !s.mid_acc() || s.acc_add(in.layer, in.row_begin, int64_t(in.row_end) - in.row_begin, out.data() + in.row_begin);
 }
 
 // act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
-// act (whole [n_ff] vector, rows filled). MlpGateUp under flags + mid_resid sums x as the device's accumulator does
-// (isa.h mid_acc_word: fixed point, order-free), the other modes in float in this order.
+// act (whole [n_ff] vector, rows filled). MlpGateUp under flags + mid_resid takes x from the accumulator its
+// contributors added to, as the device (isa.h mid_acc_word: fixed point, order-free); the other modes sum in float in
+// this order.
 // Two-phase (State::two_phase), phase 1: x = resid_mid[l], every SM's phase 0.
 bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
@@ -210,18 +216,15 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   if (s.two_phase(in)) {
     if (!read_published(s, in, x)) return false;
   } else {
-    const bool acc = s.protocol == Protocol::Flags && L.mid_resid && in.op == Op::MlpGateUp;
-    std::vector<unsigned long long> words;  // acc: the accumulator's words
-    if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
-    if (acc)
-      for (float v : x) words.push_back(mid_acc_word(v));
-    for (int g = 0; g < L.n_kv_head; ++g) {
-      if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
-      if (!acc) cpu::add(x.data(), x.data(), part.data(), L.n_embd);
-      else
-        for (size_t i = 0; i < words.size(); ++i) words[i] += mid_acc_word(part[i]);
+    if (in.op == Op::MlpGateUp && s.mid_acc()) {  // the accumulator's sums (isa.h mid_acc_word)
+      if (!s.acc_take(in, x.data())) return false;
+    } else {
+      if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+      for (int g = 0; g < L.n_kv_head; ++g) {
+        if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
+        cpu::add(x.data(), x.data(), part.data(), L.n_embd);
+      }
     }
-    for (size_t i = 0; i < words.size(); ++i) x[i] = mid_acc_value(words[i]);
     if (in.aux_end > in.aux_begin &&
         !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
       return false;
@@ -453,6 +456,8 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       }
       break;
     case Op::MlpGateUp:
+      if (mid_acc()) break;  // it polls the accumulator (sim.cpp's blocking condition, State::acc_complete)
+      [[fallthrough]];
     case Op::MlpGateUpDown:
       out.emplace_back(L.resid + in.layer * E, E);
       out.emplace_back(L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head * E);

@@ -106,6 +106,26 @@ struct Simulator::State {
     return {L.resid_mid + (l - 1) * E, L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts, L.resid + l * E};
   }
   bool prewait_through_pos = false;  // test hook: check position pos too (must fail)
+  // The mid-layer residual accumulator (flag protocol + mid_resid, isa.h mid_acc_word): the device's words, and per
+  // word the epoch of its last contribution (bookkeeping the device does not have: it proves the clearing).
+  std::vector<unsigned long long> acc;  // [2][n_layer][n_embd]
+  std::vector<uint32_t> acc_tag;        // NO_TAG: cleared
+  bool skip_acc_clear = false;          // test hook
+  bool fused = false;                   // the schedule's MLP is MlpGateUpDown (two-phase under flags + mid_resid)
+  bool mid_acc() const { return protocol == Protocol::Flags && schedule.layout.mid_resid && !fused; }
+  size_t acc_index(uint32_t e, int layer, int64_t i) const {
+    const Layout& L = schedule.layout;
+    return size_t((int64_t(e & 1u) * L.n_layer + layer) * L.n_embd + i);
+  }
+  uint32_t acc_count() const { return 1u + uint32_t(schedule.layout.n_kv_head); }  // contributions per word
+  // Adds v[0, n) to words [b, b + n) of layer `layer` at this step (QkvProj's resid slice, AttnOProj's rows). False
+  // (and error) when a word still holds another step's sum (not cleared) or already all of this step's contributions.
+  bool acc_add(int layer, int64_t b, int64_t n, const float* v);
+  // MlpGateUp: the device's poll condition (every word of the layer at this step counts acc_count()).
+  bool acc_complete(int layer) const;
+  // MlpGateUp: x = the layer's sums (false and error when a word holds another step's), then clears its aux slice of
+  // the other parity's words (false and error when one of them holds the next step's contributions).
+  bool acc_take(const Instr& in, float* x);
 };
 
 }  // namespace mk::megakernel

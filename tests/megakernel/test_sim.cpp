@@ -284,7 +284,7 @@ TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
   const Case k = cases()[0];
   Model m = make_random_model(k.config, DType::BF16, 9);
   for (bool mid : {false, true})
-    for (Op op : {Op::MlpDown, Op::QkvProj})
+    for (Op op : {Op::MlpDown, Op::QkvProj, Op::MlpGateUp})  // MlpGateUp with mid_resid: the accumulator's words
       expect_skipped_polls_caught(m, {.n_sm = 7, .max_context = 8, .mid_resid = mid}, op, -1, cat("mid_resid ", mid));
   // The fused MLP under flags + mid_resid (isa.h resid_two_phase): each phase of each two-phase op polls what it
   // reads -- phase 0 the slices it sums, phase 1 the whole vector every instruction's phase 0 published.
@@ -305,6 +305,26 @@ TEST(Sim, FlagProtocolMissingPollOrStepBarrierIsCaught) {
     auto r = sim.launch(1, 3, 3, 4);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.message().find("SM"), std::string::npos) << r.message();
+  }
+}
+
+// The mid-layer residual accumulator (flags + mid_resid, isa.h mid_acc_word) alternates two sets of words by the step's
+// parity, each cleared by the step before it: K steps per launch and launch after launch give the CPU's logits on 1, 2,
+// 7 and 66 SMs (expect_matches_cpu above runs the same), and without MlpGateUp's clearing the step after next adds
+// to a stale sum -- caught, whatever the interleaving.
+TEST(Sim, MidAccumulatorUnclearedWordIsCaught) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.config, DType::BF16, 9);
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    auto s = build_schedule(k.config, {.n_sm = 7, .max_context = 8, .mid_resid = true});
+    ASSERT_TRUE(s.ok());
+    Simulator sim(m.config, m.weights, std::move(*s), Protocol::Flags);
+    ASSERT_TRUE(sim.launch(1, 0, 2, seed).ok());  // two steps: each parity used once, from clean words
+    sim.skip_acc_clear_for_test();
+    ASSERT_TRUE(sim.launch(3, 2, 1, seed).ok());   // step 2: words step 1 cleared; it leaves step 1's as they are
+    auto r = sim.launch(4, 3, 1, seed);            // step 3 finds step 1's sums in its words
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.message().find("not cleared"), std::string::npos) << r.message();
   }
 }
 
