@@ -295,26 +295,6 @@ __device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, in
   }
 }
 
-// s_x[0, n) = the flagged vector at fws offset `off` (n % 4 == 0): slots of 4 pairs, 4 slots per thread loaded before
-// any is checked (one round trip up to n = 16 NCT), then the stale ones re-polled. No barrier.
-__device__ __forceinline__ void poll_vector(const Ctx& c, int64_t off, int n) {
-  const u64* f = c.p.fws + off;
-  for (int i0 = 4 * threadIdx.x; i0 < n; i0 += 16 * NCT) {
-    Pairs4 q[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (i0 + k * 4 * NCT < n) q[k] = ld_pairs4(f + i0 + k * 4 * NCT);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int i = i0 + k * 4 * NCT;
-      if (i < n) {
-        repoll(c, q[k], f + i);
-        *reinterpret_cast<float4*>(c.s_x + i) = val4(q[k]);
-      }
-    }
-  }
-}
-
 // s_x[0, n_embd) = the residual stream entering layer l (l = n_layer: the final norm's input):
 // embedding row for l = 0, else resid[l-1] + sum_g o_part[l-1][g] + down[l-1] (with L.mid_resid:
 // resid_mid[l-1] + down[l-1], the same bits).

@@ -51,8 +51,8 @@ struct MegakernelOptions {
   // ctx 32 0.974 vs 1.099 ms/token with counters; split attention (session 13's merge stage and attn_split, the SPLIT
   // instances) ctx 4096 1.123 vs 1.211, 16384 1.588 vs 1.587 (v7's merge from L2 had made flags slower there).
   int flag_publish = -1;
-  // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h; bit-identical; measured 1-2.5%
-  // faster at every context).
+  // QkvProj / LmHead read the residual materialised by MlpGateUp (isa.h; measured 1-2.5% faster at every context;
+  // with flags MlpGateUp takes it from the L2 accumulator, isa.h mid_acc_word: 1B ctx 32 -2.6% more, session 25).
   bool mid_resid = true;
   // Version 9: inline attention of short contexts in parallel phases (device/ops/attn_short.cuh) while the
   // sequence holds at most what its scratch allows (~16 * head_dim positions), with flag publishing (the inline
@@ -178,7 +178,8 @@ class MegakernelBackend final : public Backend {
   int ring_pages() const { return n_pages_; }
   // Flag-in-data publishing instead of epoch counters for the next launches (isa.h "Publishing"; bit-identical
   // results; needs the weight ring, and with split attention the merge stage and attn_mma's stages in shared memory:
-  // without them it stays off). The residual readers' source (Layout::mid_resid; bit-identical too).
+  // without them it stays off). The residual readers' source (Layout::mid_resid; bit-identical too, except that flags +
+  // mid_resid sum the mid-layer residual in the L2 accumulator, isa.h mid_acc_word: within tolerance of the others).
   void set_flag_publish(bool on) { flags_ = on && (schedule_.layout.n_chunks == 1 || merge_stage_); }
   bool flag_publish() const { return flags_; }
   void set_mid_resid(bool on) { mid_resid_ = on; }

@@ -11,9 +11,9 @@ __device__ __forceinline__ bool acc_complete(const Pairs4& q, uint32_t count) {
          (mid_acc_count(q.b.y) == count);
 }
 
-// s_x[0, n) = the accumulated vector at w (n % 4 == 0), each word polled until `count` contributions landed:
-// poll_vector's form (4 slots of 4 words per thread loaded before any is checked: one round trip up to n = 16 NCT),
-// the stale ones re-polled as common.cuh repoll does. No barrier. (Its own re-poll loop: a slot type carrying the count
+// s_x[0, n) = the accumulated vector at w (n % 4 == 0), each word polled until `count` contributions landed: 4 slots
+// of 4 words per thread loaded before any is checked (one round trip up to n = 16 NCT), then the stale ones re-polled
+// as common.cuh repoll does. No barrier. (Its own re-poll loop: a slot type carrying the count
 // through repoll made the greedy flag instance spill 254 B and every step 11% slower: bench/RESULTS.md session 25.)
 __device__ __forceinline__ void poll_acc(const Ctx& c, const u64* w, int n, uint32_t count) {
   for (int i0 = 4 * threadIdx.x; i0 < n; i0 += 16 * NCT) {
@@ -43,7 +43,7 @@ __device__ __forceinline__ void poll_acc(const Ctx& c, const u64* w, int n, uint
 // of its pairs' bytes.
 __device__ __forceinline__ uint32_t* act_words(const Ctx& c, int64_t act) { return reinterpret_cast<uint32_t*>(c.p.fws + act); }
 
-// Eight consecutive packed words (32 B, two loads): poll_vector's Pairs4 slot shape, twice the elements.
+// Eight consecutive packed words (32 B, two loads): poll_acc's slot shape, twice the elements.
 struct Words8 {
   uint4 a, b;
 };
@@ -55,7 +55,7 @@ __device__ __forceinline__ bool fresh_slot(const Words8& q, uint32_t e) {  // co
 __device__ __forceinline__ void ld_slot(Words8& q, const uint32_t* p) { q = ld_words8(p); }
 
 // s_x = the packed words at w (n % 8 == 0) as bf16 pairs (element 2k in the low half of word k of s_x: ring.cuh
-// dot8_pair_bx; n / 2 floats of room), poll_vector's form (S slots per thread loaded before any is checked, then the
+// dot8_pair_bx; n / 2 floats of room), poll_acc's form (S slots per thread loaded before any is checked, then the
 // stale ones re-polled; no barrier) with slots of 8 words: one round trip up to n = 24 NCT (1B's act; 8B's takes two,
 // where pairs took three on 11 warps). More slots spilled (session 19 call 6).
 __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int n) {
