@@ -209,16 +209,16 @@ struct Layout {
 // resid_in(l), QkvProj (l >= 1) and LmHead, run in two phases (see above). The device and the simulator both ask this.
 MK_ISA_HD inline bool resid_two_phase(const Layout& L, bool flags) { return flags && L.mid_resid && L.n_down_parts > 1; }
 
-// The mid-layer residual accumulator (flag protocol + mid_resid; device/ops/mlp.cuh, the simulator's gate_up_rows).
+// The mid-layer residual accumulator (flag protocol + mid_resid; device/ops/mlp.cuh, the simulator's State::acc_*).
 // resid_mid[l] = resid[l] + sum_g o_part[l][g] is summed in L2 by its 1 + n_kv_head contributors -- QkvProj's slice
 // of resid[l], each AttnOProj's rows of its group's partial -- with one relaxed atomic add each of mid_acc_word(v)
 // to word i of mid_acc[epoch & 1][l]: the value in fixed point with MID_ACC_FRAC fraction bits above 8 bits that
 // count the contributions. Integer adds commute, so the sum is the same whatever order they land in (deterministic),
 // and a reader polls a word until its count is 1 + n_kv_head -- the flag in the data, as the epoch of a pair. Every
 // element gets exactly one contribution per contributor stage (the slices partition the rows), and MlpGateUp zeroes
-// its aux slice of the other parity's words for the next step: the step barrier orders that after this step's
-// readers of step - 1's words and before step + 1's adds. Values are clamped to +-MID_ACC_MAX per contribution, so
-// 255 contributions stay inside the 56-bit sum.
+// its aux slice of the other parity's words -- step - 1's, whose readers the step barrier ordered before this step --
+// for step + 1, whose adds the next step barrier orders after the zeroing. Values are clamped to +-MID_ACC_MAX per
+// contribution, so 255 contributions stay inside the 56-bit sum.
 constexpr int MID_ACC_FRAC = 28;
 constexpr float MID_ACC_MAX = 524288.f;  // 2^19: 2^47 units, x 255 < 2^55
 static_assert(MID_ACC_FRAC == 28, "mid_acc_word / mid_acc_value scale by 2^28");
