@@ -4,14 +4,15 @@
 # size (the .text section) and ptxas's spill stores. Why it matters: every op's code is fetched again once per layer,
 # so a change that grows the executed code can cost more than it saves (bench/RESULTS.md, session 14: the flag
 # instance grown from 311 to 533 KB made every op slower). Compare the output before and after a change.
-# Usage: scripts/interpreter_size.sh [OUT.cubin]   (needs nvcc; run from anywhere)
+# Usage: scripts/interpreter_size.sh [OUT.cubin]   (needs nvcc; run from anywhere). MK_INTERPRETER_SRC: another source
+# to compile in interpreter.cu's place (scripts/interpreter_spills_quick.sh passes a one-instance copy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 CUBIN=${1:-/tmp/interpreter.cubin}
 LOG=$(mktemp)
 nvcc -DMK_HAVE_CUDA=1 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O3 -DNDEBUG --expt-relaxed-constexpr \
-  -std=c++20 -x cu -cubin -Xptxas -v src/megakernel/device/interpreter.cu -o "$CUBIN" > "$LOG" 2>&1
+  -std=c++20 -x cu -cubin -Xptxas -v "${MK_INTERPRETER_SRC:-src/megakernel/device/interpreter.cu}" -o "$CUBIN" > "$LOG" 2>&1
 # megakernel_kernel<RING, FLAG, SPLIT, STOP, SAMPLE> (interpreter.cu), as 0/1 flags.
 printf '%-34s %10s %14s\n' "instance <ring flag sample stop split>" "SASS bytes" "spill stores"
 awk '/Compiling entry function/ { match($0, /megakernel_kernelI(Lb[01]E)+/); k = substr($0, RSTART, RLENGTH) }

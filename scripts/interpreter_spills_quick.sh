@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # The greedy flag instance of the megakernel (megakernel_kernel<1 1 0 0 0>, what every greedy decode benchmark runs)
-# alone: its ptxas spill line in ~10 s, where scripts/interpreter_size.sh compiles every instance (~3 minutes). Run it
-# after each change to src/megakernel/device before packing a build for the GPU: a change that makes this instance
-# spill costs every step (bench/RESULTS.md session 25 calls 1-2: 254 B of spills, +11% per step). HEAD: 0 B.
+# alone, through scripts/interpreter_size.sh: its SASS size and spill stores in ~10 s, where that script alone compiles
+# every instance (~3 minutes). Run it after each change to src/megakernel/device before packing a build for the GPU:
+# a change that makes this instance spill costs every step (bench/RESULTS.md session 25 calls 1-2: 254 B of spills, +11% per step). HEAD: 0 B.
 # Usage: scripts/interpreter_spills_quick.sh   (needs nvcc; run from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/cuda/bin"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # interpreter.cu with its launcher's instance choice replaced by the one instance, so nvcc instantiates only that.
@@ -18,5 +17,4 @@ j = s.index('  cudaError_t e = cudaFuncSetAttribute(kernel')
 one = '  const void* kernel = reinterpret_cast<const void*>(megakernel_kernel<true, true, false, false>);\n'
 open(sys.argv[2], 'w').write(s[:i] + one + '  (void)stop; (void)sample;\n' + s[j:])
 PY
-nvcc -DMK_HAVE_CUDA=1 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O3 -DNDEBUG --expt-relaxed-constexpr \
-  -std=c++20 -x cu -cubin -Xptxas -v "$TMP/one.cu" -o "$TMP/one.cubin" 2>&1 | grep -E "spill|error" | head -3
+MK_INTERPRETER_SRC="$TMP/one.cu" scripts/interpreter_size.sh "$TMP/one.cubin"

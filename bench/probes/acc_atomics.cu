@@ -8,7 +8,7 @@
 //   accAll: every block adds a whole partial: each word receives one add per block (the fused MLP's down partials);
 //   f32All: as accAll with red.add.f32 (order-dependent sums: for scale only).
 // Build here, run on the GPU machine:
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 -Iinclude -Isrc bench/probes/acc_atomics.cu -o acc_atomics
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 -DMK_HAVE_CUDA=1 -Iinclude -Isrc bench/probes/acc_atomics.cu -o acc_atomics
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "megakernel/isa.h"
+#include "megakernel/device/poll.cuh"  // red_acc: the megakernel's own contribution
 
 #define CK(x)                                                                    \
   do {                                                                           \
@@ -28,11 +28,8 @@
   } while (0)
 
 using u64 = unsigned long long;
+using mk::megakernel::device::red_acc;
 enum Mode { STORE, ACC8, ACC_ALL, F32_ALL };
-
-__device__ __forceinline__ void red_acc(u64* p, float v) {
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(mk::megakernel::mid_acc_word(v)) : "memory");
-}
 
 __global__ void contribute(Mode mode, u64* words, float* floats, int P, int L) {
   const int b = blockIdx.x, nb = gridDim.x;

@@ -224,7 +224,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   CUDA_CHECK(cudaMemset(counters_, 0, (size_t(L.n_counters) + 1) * 4));
   MK_TRY(alloc(fws_, size_t(L.workspace_floats), "megakernel: flagged workspace"));
   CUDA_CHECK(cudaMemset(fws_, 0xff, size_t(L.workspace_floats) * 8));  // epoch 0xffffffff: never fresh
-  CUDA_CHECK(cudaMemset(fws_ + L.mid_acc, 0, 2 * size_t(L.n_layer) * size_t(L.n_embd) * 8));  // isa.h mid_acc_word
+  CUDA_CHECK(cudaMemset(fws_ + L.mid_acc, 0, mid_acc_bytes()));  // isa.h mid_acc_word
   MK_TRY(alloc(ftokens_, MAX_STEPS + 1, "megakernel: flagged tokens"));
   CUDA_CHECK(cudaMemset(ftokens_, 0xff, (MAX_STEPS + 1) * 8));
   n_active_ = 0;
@@ -338,8 +338,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
 }
 
 Status MegakernelBackend::clear_mid_acc() {
-  const Layout& L = schedule_.layout;
-  CUDA_CHECK(cudaMemsetAsync(fws_ + L.mid_acc, 0, 2 * size_t(L.n_layer) * size_t(L.n_embd) * 8, stream_));
+  CUDA_CHECK(cudaMemsetAsync(fws_ + schedule_.layout.mid_acc, 0, mid_acc_bytes(), stream_));
   return {};
 }
 
