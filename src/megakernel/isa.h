@@ -6,7 +6,7 @@
 //   per layer l:
 //     QkvProj     rows of [q | k | v] (q_dim + 2 kv_dim)  x = resid_in(l); rmsnorm(attn_norm); matvec rows
 //                                                        (+ Qwen2 bias) -> qkv[l]; also materialises
-//                                                        resid[l][aux_begin, aux_end) (two phases: below)
+//                                                        resid[l][aux_begin, aux_end)
 //     AttnPartial (kv head g, kv chunk c)                q/k norm (Qwen3) + RoPE of the group's q heads and of
 //                                                        k; the instruction whose chunk holds pos appends K,V
 //                                                        to the cache; partial softmax over the chunk ->
@@ -23,10 +23,10 @@
 //   or, with ScheduleOptions::fuse_down, instead of MlpGateUp + MlpDown (one dependency point fewer):
 //     MlpGateUpDown rows of n_ff, part p                 act rows as MlpGateUp, then the split-K partial
 //                                                        down[l][p] = w_down[:, rows] . act[rows]  (n_embd)
+//                                                        (flags + mid_resid: added to resid[l + 1]'s
+//                                                        accumulator instead, with its resid_mid slice)
 //   LmHead        rows of n_vocab                        x = final residual; rmsnorm(final_norm);
-//                                                        logits[rows]; per-slice argmax -> amax[slice]; with
-//                                                        fuse_down also materialises resid[n_layer][aux slice]
-//                                                        (two-phase only: below)
+//                                                        logits[rows]; per-slice argmax -> amax[slice]
 //   SamplePartial ids [row_begin, row_end) of n_vocab,   a sampled launch only (SampleParams::temperature > 0):
 //                 whole SAMPLE_TILEs                     m = the best of amax[*]; the range's weight sum
 //                                                        exp((l - m) / T) in double (and its last kept id) ->
@@ -47,13 +47,11 @@
 // last O-projection partial, where summing the partials itself cost a second one (sessions 18-24: each SM summed and
 // published its slice, then polled all the slices). So resid_mid is then the accumulator's fixed-point sum, not the
 // float sum of the other modes: equal within (1 + n_kv_head) * 2^-MID_ACC_FRAC, bit-identical among its readers.
-// MlpGateUpDown (the fused MLP, simulator only) runs in two phases: first it sums and publishes its slice
-// resid_mid[l][aux_begin, aux_end) alone, then it polls the whole resid_mid[l] -- every instruction's slice. When
-// resid_two_phase (below: flags, mid_resid and the fused MLP's n_down_parts > 1), the readers of
-// resid_in(l) do it too (n_down_parts partials per SM are far more to read): QkvProj (l >= 1) first publishes
-// resid[l][aux slice] = resid_mid[l-1] + down[l-1][0] + ... + down[l-1][P-1] there (resid_in's order: the same
-// bits), then polls the whole resid[l] as its x (not writing it again); LmHead likewise through resid[n_layer] (its
-// dynamic claims all in the second phase). Layer 0's QkvProj reads the token: one phase.
+// The fused MLP (MlpGateUpDown) under flags + mid_resid accumulates the next layer's input the same way
+// (resid_acc below): resid_in(l + 1) = resid_mid[l] + sum_p down[l][p] is summed in L2 by its 1 + n_down_parts
+// contributors -- each MlpGateUpDown's resid_mid slice (aux) and its whole down partial -- and QkvProj (l >= 1) and
+// LmHead poll it: one dependency point per MLP instead of two (act, then down), where the n_down_parts partials per
+// element were far too many for every reader to sum.
 //
 // Publishing (Layout-independent; the device's MkParams::flags and the simulator's Protocol): either
 // epoch counters (below), or flag-in-data: every workspace element except logits is stored together with
@@ -135,7 +133,7 @@ struct Instr {
   uint32_t row_begin = 0;   // output rows [row_begin, row_end) of the op's output vector
   uint32_t row_end = 0;
   uint32_t aux_begin = 0;   // QkvProj: resid[l] rows it materialises; MlpGateUp(Down): resid_mid[l] rows;
-                            // LmHead (fuse_down): resid[n_layer] rows
+                            // LmHead (fuse_down): the rows of resid_acc whose words it clears
   uint32_t aux_end = 0;
   uint32_t signal = 0;      // counter incremented (by 1) after the instruction's writes
   uint16_t flags = 0;
@@ -164,8 +162,7 @@ struct Layout {
   int n_down_parts = 1;  // partial vectors per layer in `down`: 1, or one per MlpGateUpDown
   int att_part_stride = 0;  // floats per (g, c) partial: group * (head_dim + 2)
   // offsets (floats) into the workspace:
-  int64_t resid = 0;     // [n_layer + 1][n_embd]      resid[l] = input residual of layer l; resid[n_layer] = the
-                         //                            final one (written by the two-phase LmHead only)
+  int64_t resid = 0;     // [n_layer][n_embd]          resid[l] = input residual of layer l (QkvProj's aux slices)
   int64_t qkv = 0;       // [n_layer][qkv_dim]         raw projections (bias added, no RoPE)
   int64_t att_part = 0;  // [n_layer][n_kv_head][n_chunks][group][head_dim + 2]  (o unnormalised, max, sum)
   int64_t o_part = 0;    // [n_layer][n_kv_head][n_embd]  split-K O-projection partials
@@ -173,7 +170,9 @@ struct Layout {
   int64_t down = 0;      // [n_layer][n_down_parts][n_embd]
   int64_t resid_mid = 0; // [n_layer][n_embd]          resid[l] + sum_g o_part[l][g] (MlpGateUp's aux slices)
   int mid_resid = 0;     // 1: resid_in(l) readers use resid_mid[l-1] (see above); the buffer is always written
-  int64_t mid_acc = 0;   // [2][n_layer][n_embd] 8-byte words (flag protocol + mid_resid): mid_acc_word below
+  int64_t mid_acc = 0;   // [2][acc_slots][n_embd] 8-byte words (flag protocol + mid_resid): mid_acc_word below
+  int acc_slots = 0;     // accumulated vectors per parity: n_layer (resid_mid[l] in slot l), with the fused MLP
+                         // 2 n_layer (resid_in(l + 1) in slot n_layer + l: resid_acc below)
   int64_t logits = 0;    // [n_vocab]
   int64_t amax = 0;      // [n_lm_slices][2]  (max value, index as float: exact below 2^24)
   int64_t sample_part = 0;  // [n_sample_parts][4]  (the range's weight sum as a double: low and high 32 bits; its
@@ -205,10 +204,6 @@ struct Layout {
   int n_counters = 0;
 };
 
-// Flag protocol (flags) with the mid-layer residual and a fused MLP of several down partials: the readers of
-// resid_in(l), QkvProj (l >= 1) and LmHead, run in two phases (see above). The device and the simulator both ask this.
-MK_ISA_HD inline bool resid_two_phase(const Layout& L, bool flags) { return flags && L.mid_resid && L.n_down_parts > 1; }
-
 // The mid-layer residual accumulator (flag protocol + mid_resid; device/ops/mlp.cuh, the simulator's State::acc_*).
 // resid_mid[l] = resid[l] + sum_g o_part[l][g] is summed in L2 by its 1 + n_kv_head contributors -- QkvProj's slice
 // of resid[l], each AttnOProj's rows of its group's partial -- with one relaxed atomic add each of mid_acc_word(v)
@@ -219,6 +214,16 @@ MK_ISA_HD inline bool resid_two_phase(const Layout& L, bool flags) { return flag
 // its aux slice of the other parity's words -- step - 1's, whose readers the step barrier ordered before this step --
 // for step + 1, whose adds the next step barrier orders after the zeroing. Values are clamped to +-MID_ACC_MAX per
 // contribution, so 255 contributions stay inside the 56-bit sum.
+// resid_acc (the fused MLP): slot n_layer + l holds resid_in(l + 1), whose 1 + n_down_parts contributors are the
+// MlpGateUpDown instructions of layer l (each its resid_mid slice and its down partial), whose readers are QkvProj of
+// layer l + 1 or, for the last layer, LmHead; each reader zeroes its aux slice of the other parity's words, as
+// MlpGateUp does for resid_mid. The schedule keeps 1 + n_down_parts <= 255.
+MK_ISA_HD inline bool resid_acc(const Layout& L) { return L.acc_slots > L.n_layer; }
+MK_ISA_HD inline int resid_acc_slot(const Layout& L, int l) { return L.n_layer + l; }  // resid_in(l + 1)
+// Offset (in 8-byte words of the flagged workspace) of slot `slot`'s words at the step of epoch e.
+MK_ISA_HD inline int64_t acc_offset(const Layout& L, uint32_t e, int slot) {
+  return L.mid_acc + (int64_t(e & 1u) * L.acc_slots + slot) * L.n_embd;
+}
 constexpr int MID_ACC_FRAC = 28;
 constexpr float MID_ACC_MAX = 524288.f;  // 2^19: 2^47 units, x 255 < 2^55
 static_assert(MID_ACC_FRAC == 28, "mid_acc_word / mid_acc_value scale by 2^28");

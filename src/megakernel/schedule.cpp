@@ -183,15 +183,16 @@ Layout make_layout(const ModelConfig& c, const ScheduleOptions& o, int n_lm_slic
   L.att_part_stride = L.group * (c.head_dim + 2);
   int64_t off = 0;
   auto take = [&](int64_t n) { int64_t at = off; off += (n + 3) / 4 * 4; return at; };  // 16-B aligned
-  L.resid = take(int64_t(c.n_layer + 1) * c.n_embd);  // + the final residual (isa.h resid_two_phase)
+  L.resid = take(int64_t(c.n_layer) * c.n_embd);
   L.qkv = take(int64_t(c.n_layer) * L.qkv_dim);
   L.att_part = take(int64_t(c.n_layer) * c.n_kv_head * L.n_chunks * L.att_part_stride);
   L.o_part = take(int64_t(c.n_layer) * c.n_kv_head * c.n_embd);
   L.act = take(int64_t(c.n_layer) * c.n_ff);
   L.down = take(int64_t(c.n_layer) * n_down_parts * c.n_embd);
   L.resid_mid = take(int64_t(c.n_layer) * c.n_embd);
-  L.mid_acc = take(2 * int64_t(c.n_layer) * c.n_embd);
   L.mid_resid = o.mid_resid ? 1 : 0;
+  L.acc_slots = (o.fuse_down && o.mid_resid ? 2 : 1) * c.n_layer;  // isa.h resid_acc
+  L.mid_acc = take(2 * int64_t(L.acc_slots) * c.n_embd);
   L.logits = take(c.n_vocab);
   L.amax = take(int64_t(n_lm_slices) * 2);
   L.sample_part_tiles = sample_part_tiles(c.n_vocab, o.n_sm);
@@ -216,6 +217,9 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
   auto ff_rows = split_rows(c.n_ff, target, gran);
   Schedule s;
   s.layout = make_layout(c, o, int(lm_rows.size()), o.fuse_down ? int(ff_rows.size()) : 1);
+  if (o.fuse_down && o.mid_resid && ff_rows.size() > 254)
+    return make_error("megakernel schedule: the fused MLP's ", ff_rows.size(), " down partials exceed 254 (isa.h ",
+                      "mid_acc_word counts 1 + n_down_parts contributions in 8 bits); lower slices_per_sm");
   const Layout& L = s.layout;
   s.counters = CounterLayout{c.n_layer, c.n_kv_head};
   const CounterLayout& C = s.counters;
@@ -306,7 +310,7 @@ Expected<Schedule> build_schedule(const ModelConfig& c, const ScheduleOptions& o
     b.emit_stage(std::move(stage));
   }
   std::vector<Pending> stage;
-  // Fused MLP: the slices of resid[n_layer] that a two-phase LmHead publishes (isa.h resid_two_phase).
+  // Fused MLP: the slices of resid_in(n_layer)'s accumulator words each LmHead clears (isa.h resid_acc).
   const auto final_rows = o.fuse_down ? split_rows(c.n_embd, int(lm_rows.size()), 1) : decltype(lm_rows){};
   for (size_t i = 0; i < lm_rows.size(); ++i) {
     Instr in = b.make(Op::LmHead, c.n_layer - 1, C.lm_head(), C.down(c.n_layer - 1), count16(n_down));

@@ -32,7 +32,7 @@ struct ScheduleOptions {
   bool fuse_down = false;    // MlpGateUpDown (split-K down projection inside gate/up) instead of
                              // MlpGateUp + MlpDown: one dependency point per layer fewer, the
                              // residual readers sum one down partial per gate/up slice (under flags
-                             // + mid_resid in two phases: isa.h resid_two_phase)
+                             // + mid_resid: accumulated in L2, isa.h resid_acc)
   bool mid_resid = false;    // Layout::mid_resid: QkvProj / LmHead read the residual materialised by
                              // MlpGateUp (resid_mid) + down instead of resid + every o_part + down
   int lm_unit_rows = 0;      // > 0: the dynamic LM head's units (Layout::lm_unit_rows, isa.h), 0: static slices only

@@ -30,10 +30,7 @@ void Simulator::State::init(const ModelConfig& c, const Weights& w, Schedule s) 
   counter.assign(size_t(L.n_counters), 0);
   counter_clock.assign(size_t(L.n_counters), std::vector<uint32_t>(size_t(n_sm), 0));
   tag.assign(size_t(n_floats), NO_TAG);
-  fused = false;
-  for (const auto& q : schedule.queues)
-    for (const Instr& in : q) fused = fused || in.op == Op::MlpGateUpDown;
-  acc.assign(size_t(2 * L.n_layer) * size_t(L.n_embd), 0ull);
+  acc.assign(size_t(2 * L.acc_slots) * size_t(L.n_embd), 0ull);
   acc_tag.assign(acc.size(), NO_TAG);
   step_clock.assign(size_t(n_sm), 0);
   n_active = 0;
@@ -50,8 +47,7 @@ bool Simulator::State::flagged(int64_t i) const {
 std::string Simulator::State::where() const {
   if (!cur) return "host";
   return cat("step ", cur_step, " (pos ", cur_pos, ") SM ", cur_sm, " ", op_name(cur->op), "(layer ", cur->layer,
-             ", group ", cur->group, ", chunk ", cur->chunk, ", rows [", cur->row_begin, ", ", cur->row_end, "))",
-             two_phase(*cur) ? cat(" phase ", cur_phase) : "");
+             ", group ", cur->group, ", chunk ", cur->chunk, ", rows [", cur->row_begin, ", ", cur->row_end, "))");
 }
 
 std::string Simulator::State::region(int64_t off) const {
@@ -147,21 +143,36 @@ uint32_t Simulator::epoch() const { return st_->epoch; }
 const Schedule& Simulator::schedule() const { return st_->schedule; }
 
 void Simulator::preload_current_pos_for_test() { st_->prewait_through_pos = true; }
-void Simulator::skip_flag_polls_for_test(Op op, int phase) { st_->skip_polls_op = op, st_->skip_polls_phase = phase; }
+void Simulator::skip_flag_polls_for_test(Op op) { st_->skip_polls_op = op; }
 void Simulator::drop_step_barrier_for_test() { st_->no_step_barrier = true; }
 void Simulator::extra_lm_claim_for_test() { st_->extra_lm_claim = true; }
-void Simulator::skip_acc_clear_for_test() { st_->skip_acc_clear = true; }
+void Simulator::skip_acc_clear_for_test(bool resid_only) { st_->skip_acc_clear = resid_only ? 2 : 1; }
 
-bool Simulator::State::acc_add(int layer, int64_t b, int64_t n, const float* v) {
+int Simulator::State::acc_slot_read(const Instr& in) const {
+  const Layout& L = schedule.layout;
+  if (!mid_acc()) return -1;
+  if (in.op == Op::MlpGateUp || in.op == Op::MlpGateUpDown) return in.layer;
+  if (!resid_acc(L)) return -1;
+  if (in.op == Op::QkvProj && in.layer >= 1) return resid_acc_slot(L, in.layer - 1);
+  if (in.op == Op::LmHead) return resid_acc_slot(L, L.n_layer - 1);
+  return -1;
+}
+
+std::string Simulator::State::acc_name(int slot) const {
+  const int n_layer = schedule.layout.n_layer;
+  return slot < n_layer ? cat("resid_mid[layer ", slot, "]") : cat("resid_in(", slot - n_layer + 1, ")");
+}
+
+bool Simulator::State::acc_add(int slot, int64_t b, int64_t n, const float* v) {
   for (int64_t i = 0; i < n; ++i) {
-    const size_t k = acc_index(cur_epoch(), layer, b + i);
+    const size_t k = acc_index(cur_epoch(), slot, b + i);
     if (acc_tag[k] != NO_TAG && acc_tag[k] != cur_epoch()) {
-      error = cat(where(), " adds to resid_mid[layer ", layer, "] element ", b + i, "'s accumulator word, which still ",
+      error = cat(where(), " adds to ", acc_name(slot), " element ", b + i, "'s accumulator word, which still ",
                   "holds step epoch ", acc_tag[k], "'s sum (not cleared)");
       return false;
     }
-    if (mid_acc_count(acc[k]) >= acc_count()) {
-      error = cat(where(), " adds a contribution too many to resid_mid[layer ", layer, "] element ", b + i);
+    if (mid_acc_count(acc[k]) >= acc_count(slot)) {
+      error = cat(where(), " adds a contribution too many to ", acc_name(slot), " element ", b + i);
       return false;
     }
     acc[k] += mid_acc_word(v[i]);
@@ -170,27 +181,27 @@ bool Simulator::State::acc_add(int layer, int64_t b, int64_t n, const float* v) 
   return true;
 }
 
-bool Simulator::State::acc_complete(int layer) const {
+bool Simulator::State::acc_complete(int slot) const {
   for (int64_t i = 0; i < schedule.layout.n_embd; ++i)
-    if (mid_acc_count(acc[acc_index(cur_epoch(), layer, i)]) != acc_count()) return false;
+    if (mid_acc_count(acc[acc_index(cur_epoch(), slot, i)]) != acc_count(slot)) return false;
   return true;
 }
 
-bool Simulator::State::acc_take(const Instr& in, float* x) {
+bool Simulator::State::acc_take(int slot, const Instr& in, float* x) {
   for (int64_t i = 0; i < schedule.layout.n_embd; ++i) {
-    const size_t k = acc_index(cur_epoch(), in.layer, i);
-    if (acc_tag[k] != cur_epoch() || mid_acc_count(acc[k]) != acc_count()) {
-      error = cat(where(), " reads resid_mid[layer ", in.layer, "] element ", i, "'s accumulator word holding step epoch ",
+    const size_t k = acc_index(cur_epoch(), slot, i);
+    if (acc_tag[k] != cur_epoch() || mid_acc_count(acc[k]) != acc_count(slot)) {
+      error = cat(where(), " reads ", acc_name(slot), " element ", i, "'s accumulator word holding step epoch ",
                   int64_t(acc_tag[k]), "'s sum, not this step's ", cur_epoch());
       return false;
     }
     x[i] = mid_acc_value(acc[k]);
   }
-  if (skip_acc_clear) return true;
+  if (skip_acc_clear == 1 || (skip_acc_clear == 2 && slot >= schedule.layout.n_layer)) return true;
   for (int64_t i = in.aux_begin; i < int64_t(in.aux_end); ++i) {
-    const size_t k = acc_index(cur_epoch() + 1u, in.layer, i);
+    const size_t k = acc_index(cur_epoch() + 1u, slot, i);
     if (acc_tag[k] == cur_epoch() + 1u) {
-      error = cat(where(), " clears resid_mid[layer ", in.layer, "] element ", i, "'s accumulator word after the next ",
+      error = cat(where(), " clears ", acc_name(slot), " element ", i, "'s accumulator word after the next ",
                   "step's contributions");
       return false;
     }
@@ -275,17 +286,16 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
   };
   // Tries to run SM sm's next instruction; false when a wait is unsatisfied.
   const bool flags = s.protocol == Protocol::Flags;
-  std::vector<int> phase(size_t(n_sm), 0);  // of the SM's current instruction when it has two (State::two_phase)
   std::vector<std::pair<int64_t, int64_t>> polls;
   // The flag protocol's blocking condition, or "" when the instruction can run (as the device: the step
   // barrier before an SM's first instruction of a step, then the pairs the instruction reads).
   auto flag_block = [&](int sm, const Instr& in, uint64_t epoch) -> std::string {
     if (pc[size_t(sm)] == 0 && !s.no_step_barrier && s.step_counter < epoch * uint64_t(s.n_active))
       return cat("step barrier ", s.step_counter, "/", epoch * uint64_t(s.n_active));
-    if (in.op == s.skip_polls_op && (s.skip_polls_phase < 0 || s.skip_polls_phase == phase[size_t(sm)])) return "";
-    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in, s.cur_phase = phase[size_t(sm)];
-    if (in.op == Op::MlpGateUp && s.mid_acc() && !s.acc_complete(in.layer))  // the device's poll condition
-      return cat("polls resid_mid[layer ", in.layer, "]'s accumulator");
+    if (in.op == s.skip_polls_op) return "";
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
+    if (const int slot = s.acc_slot_read(in); slot >= 0 && !s.acc_complete(slot))  // the device's poll condition
+      return cat("polls ", s.acc_name(slot), "'s accumulator");
     polls.clear();
     s.flag_polls(in, polls);
     for (auto [off, n] : polls)
@@ -305,14 +315,9 @@ Expected<SimResult> Simulator::launch(int32_t token, int pos, int n_steps, uint6
     const bool attn = in.op == Op::AttnPartial || (in.op == Op::AttnOProj && L.n_chunks == 1);
     if (attn && !s.check_prewait_kv(in)) return true;  // s.error ends the run
     if (!flag_block(sm, in, epoch).empty()) return false;
-    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in, s.cur_phase = phase[size_t(sm)];
+    s.cur_sm = sm, s.cur_step = step[size_t(sm)], s.cur_pos = pos + s.cur_step, s.cur = &in;
     s.clock[size_t(sm)][size_t(sm)] = ++s.seq[size_t(sm)];
     if (!s.execute()) return true;
-    if (s.two_phase(in) && phase[size_t(sm)] == 0) {  // its first phase is done; the SM polls for the second
-      phase[size_t(sm)] = 1;
-      return true;
-    }
-    phase[size_t(sm)] = 0;
     ++res.n_executed;
     advance(sm);
     if (pc[size_t(sm)] == 0) {  // the SM's last instruction of the step: release the step barrier

@@ -10,10 +10,10 @@
 //    (vector clocks: a counter increment publishes the SM's clock, a satisfied wait acquires it; a
 //    launch boundary joins every clock). A missing wait is caught even when the interleaving happened
 //    to run the producer first;
-//  - the mid-layer residual accumulator (flags + mid_resid, isa.h mid_acc_word): contributions are added to the
-//    device's words, MlpGateUp runs once every word counts all of them (the device's poll) and clears the other
-//    parity's slice; a word that still holds another step's sum, or that gets one contribution too many, or a clear
-//    after the next step's contributions, is an error.
+//  - the accumulators (flags + mid_resid, isa.h mid_acc_word; with the fused MLP resid_acc too): contributions are
+//    added to the device's words, a reader runs once every word counts all of them (the device's poll) and clears
+//    the other parity's slice; a word that still holds another step's sum, or that gets one contribution too many,
+//    or a clear after the next step's contributions, is an error.
 // Tests: tests/megakernel/test_sim.cpp (build/test_megakernel).
 #pragma once
 #include <cstdint>
@@ -65,18 +65,17 @@ class Simulator {
   // Test hook: the pre-wait K/V check (State::check_prewait_kv) also covers position pos, which this
   // step's attention appends -- an unsafe preload, to prove that check fires.
   void preload_current_pos_for_test();
-  // Test hooks of the flag protocol: `op` runs without polling its inputs' flags (it must be caught
-  // reading a stale element) -- in phase `phase` of a two-phase instruction (State::two_phase; a one-phase
-  // instruction is phase 0), -1 in every phase; the step barrier left out (the K/V cache and the next step's
-  // overwrites race).
-  void skip_flag_polls_for_test(Op op, int phase = -1);
+  // Test hooks of the flag protocol: `op` runs without polling its inputs' flags or accumulator words (it must be
+  // caught reading a stale element); the step barrier left out (the K/V cache and the next step's overwrites race).
+  void skip_flag_polls_for_test(Op op);
   void drop_step_barrier_for_test();
   // Test hook of the dynamic LM head: every LmHead instruction claims once more than the device does (the
   // per-step claim ranges then drift; Argmax's check must catch it).
   void extra_lm_claim_for_test();
-  // Test hook of the mid-layer residual accumulator (flag protocol + mid_resid, isa.h mid_acc_word): MlpGateUp leaves
-  // the other parity's words as they are (the next step but one must be caught adding to a stale sum).
-  void skip_acc_clear_for_test();
+  // Test hook of the accumulators (flag protocol + mid_resid, isa.h mid_acc_word): their readers leave the other
+  // parity's words as they are (the next step but one must be caught adding to a stale sum); `resid_only`: only the
+  // fused MLP's resid_in words (isa.h resid_acc).
+  void skip_acc_clear_for_test(bool resid_only = false);
 
   struct State;  // internal (sim_state.h)
 

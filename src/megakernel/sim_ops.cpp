@@ -16,7 +16,8 @@ namespace {
 using Vec = std::vector<float>;
 
 // resid_in(l): the residual stream entering layer l (l = n_layer: entering the final norm), summed in
-// the same fixed order by every reader.
+// the same fixed order by every reader -- or, with the fused MLP's accumulator (isa.h resid_acc), its fixed-point
+// sum, taken by the current instruction (which clears its aux slice of the other parity).
 bool residual_in(Simulator::State& s, int l, Vec& x) {
   const Layout& L = s.schedule.layout;
   x.assign(size_t(L.n_embd), 0.f);
@@ -26,6 +27,7 @@ bool residual_in(Simulator::State& s, int l, Vec& x) {
     cpu::embed(x.data(), s.weights->tok_embd, int32_t(tok));
     return true;
   }
+  if (s.resid_acc_on()) return s.acc_take(resid_acc_slot(L, l - 1), *s.cur, x.data());
   Vec part(static_cast<size_t>(L.n_embd));
   if (L.mid_resid) {  // resid[l-1] + sum_g o_part[l-1][g], already summed in this order by MlpGateUp
     if (!s.read(L.resid_mid + int64_t(l - 1) * L.n_embd, L.n_embd, x.data())) return false;
@@ -43,35 +45,12 @@ bool residual_in(Simulator::State& s, int l, Vec& x) {
   return true;
 }
 
-// Phase 0 of a two-phase instruction (State::two_phase): dst[aux_begin, aux_end) = the sum of phase_sum's vectors
-// there, in their order -- the order of the one-phase whole-vector sums (residual_in, gate_up_rows), so the same bits.
-bool publish_slice(Simulator::State& s, const Instr& in) {
-  const Simulator::State::PhaseSum ps = s.phase_sum(in);
-  const int64_t E = s.schedule.layout.n_embd, b = in.aux_begin, n = int64_t(in.aux_end) - b;
-  if (n <= 0) return true;
-  Vec x(static_cast<size_t>(n)), part(static_cast<size_t>(n));
-  if (!s.read(ps.first + b, n, x.data())) return false;
-  for (int k = 0; k < ps.n_rest; ++k) {
-    if (!s.read(ps.rest + k * E + b, n, part.data())) return false;
-    cpu::add(x.data(), x.data(), part.data(), int(n));
-  }
-  return s.write(ps.dst + b, n, x.data());
-}
-
-// Phase 1 of a two-phase instruction: x = the whole vector that every instruction's phase 0 published.
-bool read_published(Simulator::State& s, const Instr& in, Vec& x) {
-  const Layout& L = s.schedule.layout;
-  x.assign(size_t(L.n_embd), 0.f);
-  return s.read(s.phase_sum(in).dst, L.n_embd, x.data());
-}
-
 bool qkv_proj(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
   Vec x, xn(static_cast<size_t>(L.n_embd)), out(static_cast<size_t>(L.qkv_dim));
-  const bool two = s.two_phase(in);  // phase 1: x = resid[l], already published by phase 0
-  if (!(two ? read_published(s, in, x) : residual_in(s, in.layer, x))) return false;
-  if (!two && in.aux_end > in.aux_begin &&
+  if (!residual_in(s, in.layer, x)) return false;
+  if (in.aux_end > in.aux_begin &&
       !s.write(L.resid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
     return false;
   // Flags + mid_resid: the slice is also resid_mid[l]'s first contribution (the device stores only that).
@@ -205,30 +184,27 @@ bool attn_o_proj(Simulator::State& s, const Instr& in) {
 // act[rows] of layer l = silu(gate x) * up x, x = rmsnorm(resid[l] + sum_g o_part[l][g]); into
 // act (whole [n_ff] vector, rows filled). MlpGateUp under flags + mid_resid takes x from the accumulator its
 // contributors added to, as the device (isa.h mid_acc_word: fixed point, order-free); the other modes sum in float in
-// this order.
-// Two-phase (State::two_phase), phase 1: x = resid_mid[l], every SM's phase 0.
+// this order. The aux slice of x is materialised as resid_mid[l] or, with the fused MLP's accumulator (isa.h
+// resid_acc), added to resid_in(l + 1)'s words as this instruction's first contribution there.
 bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   const Layout& L = s.schedule.layout;
   const LayerWeights& w = s.weights->layers[in.layer];
   Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), up(static_cast<size_t>(L.n_ff));
   act.assign(size_t(L.n_ff), 0.f);
   Vec& gate = act;
-  if (s.two_phase(in)) {
-    if (!read_published(s, in, x)) return false;
+  if (s.mid_acc()) {  // the accumulator's sums (isa.h mid_acc_word)
+    if (!s.acc_take(in.layer, in, x.data())) return false;
   } else {
-    if (in.op == Op::MlpGateUp && s.mid_acc()) {  // the accumulator's sums (isa.h mid_acc_word)
-      if (!s.acc_take(in, x.data())) return false;
-    } else {
-      if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
-      for (int g = 0; g < L.n_kv_head; ++g) {
-        if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
-        cpu::add(x.data(), x.data(), part.data(), L.n_embd);
-      }
+    if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
+    for (int g = 0; g < L.n_kv_head; ++g) {
+      if (!s.read(L.o_part + (int64_t(in.layer) * L.n_kv_head + g) * L.n_embd, L.n_embd, part.data())) return false;
+      cpu::add(x.data(), x.data(), part.data(), L.n_embd);
     }
-    if (in.aux_end > in.aux_begin &&
-        !s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + in.aux_begin, in.aux_end - in.aux_begin, x.data() + in.aux_begin))
-      return false;
   }
+  const int64_t b = in.aux_begin, n_aux = int64_t(in.aux_end) - b;
+  if (n_aux > 0 && !(s.resid_acc_on() ? s.acc_add(resid_acc_slot(L, in.layer), b, n_aux, x.data() + b)
+                                      : s.write(L.resid_mid + int64_t(in.layer) * L.n_embd + b, n_aux, x.data() + b)))
+    return false;
   cpu::rmsnorm(xn.data(), x.data(), w.mlp_norm, s.config.rms_norm_eps, L.n_embd);
   cpu::matvec_rows(gate.data(), w.w_gate, xn.data(), in.row_begin, in.row_end);
   cpu::matvec_rows(up.data(), w.w_up, xn.data(), in.row_begin, in.row_end);
@@ -246,12 +222,14 @@ bool mlp_gate_up(Simulator::State& s, const Instr& in) {
 }
 
 // Fused MLP: the rows' activations stay local; their split-K contribution to the down projection,
-// w_down[:, rows] . act[rows] (act zero outside rows), is this instruction's partial down[l][part].
+// w_down[:, rows] . act[rows] (act zero outside rows), is this instruction's partial down[l][part] -- or, with the
+// accumulator (isa.h resid_acc), its contribution to resid_in(l + 1)'s words.
 bool mlp_gate_up_down(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec act, out(static_cast<size_t>(L.n_embd));
   if (!gate_up_rows(s, in, act)) return false;
   cpu::matvec_rows(out.data(), s.weights->layers[in.layer].w_down, act.data(), 0, L.n_embd);
+  if (s.resid_acc_on()) return s.acc_add(resid_acc_slot(L, in.layer), 0, L.n_embd, out.data());
   return s.write(L.down + (int64_t(in.layer) * L.n_down_parts + in.chunk) * L.n_embd, L.n_embd, out.data());
 }
 
@@ -299,8 +277,7 @@ bool argmax_better(float v, int i, float bv, int bi) {
 bool lm_head(Simulator::State& s, const Instr& in) {
   const Layout& L = s.schedule.layout;
   Vec x, xn(static_cast<size_t>(L.n_embd)), logits(static_cast<size_t>(L.n_vocab));
-  // Two-phase: phase 1 (x = resid[n_layer]); phase 0 ran publish_slice and made no claims.
-  if (!(s.two_phase(in) ? read_published(s, in, x) : residual_in(s, L.n_layer, x))) return false;
+  if (!residual_in(s, L.n_layer, x)) return false;
   cpu::rmsnorm(xn.data(), x.data(), s.weights->final_norm, s.config.rms_norm_eps, L.n_embd);
   const TensorView& head = s.weights->lm_head.present() ? s.weights->lm_head : s.weights->tok_embd;
   std::vector<std::pair<int, int>> rows;
@@ -398,7 +375,6 @@ bool argmax(Simulator::State& s, const Instr&) {
 }  // namespace
 
 bool Simulator::State::execute() {
-  if (two_phase(*cur) && cur_phase == 0) return publish_slice(*this, *cur);
   switch (cur->op) {
     case Op::QkvProj: return qkv_proj(*this, *cur);
     case Op::AttnPartial: return attn_partial(*this, *cur);
@@ -421,6 +397,7 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
   const int64_t E = L.n_embd;
   auto residual_in = [&](int l) {  // residual_in() above
     if (l == 0) return out.emplace_back(tokens + cur_step, 1), void();
+    if (resid_acc_on()) return;  // it polls the accumulator (sim.cpp's blocking condition, State::acc_complete)
     if (L.mid_resid) {
       out.emplace_back(L.resid_mid + (l - 1) * E, E);
     } else {
@@ -429,17 +406,6 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
     }
     out.emplace_back(L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts * E);
   };
-  if (two_phase(in)) {  // phase 0: its slice of each vector it sums (publish_slice); phase 1: all of the sum
-    const PhaseSum ps = phase_sum(in);
-    const int64_t b = in.aux_begin, n = int64_t(in.aux_end) - b;
-    if (cur_phase == 1) {
-      out.emplace_back(ps.dst, E);
-    } else if (n > 0) {
-      out.emplace_back(ps.first + b, n);
-      for (int k = 0; k < ps.n_rest; ++k) out.emplace_back(ps.rest + k * E + b, n);
-    }
-    return;
-  }
   const int hd = L.head_dim, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
   const int64_t qkv = L.qkv + int64_t(in.layer) * L.qkv_dim;
   switch (in.op) {
@@ -456,9 +422,8 @@ void Simulator::State::flag_polls(const Instr& in, std::vector<std::pair<int64_t
       }
       break;
     case Op::MlpGateUp:
-      if (mid_acc()) break;  // it polls the accumulator (sim.cpp's blocking condition, State::acc_complete)
-      [[fallthrough]];
     case Op::MlpGateUpDown:
+      if (mid_acc()) break;  // it polls the accumulator (sim.cpp's blocking condition, State::acc_complete)
       out.emplace_back(L.resid + in.layer * E, E);
       out.emplace_back(L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head * E);
       break;

@@ -43,8 +43,7 @@ struct Simulator::State {
   uint64_t step_counter = 0;                 // the step barrier: one release per SM with a queue per step
   std::vector<uint32_t> step_clock;          // [n_sm] join of the releases
   int n_active = 0;                          // SMs with a non-empty queue
-  Op skip_polls_op = Op::Count;              // test hook: this op polls nothing (in phase skip_polls_phase;
-  int skip_polls_phase = -1;                 // -1: in every phase)
+  Op skip_polls_op = Op::Count;              // test hook: this op polls nothing
   bool no_step_barrier = false;              // test hook
   SampleParams sample;                       // this launch's sampling (temperature 0: greedy)
   uint64_t lm_claim = 0;                     // the dynamic LM head's claim counter (isa.h Layout::lm_unit_rows)
@@ -54,7 +53,6 @@ struct Simulator::State {
   int cur_step = 0;     // step within the launch
   int cur_pos = 0;
   const Instr* cur = nullptr;
-  int cur_phase = 0;    // of a two-phase instruction (two_phase): 0 its published slice, 1 the rest
   std::string error;    // first violation
 
   void init(const ModelConfig& c, const Weights& w, Schedule s);
@@ -78,54 +76,35 @@ struct Simulator::State {
   bool flagged(int64_t i) const;
   uint32_t cur_epoch() const { return epoch + uint32_t(cur_step); }
   void flag_polls(const Instr& in, std::vector<std::pair<int64_t, int64_t>>& out) const;
-  // Flag protocol with the mid-layer residual: MlpGateUpDown runs in two phases, and so do the readers of resid_in(l)
-  // when resid_two_phase (isa.h). Phase 0 sums and publishes its slice of one vector (phase_sum); phase 1 polls that
-  // whole vector -- every SM's phase 0 -- as its x and runs the rest. The SM blocks between them like between two
-  // instructions. (MlpGateUp polls its contributors in one phase and sums them as the device's accumulator does:
-  // isa.h mid_acc_word.)
-  bool two_phase(const Instr& in) const {
-    const Layout& L = schedule.layout;
-    if (protocol != Protocol::Flags || !L.mid_resid) return false;
-    if (in.op == Op::MlpGateUpDown) return true;
-    return resid_two_phase(L, true) && ((in.op == Op::QkvProj && in.layer >= 1) || in.op == Op::LmHead);
-  }
-  // What phase 0 of a two-phase instruction sums over [aux_begin, aux_end), in this order: `first`, then the n_rest
-  // vectors at rest + k * n_embd; into `dst`, the vector phase 1 reads whole. MlpGateUpDown: resid[l] + every
-  // o_part[l] -> resid_mid[l]; QkvProj, LmHead: resid_mid[l-1] + every down[l-1] -> resid[l] (l = n_layer for LmHead).
-  struct PhaseSum {
-    int64_t first, rest;
-    int n_rest;
-    int64_t dst;
-  };
-  PhaseSum phase_sum(const Instr& in) const {
-    const Layout& L = schedule.layout;
-    const int64_t E = L.n_embd;
-    if (in.op == Op::MlpGateUpDown)
-      return {L.resid + in.layer * E, L.o_part + in.layer * L.n_kv_head * E, L.n_kv_head, L.resid_mid + in.layer * E};
-    const int64_t l = in.op == Op::LmHead ? L.n_layer : in.layer;
-    return {L.resid_mid + (l - 1) * E, L.down + (l - 1) * L.n_down_parts * E, L.n_down_parts, L.resid + l * E};
-  }
   bool prewait_through_pos = false;  // test hook: check position pos too (must fail)
-  // The mid-layer residual accumulator (flag protocol + mid_resid, isa.h mid_acc_word): the device's words, and per
-  // word the epoch of its last contribution (bookkeeping the device does not have: it proves the clearing).
-  std::vector<unsigned long long> acc;  // [2][n_layer][n_embd]
+  // The accumulators (flag protocol + mid_resid, isa.h mid_acc_word): the device's words of every slot (resid_mid[l]
+  // in slot l; with the fused MLP resid_in(l + 1) in slot n_layer + l: isa.h resid_acc), and per word the epoch of
+  // its last contribution (bookkeeping the device does not have: it proves the clearing).
+  std::vector<unsigned long long> acc;  // [2][acc_slots][n_embd]
   std::vector<uint32_t> acc_tag;        // NO_TAG: cleared
-  bool skip_acc_clear = false;          // test hook
-  bool fused = false;                   // the schedule's MLP is MlpGateUpDown (two-phase under flags + mid_resid)
-  bool mid_acc() const { return protocol == Protocol::Flags && schedule.layout.mid_resid && !fused; }
-  size_t acc_index(uint32_t e, int layer, int64_t i) const {
+  int skip_acc_clear = 0;               // test hook: 1 every slot's clears, 2 resid_acc's only
+  bool mid_acc() const { return protocol == Protocol::Flags && schedule.layout.mid_resid; }
+  bool resid_acc_on() const { return mid_acc() && resid_acc(schedule.layout); }
+  // The accumulator slot an instruction polls: MlpGateUp(Down) resid_mid[l]'s; with resid_acc_on, QkvProj (l >= 1)
+  // and LmHead resid_in(l)'s; -1 for none.
+  int acc_slot_read(const Instr& in) const;
+  size_t acc_index(uint32_t e, int slot, int64_t i) const {
     const Layout& L = schedule.layout;
-    return size_t((int64_t(e & 1u) * L.n_layer + layer) * L.n_embd + i);
+    return size_t((int64_t(e & 1u) * L.acc_slots + slot) * L.n_embd + i);
   }
-  uint32_t acc_count() const { return 1u + uint32_t(schedule.layout.n_kv_head); }  // contributions per word
-  // Adds v[0, n) to words [b, b + n) of layer `layer` at this step (QkvProj's resid slice, AttnOProj's rows). False
-  // (and error) when a word still holds another step's sum (not cleared) or already all of this step's contributions.
-  bool acc_add(int layer, int64_t b, int64_t n, const float* v);
-  // MlpGateUp: the device's poll condition (every word of the layer at this step counts acc_count()).
-  bool acc_complete(int layer) const;
-  // MlpGateUp: x = the layer's sums (false and error when a word holds another step's), then clears its aux slice of
+  uint32_t acc_count(int slot) const {  // contributions per word
+    const Layout& L = schedule.layout;
+    return 1u + uint32_t(slot < L.n_layer ? L.n_kv_head : L.n_down_parts);
+  }
+  std::string acc_name(int slot) const;  // "resid_mid[layer 1]", "resid_in(2)"
+  // Adds v[0, n) to words [b, b + n) of `slot` at this step. False (and error) when a word still holds another step's
+  // sum (not cleared) or already all of this step's contributions.
+  bool acc_add(int slot, int64_t b, int64_t n, const float* v);
+  // The device's poll condition: every word of the slot at this step counts acc_count(slot).
+  bool acc_complete(int slot) const;
+  // x = the slot's sums (false and error when a word holds another step's), then clears the instruction's aux slice of
   // the other parity's words (false and error when one of them holds the next step's contributions).
-  bool acc_take(const Instr& in, float* x);
+  bool acc_take(int slot, const Instr& in, float* x);
 };
 
 }  // namespace mk::megakernel

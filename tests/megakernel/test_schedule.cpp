@@ -94,7 +94,7 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
           own(owners, "logits", L.n_vocab, in.row_begin, in.row_end);
           own(owners, "amax", L.n_lm_slices, in.chunk, in.chunk + 1);
           ASSERT_LE(in.aux_begin, in.aux_end);
-          if (o.fuse_down) own(owners, "resid[n_layer]", L.n_embd, in.aux_begin, in.aux_end);  // two-phase LmHead
+          if (o.fuse_down) own(owners, "resid_in(n_layer) clears", L.n_embd, in.aux_begin, in.aux_end);  // resid_acc
           else EXPECT_EQ(in.aux_end, 0u);
           break;
         case Op::SamplePartial:  // whole tiles of the vocabulary, part k at k * sample_part_tiles tiles
@@ -111,8 +111,11 @@ void check_schedule(const ModelConfig& c, const ScheduleOptions& o) {
   for (auto& [buf, v] : owners)
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], 1) << buf << " row " << i;
   EXPECT_EQ(L.mid_resid, o.mid_resid ? 1 : 0);
-  EXPECT_GE(L.qkv, L.resid + int64_t(c.n_layer + 1) * c.n_embd);  // resid holds n_layer + 1 rows
-  EXPECT_GE(L.logits, L.mid_acc + 2 * int64_t(c.n_layer) * c.n_embd);  // the accumulator's two sets of words
+  EXPECT_GE(L.qkv, L.resid + int64_t(c.n_layer) * c.n_embd);
+  // The accumulators' two sets of words: resid_mid's, and with the fused MLP resid_in(l + 1)'s (isa.h resid_acc).
+  EXPECT_EQ(L.acc_slots, (o.fuse_down && o.mid_resid ? 2 : 1) * c.n_layer);
+  EXPECT_EQ(resid_acc(L), o.fuse_down && o.mid_resid);
+  EXPECT_GE(L.logits, L.mid_acc + 2 * int64_t(L.acc_slots) * c.n_embd);
   EXPECT_GE(L.mid_acc, L.resid_mid + int64_t(c.n_layer) * c.n_embd);
   size_t expect_bufs = size_t(c.n_layer) * (5 + size_t(c.n_kv_head) + (L.n_chunks > 1 ? size_t(c.n_kv_head) : 0) +
                                             (L.n_chunks > 1 ? 0 : 1)) + 5 + (o.fuse_down ? 1 : 0);
@@ -173,16 +176,15 @@ TEST(Schedule, FusedMlpRemovesOneDependencyPointPerLayer) {
   EXPECT_EQ(stages(*plain) - stages(*fused), size_t(c->n_layer));
   EXPECT_EQ(fused->total_bytes, plain->total_bytes);  // the same weights, read once
   EXPECT_EQ(fused->layout.n_down_parts, 132);
-  // Under flags + mid_resid its residual readers run in two phases (isa.h resid_two_phase): the LmHead instructions'
-  // aux ranges are split_rows(n_embd, their count, 1), covering the final residual resid[n_layer] once.
+  // Under mid_resid its residual is accumulated (isa.h resid_acc): the LmHead instructions' aux ranges are
+  // split_rows(n_embd, their count, 1), so that they clear the last layer's words once.
   auto mid = build_schedule(*c, {.n_sm = 132, .max_context = 256, .fuse_down = true, .mid_resid = true});
   ASSERT_TRUE(mid.ok());
-  EXPECT_TRUE(resid_two_phase(mid->layout, true));
-  EXPECT_FALSE(resid_two_phase(mid->layout, false));
-  EXPECT_FALSE(resid_two_phase(fused->layout, true));  // no mid_resid
+  EXPECT_TRUE(resid_acc(mid->layout));
+  EXPECT_FALSE(resid_acc(fused->layout));  // no mid_resid
   auto unfused_mid = build_schedule(*c, {.n_sm = 132, .max_context = 256, .mid_resid = true});
   ASSERT_TRUE(unfused_mid.ok());
-  EXPECT_FALSE(resid_two_phase(unfused_mid->layout, true));  // one down partial
+  EXPECT_FALSE(resid_acc(unfused_mid->layout));
   std::vector<std::pair<uint32_t, uint32_t>> aux(size_t(mid->layout.n_lm_slices));
   for (const auto& q : mid->queues)
     for (const Instr& in : q)
@@ -275,6 +277,11 @@ TEST(Schedule, RefusesWhatItCannotPlace) {
   bad = c;
   bad.n_head = bad.n_kv_head = 256;  // the accumulator counts 1 + n_kv_head contributions in 8 bits
   expect_error(bad, {.n_sm = 4, .max_context = 16}, "mid_acc_word");
+  // The fused MLP's accumulator counts 1 + n_down_parts in the same 8 bits: 255 gate/up slices are too many.
+  bad = c;
+  bad.n_ff = 255 * 8;
+  expect_error(bad, {.n_sm = 255, .max_context = 16, .fuse_down = true, .mid_resid = true}, "down partials");
+  EXPECT_TRUE(build_schedule(bad, {.n_sm = 254, .max_context = 16, .fuse_down = true, .mid_resid = true}).ok());
   bad = c;
   bad.n_vocab = 1 << 24;
   expect_error(bad, {.n_sm = 4, .max_context = 16}, "n_vocab");

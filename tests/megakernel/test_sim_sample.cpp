@@ -118,7 +118,7 @@ struct Case {
   ModelConfig config;
   int chunk_len = 0;
   int lm_unit = 0, lm_static = 0;
-  bool fuse_down = false;  // MlpGateUpDown (under flags + mid_resid: two-phase residual readers, isa.h resid_two_phase)
+  bool fuse_down = false;  // MlpGateUpDown (under flags + mid_resid: the residual accumulated in L2, isa.h resid_acc)
 };
 
 TEST(SimSample, KSampledStepsPerLaunchEqualHostLoop) {
