@@ -238,10 +238,7 @@ __device__ __forceinline__ void st_act(const Ctx& c, int64_t off, float v) {
   else c.p.ws[off] = v;
 }
 // The accumulator words of resid_mid[layer] at the step of epoch e (isa.h mid_acc_word: two sets, by e's parity).
-__device__ __forceinline__ u64* mid_acc_words(const Ctx& c, int layer, uint32_t e) {
-  const Layout& L = c.p.L;
-  return c.p.fws + L.mid_acc + (int64_t(e & 1u) * L.n_layer + layer) * L.n_embd;
-}
+__device__ __forceinline__ u64* mid_acc_words(const Ctx& c, int layer, uint32_t e) { return c.p.fws + acc_offset(c.p.L, e, layer); }
 __device__ __forceinline__ void add4(float4& a, const float4& b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; }
 
 // s_x[0, n_embd) = resid + sum_g o_part[g] (+ down when not null), summed in this fixed order (the

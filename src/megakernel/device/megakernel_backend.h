@@ -227,7 +227,7 @@ class MegakernelBackend final : public Backend {
   // - (steps that did not run) after a stop.
   void count_steps(int64_t n, bool lm_dyn);
   Status clear_mid_acc();  // both sets of the mid-layer residual accumulator's words to zero (on stream_)
-  size_t mid_acc_bytes() const { return 2 * size_t(schedule_.layout.n_layer) * size_t(schedule_.layout.n_embd) * 8; }
+  size_t mid_acc_bytes() const { return 2 * size_t(schedule_.layout.acc_slots) * size_t(schedule_.layout.n_embd) * 8; }
   // forward / forward_on_device: logits empty = left on the device.
   Status run_forward(std::span<const int32_t> tokens, int pos, std::span<float> logits);
 

@@ -51,8 +51,10 @@ __device__ __forceinline__ void attn_mma_tiles(int p0, int end, int& t_first, in
 // Pairs that stream tiles: one per warp whose stages fit (MkParams::attn_mma_warps), at most WARPS / 2.
 __device__ __forceinline__ int attn_mma_n_pairs(int aw) { return min(aw, WARPS / 2); }
 
-// The first MMA_NS - 1 tiles of this warp (or, attn_mma_pairs, of its pair), one commit group each (attn_preload
-// before the wait, or attn_mma_hd).
+// The first MMA_NS tiles of this warp (or, attn_mma_pairs, of its pair) -- every stage of its ring, one commit group
+// each (attn_preload before the wait, or attn_mma_hd): at 1B ctx 4096 (~17 tiles per chunk over 10 streams of 2
+// stages) the whole chunk is then in flight before the dependency wait (session 26; MMA_NS - 1 tiles before it, the
+// rest behind a DRAM round trip after it).
 template <int HD>
 __device__ __forceinline__ void attn_mma_first(const Ctx& c, int l, int g, int p0, int end) {
   constexpr bool PAIRS = attn_mma_pairs<HD>();
@@ -63,7 +65,7 @@ __device__ __forceinline__ void attn_mma_first(const Ctx& c, int l, int g, int p
   attn_mma_tiles(p0, end, t_first, n_tiles);
   __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + me * MMA_NS * (2 * MMA_TK * HD);
 #pragma unroll
-  for (int i = 0; i < MMA_NS - 1; ++i) {
+  for (int i = 0; i < MMA_NS; ++i) {
     if (me < streams && me + i * streams < n_tiles)
       attn_mma_issue<HD, PAIRS ? 64 : 32>(c, c.p.layers[l], g, t_first + me + i * streams, p0, end,
                                           ring + i * (2 * MMA_TK * HD), tid);
@@ -224,10 +226,8 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
   float m_run = -INFINITY, l_run = 0.f;  // row gq: running max (log2 units of the scaled score), this lane's sum
 
   for (int i = 0; i < my_tiles; ++i) {
-    if (i + MMA_NS - 1 < my_tiles)
-      attn_mma_issue<HD, PAIRS ? 64 : 32>(c, w, g, t_first + me + (i + MMA_NS - 1) * streams, p0, end,
-                                          ring + ((i + MMA_NS - 1) % MMA_NS) * STAGE, half * 32 + lane);
-    cp_async_commit();
+    // Committed so far: MMA_NS groups (attn_mma_first) + one per earlier iteration, so at most MMA_NS - 1 pending
+    // means groups 0..i are complete.
     cp_async_wait_group<MMA_NS - 1>();  // tile i has landed (this thread's copies) ...
     stream_sync();                      // ... and the stream's
     const int key0 = (t_first + me + i * streams) * MMA_TK;
@@ -250,7 +250,11 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
       cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
       cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
     }
-    stream_sync();  // the stream is done with stage i % MMA_NS before iteration i + 1 refills it
+    stream_sync();  // the stream is done with stage i % MMA_NS: tile i + MMA_NS refills it
+    if (i + MMA_NS < my_tiles)
+      attn_mma_issue<HD, PAIRS ? 64 : 32>(c, w, g, t_first + me + (i + MMA_NS) * streams, p0, end,
+                                          ring + (i % MMA_NS) * STAGE, half * 32 + lane);
+    cp_async_commit();
   }
   cp_async_wait_all();  // (the empty groups of the last iterations)
   if (me < streams)

@@ -69,9 +69,7 @@ __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int 
     for (int k = 0; k < S; ++k) {
       const int i = i0 + k * 8 * NCT;
       if (i < n) {
-#ifndef MK_PROBE_SKIP_ACT_WAIT
         repoll(c, q[k], w + i);
-#endif
         const Words8& v = q[k];  // a word's value is its high half: element i's to the low half of the pair
         *reinterpret_cast<uint4*>(c.s_x + i / 2) = make_uint4(__byte_perm(v.a.x, v.a.y, 0x7632), __byte_perm(v.a.z, v.a.w, 0x7632),
                                                               __byte_perm(v.b.x, v.b.y, 0x7632), __byte_perm(v.b.z, v.b.w, 0x7632));
