@@ -166,7 +166,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
       merge_stage_ = true;
     }
     attn_mma_want_ = opt.attn_mma_warps > 0 ? std::min(opt.attn_mma_warps, device::WARPS) : device::WARPS;
-    const int want_x = attn_mma_want_ * device::MMA_NS * device::attn_mma_stage_bytes(hd) / 4;
+    const int want_x = attn_mma_want_ * device::attn_mma_ns(hd) * device::attn_mma_stage_bytes(hd) / 4;
     const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);
     x_floats = std::max(x_floats, std::min(want_x, x_room));

@@ -192,11 +192,11 @@ __host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { retu
 constexpr int MMA_TK = 16;  // keys per tile (the mma's k for P V)
 // Ring stages per warp: MMA_NS - 1 tiles in flight while one is computed (H200, 1B ctx 16384*: 10 warps x 2 stages
 // 1.270 ms/token, 6 x 3 1.288; bench/RESULTS.md session 17, call 3).
-constexpr int MMA_NS = 2;
+__host__ __device__ constexpr int attn_mma_ns(int hd) { return hd == 64 ? 2 : 2; }
 __host__ __device__ constexpr int attn_mma_stage_bytes(int hd) { return 2 * MMA_TK * hd * 2; }  // K + V tile, bf16
-// Warps whose MMA_NS stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
+// Warps whose attn_mma_ns(hd) stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
 __host__ __device__ inline int attn_mma_fit(int smem_x_floats, int hd) {
-  const int w = int(size_t(smem_x_floats) * 4 / size_t(MMA_NS * attn_mma_stage_bytes(hd)));
+  const int w = int(size_t(smem_x_floats) * 4 / size_t(attn_mma_ns(hd) * attn_mma_stage_bytes(hd)));
   return w < WARPS ? w : WARPS;
 }
 
