@@ -51,7 +51,9 @@
 // (resid_acc below): resid_in(l + 1) = resid_mid[l] + sum_p down[l][p] is summed in L2 by its 1 + n_down_parts
 // contributors -- each MlpGateUpDown's resid_mid slice (aux) and its whole down partial -- and QkvProj (l >= 1) and
 // LmHead poll it: one dependency point per MLP instead of two (act, then down), where the n_down_parts partials per
-// element were far too many for every reader to sum.
+// element were far too many for every reader to sum. Simulator only: the device backend refuses the fused schedule
+// (H200, session 26: an MlpDown without its act wait, the bound of what fusing buys, was 0.6-1% faster, less than
+// the 132 atomic adds per element would cost; bench/RESULTS.md session 26 call 2).
 //
 // Publishing (Layout-independent; the device's MkParams::flags and the simulator's Protocol): either
 // epoch counters (below), or flag-in-data: every workspace element except logits is stored together with
