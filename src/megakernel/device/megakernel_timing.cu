@@ -100,7 +100,7 @@ Expected<std::string> MegakernelBackend::timing_report() {
         std::snprintf(line, sizeof line, "    %-13s prep = inputs polled + summed %.1f, residual store + RMSNorm %.1f, to the first page %.1f\n",
                       op_name(Op(op)), prep1[op] * per, prep2[op] * per, (prep[op] - prep1[op] - prep2[op]) * per);
       else
-        std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait %.1f), merge/normalise %.1f\n",
+        std::snprintf(line, sizeof line, "    %-13s prep = q/k/v load + RoPE + append %.1f, attention %.1f (of it K/V wait or attn_mma's tile loop %.1f), merge/normalise %.1f\n",
                       op_name(Op(op)), prep1[op] * per, prep2[op] * per, att_kv[op] * per,
                       (prep[op] - prep1[op] - prep2[op]) * per);
       out += line;

@@ -72,7 +72,7 @@ struct MkLayer {
 // T_PREP1 / T_PREP2: attention ops: q/k/v loaded + RoPE + append done; attention over the cache done. QkvProj and
 // MlpGateUp: the residual's inputs polled and summed (every thread's, after a barrier); the RMSNorm done.
 // T_ATT_KV (attention ops): thread 0's staged K/V copies landed (attn_range: before the first score; attn_short:
-// every thread's, after the barrier that follows them).
+// every thread's, after the barrier that follows them); attn_mma: thread 0's stream has computed its last tile.
 // T_LOADER_STALL: ns the loader waited for a free ring slot before issuing this instruction's pages (the ring was
 // full of earlier pages), written by the loader.
 enum TimingField { T_WAIT_START = 0, T_WAIT_END, T_COMPUTE_END, T_SIGNAL_END, T_PAGE_WAIT, T_MATVEC_START, T_PREP1, T_PREP2, T_ATT_KV,

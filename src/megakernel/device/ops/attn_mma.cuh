@@ -258,6 +258,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
     cp_async_commit();
   }
   cp_async_wait_all();  // (the empty groups of the last iterations)
+  stamp(c, T_ATT_KV);   // the timing report's "tile loop": stream 0's, to here from attn_prepare's end
   if (me < streams)
     attn_mma_record<HD>(s_wp, me, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, my_tiles > 0);
   csync();
