@@ -231,14 +231,18 @@ void expect_modes_bit_identical(const Model& m, int mul, int add, const std::vec
 // The prefetch before the wait (norm weights, block table, the K/V stage of the attention) changes only when
 // loads are issued, never the arithmetic: on/off give bit-identical logits, and match the CPU. 140 positions
 // with attention inline (flags; attn_short: staged and in-place positions both in use with a 37-position stage;
-// and attn_range), inline with counters (attn_range) and with split chunks, on all SMs and on 7.
+// and attn_range), inline with counters (attn_range) and with split chunks, on all SMs and on 7 -- and split chunks
+// streamed by one warp (attn_mma_warps = 1), fixed chunks of 96 positions and ranges that follow pos: up to 6 tiles
+// per stream, so attn_mma's ring is refilled tile after tile behind the stages issued before the wait (session 26).
 TEST(Megakernel, PrefetchBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 77);
   expect_modes_bit_identical(m, 37, 11,
                              {MegakernelOptions{}, MegakernelOptions{.attn_short = false},
                               MegakernelOptions{.attn_stage_positions = 37}, MegakernelOptions{.flag_publish = 0},
-                              MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24}},
+                              MegakernelOptions{.n_sm = 7, .attn_chunk_len = 24},
+                              MegakernelOptions{.n_sm = 7, .attn_chunk_len = 96, .attn_chunks_dynamic = false, .attn_mma_warps = 1},
+                              MegakernelOptions{.n_sm = 3, .attn_chunk_len = 64, .attn_mma_warps = 1}},
                              2, [](MegakernelBackend& b, int mode) { b.set_prefetch(mode == 0); });
 }
 
