@@ -187,7 +187,8 @@ bool Simulator::State::acc_complete(int slot) const {
   return true;
 }
 
-bool Simulator::State::acc_take(int slot, const Instr& in, float* x) {
+bool Simulator::State::acc_take(const Instr& in, float* x) {
+  const int slot = acc_slot_read(in);
   for (int64_t i = 0; i < schedule.layout.n_embd; ++i) {
     const size_t k = acc_index(cur_epoch(), slot, i);
     if (acc_tag[k] != cur_epoch() || mid_acc_count(acc[k]) != acc_count(slot)) {

@@ -27,7 +27,7 @@ bool residual_in(Simulator::State& s, int l, Vec& x) {
     cpu::embed(x.data(), s.weights->tok_embd, int32_t(tok));
     return true;
   }
-  if (s.resid_acc_on()) return s.acc_take(resid_acc_slot(L, l - 1), *s.cur, x.data());
+  if (s.acc_slot_read(*s.cur) >= 0) return s.acc_take(*s.cur, x.data());
   Vec part(static_cast<size_t>(L.n_embd));
   if (L.mid_resid) {  // resid[l-1] + sum_g o_part[l-1][g], already summed in this order by MlpGateUp
     if (!s.read(L.resid_mid + int64_t(l - 1) * L.n_embd, L.n_embd, x.data())) return false;
@@ -192,8 +192,8 @@ bool gate_up_rows(Simulator::State& s, const Instr& in, Vec& act) {
   Vec x(static_cast<size_t>(L.n_embd)), part(static_cast<size_t>(L.n_embd)), xn(static_cast<size_t>(L.n_embd)), up(static_cast<size_t>(L.n_ff));
   act.assign(size_t(L.n_ff), 0.f);
   Vec& gate = act;
-  if (s.mid_acc()) {  // the accumulator's sums (isa.h mid_acc_word)
-    if (!s.acc_take(in.layer, in, x.data())) return false;
+  if (s.acc_slot_read(in) >= 0) {  // the accumulator's sums (isa.h mid_acc_word)
+    if (!s.acc_take(in, x.data())) return false;
   } else {
     if (!s.read(L.resid + int64_t(in.layer) * L.n_embd, L.n_embd, x.data())) return false;
     for (int g = 0; g < L.n_kv_head; ++g) {

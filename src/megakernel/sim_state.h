@@ -86,7 +86,7 @@ struct Simulator::State {
   bool mid_acc() const { return protocol == Protocol::Flags && schedule.layout.mid_resid; }
   bool resid_acc_on() const { return mid_acc() && resid_acc(schedule.layout); }
   // The accumulator slot an instruction polls: MlpGateUp(Down) resid_mid[l]'s; with resid_acc_on, QkvProj (l >= 1)
-  // and LmHead resid_in(l)'s; -1 for none.
+  // and LmHead resid_in(l)'s; -1 for none. The one mapping of the blocking condition (sim.cpp) and of acc_take.
   int acc_slot_read(const Instr& in) const;
   size_t acc_index(uint32_t e, int slot, int64_t i) const {
     const Layout& L = schedule.layout;
@@ -102,9 +102,9 @@ struct Simulator::State {
   bool acc_add(int slot, int64_t b, int64_t n, const float* v);
   // The device's poll condition: every word of the slot at this step counts acc_count(slot).
   bool acc_complete(int slot) const;
-  // x = the slot's sums (false and error when a word holds another step's), then clears the instruction's aux slice of
-  // the other parity's words (false and error when one of them holds the next step's contributions).
-  bool acc_take(int slot, const Instr& in, float* x);
+  // x = the sums of the slot `in` polls (acc_slot_read(in) >= 0; false and error when a word holds another step's),
+  // then clears in's aux slice of the other parity's words (false and error when one holds the next step's adds).
+  bool acc_take(const Instr& in, float* x);
 };
 
 }  // namespace mk::megakernel

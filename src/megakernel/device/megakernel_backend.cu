@@ -106,8 +106,8 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   for (const auto& q : schedule_.queues)
     for (const Instr& in : q) {
       if (in.op == Op::MlpGateUp) max_gu_rows = std::max(max_gu_rows, int(in.row_end - in.row_begin));
-      if (in.op == Op::MlpGateUpDown)  // simulator-proven, not yet implemented on the device
-        return make_error("megakernel: the device interpreter has no ", op_name(in.op), " yet (schedule fuse_down)");
+      if (in.op == Op::MlpGateUpDown)  // simulator only: measured not worth building on the device (isa.h)
+        return make_error("megakernel: the device interpreter has no ", op_name(in.op), " (schedule fuse_down)");
     }
   const int G = L.group, hd = L.head_dim;
   // s_x: a matvec's input (MlpDown's act as bf16 pairs, n_ff / 2 floats: ops/mlp.cuh), before a dependency wait the
@@ -166,7 +166,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
       merge_stage_ = true;
     }
     attn_mma_want_ = opt.attn_mma_warps > 0 ? std::min(opt.attn_mma_warps, device::WARPS) : device::WARPS;
-    const int want_x = attn_mma_want_ * device::attn_mma_ns(hd) * device::attn_mma_stage_bytes(hd) / 4;
+    const int want_x = attn_mma_want_ * device::MMA_NS * device::attn_mma_stage_bytes(hd) / 4;
     const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);
     x_floats = std::max(x_floats, std::min(want_x, x_room));

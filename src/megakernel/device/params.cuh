@@ -190,15 +190,15 @@ __host__ __device__ __forceinline__ int merge_stage_offset(int G, int hd) { retu
 
 // Session 17, ops/attn_mma.cuh: split attention's tiles on the tensor cores.
 constexpr int MMA_TK = 16;  // keys per tile (the mma's k for P V)
-// Ring stages per warp (stream), by head dim: all issued before the dependency wait, then one refilled per computed
-// tile. More stages leave room for fewer streams, and a stream's per-tile compute chain is what bounds the loop (H200,
-// 1B ctx 16384*: 10 warps x 2 stages 1.270 ms/token, 6 x 3 1.288, session 17 call 3; head dim 64 with 4 stages, 5
-// streams: +3% at 4096*, +7% at 16384*, session 26 call 3).
-__host__ __device__ constexpr int attn_mma_ns(int /*hd*/) { return 2; }
+// Ring stages per warp (stream): all issued before the dependency wait, then one refilled per computed tile. More
+// stages leave room for fewer streams, and a stream's per-tile compute chain is what bounds the loop (H200, 1B ctx
+// 16384*: 10 warps x 2 stages 1.270 ms/token, 6 x 3 1.288, session 17 call 3; head dim 64 with 4 stages, 5 streams:
+// +3% at 4096*, +7% at 16384*, session 26 call 3).
+constexpr int MMA_NS = 2;
 __host__ __device__ constexpr int attn_mma_stage_bytes(int hd) { return 2 * MMA_TK * hd * 2; }  // K + V tile, bf16
-// Warps whose attn_mma_ns(hd) stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
+// Warps whose MMA_NS stages fit in s_x (at most WARPS); MkParams::attn_mma_warps is at most this.
 __host__ __device__ inline int attn_mma_fit(int smem_x_floats, int hd) {
-  const int w = int(size_t(smem_x_floats) * 4 / size_t(attn_mma_ns(hd) * attn_mma_stage_bytes(hd)));
+  const int w = int(size_t(smem_x_floats) * 4 / size_t(MMA_NS * attn_mma_stage_bytes(hd)));
   return w < WARPS ? w : WARPS;
 }
 

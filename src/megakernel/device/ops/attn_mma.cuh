@@ -1,7 +1,7 @@
 // Session 17: the split chunks' attention (AttnPartial of the SPLIT instances) on the tensor cores, as the layered
 // decode kernel (cuda/attention/decode_kernel.cuh) computes it: each of the first MkParams::attn_mma_warps consumer
 // warps streams its own 16-key tiles of the chunk (tiles aligned to 16 absolute positions, so a tile never straddles a
-// 64-position cache block; warp w takes tiles w, w + AW, ...) by cp.async into a ring of attn_mma_ns(HD) stages of its own in
+// 64-position cache block; warp w takes tiles w, w + AW, ...) by cp.async into a ring of MMA_NS stages of its own in
 // s_x; S = Q K^T and O += P V on mma.sync with the group's q heads as the rows (bf16 q and P, f32 sums), the online
 // softmax in registers (log2 units): no block barrier per tile -- attn_split's phases cost ~3 us per tile plus
 // ~0.014 us per position (bench/RESULTS.md session 16). At the end the warps' partials are merged in warp order
@@ -63,7 +63,6 @@ __device__ __forceinline__ void attn_mma_first(const Ctx& c, int l, int g, int p
   const int me = PAIRS ? warp / 2 : warp, tid = PAIRS ? (warp % 2) * 32 + lane : lane;
   int t_first, n_tiles;
   attn_mma_tiles(p0, end, t_first, n_tiles);
-  constexpr int MMA_NS = attn_mma_ns(HD);
   __nv_bfloat16* ring = reinterpret_cast<__nv_bfloat16*>(c.s_x) + me * MMA_NS * (2 * MMA_TK * HD);
 #pragma unroll
   for (int i = 0; i < MMA_NS; ++i) {
@@ -201,7 +200,7 @@ template <int HD>
 __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
   constexpr bool PAIRS = attn_mma_pairs<HD>();
   constexpr int NACC = PAIRS ? HD / 16 : HD / 8;  // 8-column accumulator blocks of this warp's dims
-  constexpr int NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD, MMA_NS = attn_mma_ns(HD);
+  constexpr int NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
   const int G = c.p.L.group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
   const int streams = PAIRS ? attn_mma_n_pairs(c.p.attn_mma_warps) : c.p.attn_mma_warps;
