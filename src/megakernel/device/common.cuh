@@ -192,51 +192,40 @@ __device__ __forceinline__ float poll1(const Ctx& c, const u64* p) { return flag
 // barrier that ends it, any consumer thread may read the values (ld_flag_val): a later relaxed load of a
 // location observed fresh by a thread ordered before it (bar.sync) cannot return the older value.
 // COPY (poll_region_to): also dst[0, n) = the values, each as the thread that polled it saw it fresh.
-// Element i's pair is at p + at(i), where at maps an even i to an even offset and at(i + 1) = at(i) + 1 (poll_pairs
-// gathers segments of even length and start this way); K loads in flight per thread; no barrier here (the callers'
-// ends it).
-template <bool COPY, int K = 4, class At>
-__device__ __forceinline__ void poll_pairs(const Ctx& c, const u64* p, int n, At at, float* dst) {
-  for (int i0 = 2 * threadIdx.x; i0 < n; i0 += 2 * K * NCT) {
-    ulonglong2 q[K];
+template <bool COPY>
+__device__ __forceinline__ void poll_region_impl(const Ctx& c, const u64* p, int n, float* dst) {
+  for (int i0 = 2 * threadIdx.x; i0 < n; i0 += 8 * NCT) {
+    ulonglong2 q[4];
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
+    for (int k = 0; k < 4; ++k) {
       const int i = i0 + k * 2 * NCT;
-      if (i + 1 < n) q[k] = ld_flag2(p + at(i));
-      else if (i < n) q[k] = make_ulonglong2(ld_flag(p + at(i)), flag_pair(0.f, c.epoch));
+      if (i + 1 < n) q[k] = ld_flag2(p + i);
+      else if (i < n) q[k] = make_ulonglong2(ld_flag(p + i), flag_pair(0.f, c.epoch));
     }
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
+    for (int k = 0; k < 4; ++k) {
       const int i = i0 + k * 2 * NCT;
       if (i >= n) continue;
       const bool ok = fresh(q[k].x, c.epoch) && fresh(q[k].y, c.epoch);
       if constexpr (COPY) {
         float a = flag_val(q[k].x), b = flag_val(q[k].y);
         if (!ok) {
-          a = poll1(c, p + at(i));
-          if (i + 1 < n) b = poll1(c, p + at(i) + 1);
+          a = poll1(c, p + i);
+          if (i + 1 < n) b = poll1(c, p + i + 1);
         }
         dst[i] = a;
         if (i + 1 < n) dst[i + 1] = b;
       } else if (!ok) {
-        poll1(c, p + at(i));
-        if (i + 1 < n) poll1(c, p + at(i) + 1);
+        poll1(c, p + i);
+        if (i + 1 < n) poll1(c, p + i + 1);
       }
     }
   }
-}
-struct Contiguous {
-  __device__ int operator()(int i) const { return i; }
-};
-__device__ void poll_region(const Ctx& c, const u64* p, int n) {
-  poll_pairs<false>(c, p, n, Contiguous{}, nullptr);
   csync();
 }
+__device__ void poll_region(const Ctx& c, const u64* p, int n) { poll_region_impl<false>(c, p, n, nullptr); }
 // The split attention's merge stage (ops/attention.cuh attn_merge_split); a barrier ends it.
-__device__ void poll_region_to(const Ctx& c, const u64* p, int n, float* dst) {
-  poll_pairs<true>(c, p, n, Contiguous{}, dst);
-  csync();
-}
+__device__ void poll_region_to(const Ctx& c, const u64* p, int n, float* dst) { poll_region_impl<true>(c, p, n, dst); }
 
 // The whole pair again (same size as the writer's store, so the two are morally strong in the PTX model and
 // read-read coherence applies), its value half returned.

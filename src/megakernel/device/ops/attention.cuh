@@ -34,19 +34,10 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
   const int64_t qkv = L.qkv + int64_t(l) * L.qkv_dim;
-  // s_h[i] = qkv[src(i)]: the group's q heads, then its k head, then its v head (segments of whole heads: even
-  // lengths and starts, as poll_pairs needs).
-  auto src = [&](int i) {
-    return i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
-                                                          : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
-  };
-  if constexpr (FLAG) {
-    // Two values per 16-byte load: ceil((G + 2) hd / 2 NCT) L2 round trips in a row after the last producer's store
-    // (1 at 1B and Qwen3, 2 at 8B), where one value per load took twice as many. More loads in flight per thread
-    // (poll_pairs' K = 2 or 4) spill in the flag instances.
-    poll_pairs<true, 1>(c, c.p.fws + qkv, (G + 2) * hd, src, s_h);
-  } else {
-    for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) s_h[i] = ld_act(c.p.ws + qkv + src(i));
+  for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) {
+    int src = i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
+                                                             : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
+    s_h[i] = FLAG ? poll1(c, c.p.fws + qkv + src) : ld_act(c.p.ws + qkv + src);
   }
   csync();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
