@@ -181,7 +181,6 @@ __device__ __forceinline__ void repoll(const Ctx& c, Slot& q, const T* p) {
   const long long t0 = clock64();
   for (uint32_t n = 0; !fresh_slot(q, c.epoch); ++n) {
     if ((n & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) return;
-    if (c.p.poll_sleep_ns) __nanosleep(c.p.poll_sleep_ns);
     ld_slot(q, p);
   }
 }

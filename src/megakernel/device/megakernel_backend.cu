@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -240,7 +239,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   int clock_khz = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev->index));
   watchdog_cycles_ = (long long)(opt.watchdog_s * double(clock_khz) * 1e3);
-  if (const char* e = std::getenv("MK_POLL_SLEEP")) poll_sleep_ns_ = std::max(0, std::atoi(e));
   if (opt.layered_prefill) {
     auto p = cuda::CudaBackend::create(config_, weights_.alias(), max_context_, {}, &kv_);
     if (!p) return make_error("megakernel: the layered prefill: ", p.message());
@@ -303,7 +301,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.pos0 = pos;
   p.n_steps = n_steps;
   p.watchdog_cycles = watchdog_cycles_;
-  p.poll_sleep_ns = poll_sleep_ns_;
   p.n_pages = n_pages_;
   p.gate_pages = n_pages_ > 0 ? gate_pages_ : 0;
   p.gate_pages_gu = n_pages_ > 0 ? gate_up_gate() : 0;

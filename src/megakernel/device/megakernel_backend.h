@@ -246,7 +246,6 @@ class MegakernelBackend final : public Backend {
   uint32_t epoch_ = 0;
   bool broken_ = false;  // a watchdog fired: counters are inconsistent
   long long watchdog_cycles_ = 0;
-  int poll_sleep_ns_ = 0;  // device::MkParams::poll_sleep_ns (MK_POLL_SLEEP, an experiment)
   cudaStream_t stream_ = nullptr;
   // Device buffers.
   void* instrs_ = nullptr;         // Instr[n_instr]

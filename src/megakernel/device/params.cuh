@@ -138,9 +138,6 @@ struct MkParams {
   // (needs the ring and a schedule with units). lm_claim: the monotonic claim counter; lm_base: its value at
   // this launch's start (the host counts every dynamic step's L.lm_claims_per_step()).
   int lm_dynamic;
-  // Session 27 (experiment, MK_POLL_SLEEP): ns a poller sleeps between re-reads of a stale flagged input (0: spins),
-  // so that the SMs waiting at a dependency point load L2 less while the last SMs of the stage still stream.
-  int poll_sleep_ns;
   unsigned long long* lm_claim;
   unsigned long long lm_base;
   // Sampling of this launch (isa.h SampleParams; temperature 0 = greedy): the Argmax instruction draws instead

@@ -94,7 +94,6 @@ __device__ __forceinline__ u64 poll_flag(const MkParams& p, const u64* a, uint32
   const long long t0 = clock64();
   for (uint32_t n = 0; !fresh(v, epoch); ++n) {
     if ((n & 63u) == 1u && flag_poll_expired(p, instr, t0)) break;
-    if (p.poll_sleep_ns) __nanosleep(p.poll_sleep_ns);
     v = ld_flag(a);
   }
   return v;

@@ -29,7 +29,6 @@ __device__ __forceinline__ void poll_acc(const Ctx& c, const u64* w, int n, uint
           const long long t0 = clock64();
           for (uint32_t r = 0; !acc_complete(q[k], count); ++r) {
             if ((r & 63u) == 1u && flag_poll_expired(c.p, c.instr, t0)) break;
-            if (c.p.poll_sleep_ns) __nanosleep(c.p.poll_sleep_ns);
             q[k] = ld_pairs4(w + i);
           }
         }
