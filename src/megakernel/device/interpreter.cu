@@ -99,7 +99,7 @@
 #include "megakernel/device/ops/attention.cuh"
 #include "megakernel/device/ops/lm_head.cuh"
 #include "megakernel/device/ops/mlp.cuh"
-#include "megakernel/device/ops/qkv_proj.cuh"
+#include "megakernel/device/ops/norm_matvec.cuh"
 
 namespace mk::megakernel::device {
 
@@ -183,8 +183,10 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       c.staged = false, c.at_pos = -1, c.rope_ready = false;
       if (p.prefetch) {
         switch (in.op) {
-          case Op::QkvProj: prefetch_norm(c, p.layers[in.layer].attn_norm); break;
-          case Op::MlpGateUp: prefetch_norm(c, p.layers[in.layer].mlp_norm); break;
+          case Op::QkvProj:
+          case Op::MlpGateUp:
+            prefetch_norm(c, in.op == Op::QkvProj ? p.layers[in.layer].attn_norm : p.layers[in.layer].mlp_norm);
+            break;
           case Op::LmHead: prefetch_norm(c, p.final_norm); break;
           case Op::AttnPartial:
             if constexpr (!INLINE) attn_preload<FLAG, SPLIT>(c, in);
@@ -225,12 +227,12 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
         continue;
       }
       switch (in.op) {
-        case Op::QkvProj: op_qkv_proj<RING, FLAG, STOP>(c, in); break;
+        case Op::QkvProj:
+        case Op::MlpGateUp: op_norm_matvec<RING, FLAG, STOP>(c, in); break;
         case Op::AttnPartial:
           if constexpr (!INLINE) op_attn_partial<FLAG, SPLIT>(c, in);
           break;
         case Op::AttnOProj: op_attn_o_proj<RING, FLAG, SPLIT, INLINE>(c, in); break;
-        case Op::MlpGateUp: op_mlp_gate_up<RING, FLAG>(c, in); break;
         case Op::MlpDown: op_mlp_down<RING, FLAG>(c, in); break;
         case Op::LmHead: op_lm_head<RING, FLAG, SAMPLE>(c, in); break;
         case Op::SamplePartial:

@@ -157,7 +157,7 @@ struct MkParams {
   uint32_t tag0;         // epoch tag of ftokens[0] (the backend's total step count; the flag instance: = epoch0)
   // Session 14: gated prefetch (ring.cuh loader_gate). > 0: the loader issues at most this many pages of a MlpDown or
   // QkvProj instruction before the block's consumers have read that instruction's whole input (ops/mlp.cuh,
-  // ops/qkv_proj.cuh: gate_open), i.e. before the stage before it ended on every SM; 0: no gate (MegakernelOptions).
+  // ops/norm_matvec.cuh: gate_open), i.e. before the stage before it ended on every SM; 0: no gate (MegakernelOptions).
   int gate_pages;
   // Session 20: MlpGateUp's own gate, used instead of gate_pages (the backend's gate_up_gate(): gate_pages plus its extra
   // pages, or MegakernelOptions::gate_pages_gate_up), so that with a deeper ring more of its pages can land during the

@@ -1,5 +1,5 @@
-// MlpGateUp and MlpDown (isa.h). Mirrors mlp_gate_up / mlp_down in src/megakernel/sim_ops.cpp, except that act is
-// rounded to bf16 here (as the layered path's decode does: CudaBackend's h_bf16), the simulator keeping fp32.
+// MlpDown (isa.h; mirrors mlp_down in src/megakernel/sim_ops.cpp) and the polls of MlpGateUp's input and of act
+// (MlpGateUp itself: ops/norm_matvec.cuh).
 #pragma once
 #include "megakernel/device/common.cuh"
 
@@ -75,50 +75,6 @@ __device__ __forceinline__ void poll_words(const Ctx& c, const uint32_t* w, int 
                                                               __byte_perm(v.b.x, v.b.y, 0x7632), __byte_perm(v.b.z, v.b.w, 0x7632));
       }
     }
-  }
-}
-
-// x = resid[l] + sum_g o_part[l][g]; rmsnorm(mlp_norm); act[rows] = silu(gate x) * up x (rounded to bf16).
-// Flag protocol with the mid-layer residual (L.mid_resid): x is resid_mid[l]'s accumulator, complete once all 1 +
-// n_kv_head contributors added to it (isa.h mid_acc_word): one dependency point after the last O-projection partial.
-// (Sessions 18-24 summed the partials here in two phases -- each SM its slice, published, then all slices polled: two
-// points, 2.4 us per layer at 1B, 4.7 at 8B, bench/RESULTS.md session 22 call 10; before session 18 every SM summed
-// the whole of resid and the n_kv_head partials itself: 5.8 / 10.8 us per layer.)
-template <bool RING, bool FLAG>
-__device__ void op_mlp_gate_up(const Ctx& c, const Instr& in) {
-  const Layout& L = c.p.L;
-  const MkLayer& w = c.p.layers[in.layer];
-  const int64_t E = L.n_embd;
-  const int64_t mid = L.resid_mid + in.layer * E;
-  if (FLAG && L.mid_resid) {
-    poll_acc(c, mid_acc_words(c, in.layer, c.epoch), L.n_embd, 1u + uint32_t(L.n_kv_head));
-    // The other set's words of this slice, zero for the next step's contributions (isa.h says why this is ordered).
-    u64* const next = mid_acc_words(c, in.layer, c.epoch + 1u);
-    for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_zero(next + i);
-  } else {
-    const int64_t resid = L.resid + in.layer * E, parts = L.o_part + in.layer * L.n_kv_head * E;
-    if constexpr (FLAG) sum_residual_flag(c, resid, parts, L.n_kv_head, -1);
-    else sum_residual(c, c.p.ws + resid, c.p.ws + parts, L.n_kv_head, nullptr);
-  }
-  csync();
-  stamp(c, T_PREP1);
-  gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh gated_op)
-  // Materialise this instruction's slice of resid_mid[l] (read by the next QkvProj with L.mid_resid).
-  for (int i = int(in.aux_begin) + threadIdx.x; i < int(in.aux_end); i += NCT) st_act<FLAG>(c, mid + i, c.s_x[i]);
-  rmsnorm_smem(c, w.mlp_norm, L.n_embd, true);
-  stamp(c, T_PREP2);
-  // Interleaved rows: 2r = gate r, 2r + 1 = up r; a warp's row pair is exactly (gate, up) of one r.
-  const int r0 = int(in.row_begin), r1 = int(in.row_end);
-  float* s_gu = c.s_aux;  // [2 (r1 - r0)]
-  matvec<RING>(c, in, c.s_x, [&](int r, float v) { s_gu[r - 2 * r0] = v; });
-  csync();
-  // act goes out rounded to bf16 (the layered path's precision): flagged as packed words (poll.cuh act_word), so
-  // MlpDown polls it in one round trip.
-  const int64_t act = L.act + int64_t(in.layer) * L.n_ff;
-  for (int r = r0 + threadIdx.x; r < r1; r += NCT) {
-    const float g = s_gu[2 * (r - r0)], u = s_gu[2 * (r - r0) + 1], v = g / (1.f + expf(-g)) * u;
-    if constexpr (FLAG) st_word(act_words(c, act) + r, act_word(v, c.epoch));
-    else c.p.ws[act + r] = __bfloat162float(__float2bfloat16_rn(v));
   }
 }
 
