@@ -206,7 +206,7 @@ struct Layout {
   int n_counters = 0;
 };
 
-// The mid-layer residual accumulator (flag protocol + mid_resid; device/ops/mlp.cuh, the simulator's State::acc_*).
+// The mid-layer residual accumulator (flag protocol + mid_resid; device/ops/norm_matvec.cuh and mlp.cuh, the simulator's State::acc_*).
 // resid_mid[l] = resid[l] + sum_g o_part[l][g] is summed in L2 by its 1 + n_kv_head contributors -- QkvProj's slice
 // of resid[l], each AttnOProj's rows of its group's partial -- with one relaxed atomic add each of mid_acc_word(v)
 // to word i of mid_acc[epoch & 1][l]: the value in fixed point with MID_ACC_FRAC fraction bits above 8 bits that

@@ -92,6 +92,9 @@
 // QkvProj's resid slice and each AttnOProj's rows added by relaxed 64-bit atomics of fixed-point words that count
 // their contributions; MlpGateUp polls one vector, one dependency point instead of version 18's two): 1B ctx 32
 // 0.796 -> 0.775 ms/token, 4096* 0.984 -> 0.955, 8B 4.19 -> 4.12, Qwen3-0.6B unchanged (bench/RESULTS.md call 3).
+// Version 27 (session 27): QkvProj and MlpGateUp on one inlined body (ops/norm_matvec.cuh): one copy of the input /
+// norm / page loop in the per-layer code, whose instruction fetch is ~4-5% of the stall samples (bench/RESULTS.md
+// session 27 calls 5-6): Qwen3-0.6B / 1.7B -1.2% / -2.1%, the Llama shapes within +-0.3%.
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>
