@@ -77,12 +77,16 @@ def parse_sass(path):
 def op_lines(interpreter):
     """interpreter.cu line -> op name, from its dispatch switch (`case Op::X: op_...`)."""
     names = {}
+    pending = []  # bare `case Op::X:` labels (fall-through cases), named with the next line's op_ call
     for n, line in enumerate(open(interpreter), 1):
         m = re.search(r'case Op::(\w+):\s*(\w+)?', line)
-        if m and (m.group(2) or '').startswith('op_'):
-            names[f'interpreter.cu:{n}'] = m.group(1)
-        elif m and not m.group(2):
-            names[f'interpreter.cu:{n + 1}'] = m.group(1)  # `case Op::X:` with the call on the next line
+        call = m.group(2) if m else (re.search(r'\b(op_\w+)', line) or [None, None])[1]
+        if m and not m.group(2):
+            pending.append(m.group(1))
+            continue
+        if (call or '').startswith('op_'):
+            names[f'interpreter.cu:{n}'] = '/'.join(pending + ([m.group(1)] if m else []))
+        pending = []
     return names
 
 
