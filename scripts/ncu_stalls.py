@@ -12,6 +12,9 @@ scripts/megakernel_profile.sh runs the first step; its header says how to get th
 Usage:
   ncu_stalls.py compact SOURCE_PAGE.csv OUT.csv
   ncu_stalls.py map SAMPLES.csv KERNEL.sass [--interpreter src/megakernel/device/interpreter.cu] [--top N]
+  ncu_stalls.py summary SAMPLES.csv [SAMPLES.csv ...]   (each build's share of every stall reason; `no_inst` is the
+      instruction fetch, a +-1-2% term of the megakernel's step that follows its code's shape: bench/RESULTS.md
+      session 27 call 5)
 KERNEL.sass: `nvdisasm -gi -fun IDX x.cubin` (IDX: the kernel's symbol index, `readelf -s x.cubin`); it must be the
 disassembly of the very binary that was profiled (the addresses are matched by their offset from the first sample).
 """
@@ -54,10 +57,17 @@ def compact(src, dst):
 
 
 def parse_sass(path):
-    """offset -> inline chain (innermost first) as 'file:line' strings."""
+    """offset -> inline chain (innermost first) as 'file:line' strings, for the instructions of the .text sections
+    (nvdisasm also prints the debug sections' bytes with offsets of their own)."""
     rx = re.compile(r'//## File "([^"]+)", line (\d+)')
-    ins, pending, chain, after_instr = {}, [], [], True
+    ins, pending, chain, after_instr, in_text = {}, [], [], True, False
     for line in open(path):
+        sec = re.match(r'\s*\.section\s+([^,\s]+)', line)
+        if sec:
+            in_text = sec.group(1).startswith('.text')
+            continue
+        if not in_text:
+            continue
         m = rx.search(line)
         if m:
             if after_instr:
@@ -123,6 +133,19 @@ def map_samples(samples, sass, interpreter, top):
               ', '.join(f'{k} {100 * v / total:.2f}' for v, k in first))
 
 
+def summary(files):
+    """Each samples file's share of every stall reason (% of its samples), side by side: what a build changed."""
+    cols = []
+    for f in files:
+        rows = list(csv.DictReader(open(f)))
+        total = sum(float(r['# Samples']) for r in rows)
+        cols.append((total, {k: 100 * sum(float(r.get('stall_' + k, 0) or 0) for r in rows) / total for k in REASONS}))
+    print(f"{'reason':18s} " + ' '.join(f'{f[-28:]:>28s}' for f in files))
+    print(f"{'samples':18s} " + ' '.join(f'{t:28.0f}' for t, _ in cols))
+    for k in REASONS:
+        print(f'{k:18s} ' + ' '.join(f'{c[k]:27.1f}%' for _, c in cols))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -134,9 +157,13 @@ def main():
     m.add_argument('sass')
     m.add_argument('--interpreter', default='src/megakernel/device/interpreter.cu')
     m.add_argument('--top', type=int, default=30)
+    u = sub.add_parser('summary')
+    u.add_argument('samples', nargs='+')
     a = ap.parse_args()
     if a.cmd == 'compact':
         compact(a.src, a.dst)
+    elif a.cmd == 'summary':
+        summary(a.samples)
     else:
         map_samples(a.samples, a.sass, a.interpreter, a.top)
 
