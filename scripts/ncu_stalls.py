@@ -90,11 +90,10 @@ def op_lines(interpreter):
     pending = []  # bare `case Op::X:` labels (fall-through cases), named with the next line's op_ call
     for n, line in enumerate(open(interpreter), 1):
         m = re.search(r'case Op::(\w+):\s*(\w+)?', line)
-        call = m.group(2) if m else (re.search(r'\b(op_\w+)', line) or [None, None])[1]
         if m and not m.group(2):
             pending.append(m.group(1))
             continue
-        if (call or '').startswith('op_'):
+        if re.search(r'\bop_\w+\s*[<(]', line):
             names[f'interpreter.cu:{n}'] = '/'.join(pending + ([m.group(1)] if m else []))
         pending = []
     return names

@@ -163,6 +163,13 @@ __device__ __forceinline__ float* norm_stage(const Ctx& c) {
   return c.p.prefetch && c.p.smem_x_floats >= 2 * n && n % 4 == 0 ? c.s_x + n : nullptr;
 }
 
+// The RMSNorm weights of a norm-input op's input (QkvProj, MlpGateUp, LmHead): prefetch_norm stages them and
+// rmsnorm_smem reads them from that stage, so both must name the same vector.
+__device__ __forceinline__ const float* input_norm(const MkParams& p, const Instr& in) {
+  return in.op == Op::QkvProj ? p.layers[in.layer].attn_norm : in.op == Op::MlpGateUp ? p.layers[in.layer].mlp_norm
+                                                                                      : p.final_norm;
+}
+
 // Before the dependency wait: the norm weights w[0, n_embd) -> norm_stage (cp.async; they never depend on
 // this step's producers). s_x is free here: the previous instruction's readers passed its signal barrier.
 __device__ __forceinline__ void prefetch_norm(const Ctx& c, const float* w) {

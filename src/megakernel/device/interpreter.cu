@@ -187,10 +187,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
       if (p.prefetch) {
         switch (in.op) {
           case Op::QkvProj:
-          case Op::MlpGateUp:
-            prefetch_norm(c, in.op == Op::QkvProj ? p.layers[in.layer].attn_norm : p.layers[in.layer].mlp_norm);
-            break;
-          case Op::LmHead: prefetch_norm(c, p.final_norm); break;
+          case Op::MlpGateUp: prefetch_norm(c, input_norm(p, in)); break;
+          case Op::LmHead: prefetch_norm(c, input_norm(p, in)); break;  // a case of its own: the SASS stays as measured
           case Op::AttnPartial:
             if constexpr (!INLINE) attn_preload<FLAG, SPLIT>(c, in);
             break;

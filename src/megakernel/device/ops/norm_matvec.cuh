@@ -46,7 +46,7 @@ __device__ void op_norm_matvec(const Ctx& c, const Instr& in) {
     const int64_t slice = (qkv ? L.resid : L.resid_mid) + in.layer * E;
     for (int i = a0 + threadIdx.x; i < a1; i += NCT) st_act<FLAG>(c, slice + i, c.s_x[i]);
   }
-  rmsnorm_smem(c, qkv ? w.attn_norm : w.mlp_norm, L.n_embd, true);
+  rmsnorm_smem(c, input_norm(c.p, in), L.n_embd, true);
   stamp(c, T_PREP2);
   // QkvProj's rows go out as computed; MlpGateUp's (2r = gate r, 2r + 1 = up r: a warp's row pair is exactly one r's
   // gate and up) wait in s_gu for the SwiGLU.
