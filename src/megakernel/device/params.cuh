@@ -163,6 +163,10 @@ struct MkParams {
   // pages, or MegakernelOptions::gate_pages_gate_up), so that with a deeper ring more of its pages can land during the
   // attention before it without the other stages' gates moving.
   int gate_pages_gu;
+  // Session 28: the ring matvecs of QkvProj, MlpGateUp and LmHead on the tensor cores (ring.cuh ring_page_mma): > 0 is
+  // the float offset in s_x of the normed input in mma fragment order, which rmsnorm_smem writes (bf16 hi and lo parts,
+  // so the products keep ~16 bits of x); 0: the FMA page loop (MegakernelOptions::mma_matvec, or no room in s_x).
+  int mma_frag;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).
