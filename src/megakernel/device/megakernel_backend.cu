@@ -59,6 +59,11 @@ Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const Mod
   return std::move(b);
 }
 
+bool MegakernelBackend::mma_fits() const {
+  const int n = config_.n_embd, rows = device::PAGE_BYTES / (2 * n);  // rows of n_embd columns per ring page
+  return n % 64 == 0 && rows <= 8 * device::MMA_GROUPS && smem_x_floats_ >= 3 * n + device::mma_red_floats();
+}
+
 int MegakernelBackend::attn_mma_warps() const {
   return std::min(attn_mma_want_, device::attn_mma_fit(smem_x_floats_, config_.head_dim));
 }

@@ -278,7 +278,8 @@ class MegakernelBackend final : public Backend {
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   bool prefetch_ = true;
   bool mma_matvec_ = true;
-  bool mma_fits() const { return config_.n_embd % 64 == 0 && smem_x_floats_ >= 3 * config_.n_embd; }
+  // n_embd-column rows of 1-2 groups of 8 per page, the fragments and the partial sums in s_x past the norm stage.
+  bool mma_fits() const;
   bool attn_short_ = true;
   int attn_mma_want_ = 0;  // split attention's warps asked to stream tiles (0: no split attention)
   bool lm_dynamic_ = true;

@@ -25,6 +25,10 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
+// The tensor-core ring matvec (ring.cuh ring_page_mma): groups of 8 rows per page it handles, and its partial sums'
+// room in s_x (per ring slot, group and consumer warp, 8 rows).
+constexpr int MMA_GROUPS = 2;
+__host__ __device__ constexpr int mma_red_floats() { return MAX_PAGES * MMA_GROUPS * WARPS * 8; }
 // Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
 // a shift -- it runs once per 16-byte K/V copy.
 constexpr int KV_BLOCK = 64;

@@ -12,8 +12,8 @@ __device__ __forceinline__ bool block_argmax(const Ctx& c, float& best, int& bes
   float* s_val = c.s_aux;
   int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // The warp's best first: the tensor-core page loop (ring.cuh ring_page_mma) has candidates in lanes 0-3.
-  for (int o = 1; o < 4; o <<= 1) {
+  // The warp's best first: the tensor-core page loop (ring.cuh ring_page_mma) has candidates in lanes 0-7.
+  for (int o = 1; o < 8; o <<= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, best, o);
     const int i = __shfl_xor_sync(0xffffffffu, best_i, o);
     if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
