@@ -81,7 +81,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
 // "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages; in a '+' variant "pm" all pages, "gu1".."gu4"
-// MlpGateUp's own prefetch gate, "fma" the FMA ring matvec instead of the tensor cores (MegakernelOptions::mma_matvec)
+// MlpGateUp's own prefetch gate
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1);
@@ -158,7 +158,7 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int gate_gu = -1; int mma = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int gate_gu = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
@@ -180,7 +180,6 @@ void bench_shape(const std::string& name, double gbs) {
         if (has_token(id, "lm")) v.lm_dynamic = !ld0;
         if (has_token(id, "pf")) v.prefetch = !pf0;
         if (has_token(id, "pm")) v.pages = mp;                 // all ring pages that fit
-        if (has_token(id, "fma")) v.mma = 0;                   // the FMA ring matvec instead of the tensor cores
         for (int n = 1; n <= 4; ++n)
           if (has_token(id, cat("gu", n))) v.gate_gu = n;       // MlpGateUp's own prefetch gate
         v.name = cat(id, ": flags ", int(v.flags));
@@ -202,7 +201,6 @@ void bench_shape(const std::string& name, double gbs) {
       (*b)->set_rope_early(v.rope);
       (*b)->set_attn_short(v.short_attn >= 0 ? v.short_attn != 0 : sh0);
       (*b)->set_lm_dynamic(v.lm_dynamic >= 0 ? v.lm_dynamic != 0 : ld0);
-      (*b)->set_mma_matvec(v.mma != 0);
       const int pages0 = (*b)->ring_pages(), gate0 = (*b)->gate_pages(), gu0 = (*b)->gate_pages_gate_up();
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       if (v.gate >= 0) (*b)->set_gate_pages(v.gate);
@@ -210,9 +208,9 @@ void bench_shape(const std::string& name, double gbs) {
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
-        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, mma warps %d, lm_dynamic %d, mma matvec %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
+        std::printf("  megakernel ctx %5d, %3d steps/launch, ring %d pages, %-40s (prefetch %d, flags %d, mid %d, attn_short %d, stage %d, mma warps %d, lm_dynamic %d): %.3f ms/token, %.0f GB/s, %.1f%% of floor\n",
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
-                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), int((*b)->lm_dynamic_on()), int((*b)->mma_matvec()), ms, bytes / (ms * 1e-3) / 1e9,
+                    int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default

@@ -342,18 +342,7 @@ __device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = 
   for (int i = threadIdx.x; i < n; i += NCT) ss += c.s_x[i] * c.s_x[i];
   ss = cons_sum(ss, c.s_red);
   const float inv = 1.f / sqrtf(ss / float(n) + c.p.eps);
-  // MkParams::mma_frag: also the tensor-core matvec's fragments of the result (ring.cuh ring_page_mma): element i of
-  // 32-column span i / 32 goes to lane (i / 8) % 4's 16 bytes, its bf16 hi part there and its lo part 4 lanes on.
-  bf16* frag = c.p.mma_frag > 0 ? reinterpret_cast<bf16*>(c.s_x + c.p.mma_frag) : nullptr;
-  for (int i = threadIdx.x; i < n; i += NCT) {
-    const float y = w[i] * (c.s_x[i] * inv);
-    c.s_x[i] = y;
-    if (frag) {
-      const bf16 hi = __float2bfloat16_rn(y);
-      const int at = (i >> 5) * 64 + ((i >> 3) & 3) * 8 + (i & 7);
-      frag[at] = hi, frag[at + 32] = __float2bfloat16_rn(y - __bfloat162float(hi));
-    }
-  }
+  for (int i = threadIdx.x; i < n; i += NCT) c.s_x[i] = w[i] * (c.s_x[i] * inv);
   csync();
 }
 

@@ -144,7 +144,6 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   if (threadIdx.x == 0) {
     s_lm_gate = 0;  // the dynamic LM head's gate (ring.cuh): no LmHead entered in this launch yet
     s_gate = 0;     // the prefetch gate (ring.cuh): no gated instruction's input read yet
-    for (int k = 0; k < MAX_PAGES; ++k) s_mma_arrived[k] = 0;  // ring.cuh ring_page_mma
     if constexpr (STOP) s_stop = 0;  // the consumers have not stopped (ring.cuh)
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);

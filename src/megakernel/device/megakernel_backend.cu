@@ -59,11 +59,6 @@ Expected<std::unique_ptr<MegakernelBackend>> MegakernelBackend::create(const Mod
   return std::move(b);
 }
 
-bool MegakernelBackend::mma_fits() const {
-  const int n = config_.n_embd, rows = device::PAGE_BYTES / (2 * n);  // rows of n_embd columns per ring page
-  return n % 64 == 0 && rows <= 8 * device::MMA_GROUPS && smem_x_floats_ >= 3 * n + device::mma_red_floats();
-}
-
 int MegakernelBackend::attn_mma_warps() const {
   return std::min(attn_mma_want_, device::attn_mma_fit(smem_x_floats_, config_.head_dim));
 }
@@ -182,7 +177,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   lm_dynamic_ = opt.lm_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
   gate_pages_gu_ = std::max(0, opt.gate_pages_gate_up);
-  mma_matvec_ = opt.mma_matvec;
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   gu_extra_pages_ = 0;
@@ -311,7 +305,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.gate_pages = n_pages_ > 0 ? gate_pages_ : 0;
   p.gate_pages_gu = n_pages_ > 0 ? gate_up_gate() : 0;
   p.prefetch = prefetch_ ? 1 : 0;
-  p.mma_frag = mma_matvec() ? 2 * config_.n_embd : 0;  // past the norm stage (common.cuh norm_stage)
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;

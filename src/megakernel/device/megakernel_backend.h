@@ -100,10 +100,6 @@ struct MegakernelOptions {
   // as bf16 in shared memory). Session 22, call 4: gates of 3, 4 or none at 5 pages are slower everywhere (8B +1..4%).
   int gate_pages_gate_up = 0;
   int gate_up_extra_pages = 1;
-  // Session 28: the ring matvecs of QkvProj, MlpGateUp and LmHead on the tensor cores (device/ring.cuh ring_page_mma)
-  // where n_embd is a multiple of 64 and s_x has room for the input's fragments (n_embd floats past the norm stage);
-  // else the FMA page loop. Not bit-identical to it (the products' sum order differs; x enters as bf16 hi + lo parts).
-  bool mma_matvec = true;
 };
 
 // Stop ids of one launch of a generate call (MegakernelBackend::generate_until): the ids, the call's first launch
@@ -194,9 +190,6 @@ class MegakernelBackend final : public Backend {
   // Loads that do not depend on this step's producers issued before the dependency wait (on by default).
   void set_prefetch(bool on) { prefetch_ = on; }
   bool prefetch() const { return prefetch_; }
-  // Session 28: the tensor-core ring matvecs (MegakernelOptions::mma_matvec) for the next launches, where they fit.
-  void set_mma_matvec(bool on) { mma_matvec_ = on; }
-  bool mma_matvec() const { return mma_matvec_ && mma_fits(); }
   // Version 9: attn_short on / off for the next launches (inline attention; not bit-identical to attn_range).
   void set_attn_short(bool on) { attn_short_ = on; }
   bool attn_short() const { return attn_short_; }
@@ -277,9 +270,6 @@ class MegakernelBackend final : public Backend {
   int smem_x_floats_ = 0, smem_aux_floats_ = 0;
   int n_pages_ = 0, max_pages_ = 0;  // weight ring pages in use / that fit
   bool prefetch_ = true;
-  bool mma_matvec_ = true;
-  // n_embd-column rows of 1-2 groups of 8 per page, the fragments and the partial sums in s_x past the norm stage.
-  bool mma_fits() const;
   bool attn_short_ = true;
   int attn_mma_want_ = 0;  // split attention's warps asked to stream tiles (0: no split attention)
   bool lm_dynamic_ = true;

@@ -25,10 +25,6 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
-// The tensor-core ring matvec (ring.cuh ring_page_mma): groups of 8 rows per page it handles, and its partial sums'
-// room in s_x (per ring slot, group and consumer warp, 8 rows).
-constexpr int MMA_GROUPS = 2;
-__host__ __device__ constexpr int mma_red_floats() { return MAX_PAGES * MMA_GROUPS * WARPS * 8; }
 // Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
 // a shift -- it runs once per 16-byte K/V copy.
 constexpr int KV_BLOCK = 64;
@@ -167,10 +163,6 @@ struct MkParams {
   // pages, or MegakernelOptions::gate_pages_gate_up), so that with a deeper ring more of its pages can land during the
   // attention before it without the other stages' gates moving.
   int gate_pages_gu;
-  // Session 28: the ring matvecs of QkvProj, MlpGateUp and LmHead on the tensor cores (ring.cuh ring_page_mma): > 0 is
-  // the float offset in s_x of the normed input in mma fragment order, which rmsnorm_smem writes (bf16 hi and lo parts,
-  // so the products keep ~16 bits of x); 0: the FMA page loop (MegakernelOptions::mma_matvec, or no room in s_x).
-  int mma_frag;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).

@@ -339,99 +339,14 @@ __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, c
         bf16_hi(u1.z) * x5 + bf16_lo(u1.w) * x6 + bf16_hi(u1.w) * x7;
 }
 
-// Session 28: ring_page_matvec on the tensor cores (MkParams::mma_frag; rows of 1024 to 2048 columns, a multiple of
-// 64: at most MMA_GROUPS groups of 8 rows per page). Every consumer warp takes 32-column spans w, w + WARPS, ... of
-// each group: per span a lane loads 16 bytes of its row (lane / 4) and, in lanes 0-7, 16 bytes of the input's
-// fragments -- x's bf16 hi part (lanes 0-3) and lo part (lanes 4-7) as A's rows 0 and 1, the 8 rows as B's columns,
-// the sum over k permuted alike in both (lane q's 8 columns feed k pairs 2q and 2q + 8 of two mmas) -- so row r gets
-// D[0][r] + D[1][r] = W x_hi + W x_lo (x - x_hi - x_lo below 2^-16 |x|). The warps' partial sums go to the slot's
-// red[group][warp][8] and the last warp to arrive (s_mma_arrived) adds them in warp order (the same bits whoever is
-// last). Why: the FMA loop spends ~2.25 instructions per weight (unpack, FFMA, x loads) and one warp per row pair
-// (bench/RESULTS.md session 28 calls 4-5: the dot products cost 6-10% of the step; a page per warp on mma was slower).
-__shared__ uint32_t s_mma_arrived[MAX_PAGES];
-
-// D += A * B (m16n8k16, bf16 in, f32 sums) with A's rows 8-15 zero: a0 / a2 are A's registers of row lane / 4 (k pairs
-// 2q and 2q + 8, q = lane % 4), b0 / b1 B's of column lane / 4.
-__device__ __forceinline__ void mma_rows0_7(float (&d)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
-  const uint32_t z = 0;
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(z), "r"(a2), "r"(z), "r"(b0), "r"(b1));
-}
-
-// This warp's partial sums of a page (pg: nr rows of cols bf16) into red[g][warp][8], then its arrival; returns the
-// number of warps that arrived before it (WARPS - 1: this warp adds the partials). Out of line: one copy for every op.
-__device__ __noinline__ uint32_t mma_page_partial(const uint4* pg, const uint4* frag, int cols, int nr, float* red,
-                                                  uint32_t* arrived) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, q = lane & 3;
-  const int row_u4 = cols / 8, spans = cols / 32;
-  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  const uint4* fx = frag + (lane & 7);
-  for (int g = 0; g < (nr + 7) / 8; ++g) {
-    const int r = 8 * g + (lane >> 2);
-    const uint4* wr = pg + size_t(r < nr ? r : 0) * row_u4 + q;
-    float d[2][4] = {};
-    for (int sp = warp; sp < spans; sp += WARPS) {
-      const uint4 w = r < nr ? wr[4 * sp] : zero, x = lane < 8 ? fx[8 * sp] : zero;
-      mma_rows0_7(d[0], x.x, x.y, w.x, w.y);
-      mma_rows0_7(d[1], x.z, x.w, w.z, w.w);
-    }
-    float y0 = d[0][0] + d[1][0], y1 = d[0][1] + d[1][1];
-    y0 += __shfl_xor_sync(0xffffffffu, y0, 4);  // lanes 0-3: the hi part's sums + lanes 4-7's lo part's
-    y1 += __shfl_xor_sync(0xffffffffu, y1, 4);
-    if (lane < 4) red[(g * WARPS + warp) * 8 + 2 * q] = y0, red[(g * WARPS + warp) * 8 + 2 * q + 1] = y1;
-  }
-  __syncwarp();
-  uint32_t before = 0;
-  if (lane == 0) {
-    __threadfence_block();
-    before = atomicAdd(arrived, 1u);
-  }
-  return __shfl_sync(0xffffffffu, before, 0);
-}
-
-// The page through mma_page_partial; the last warp's lanes 0-7 add the warps' partials of row 8g + lane in warp order
-// and call out() (lanes 0-7: callers must not keep per-warp state in it), then re-arm the slot's arrival count (before
-// the page's release, so before the slot's next page can land).
-template <class Out>
-__device__ __forceinline__ void ring_page_mma(const Ctx& c, uint32_t slot, int cols, int nr, int row0, Out&& out) {
-  const int lane = threadIdx.x & 31;
-  float* red = c.s_x + c.p.mma_frag + c.p.L.n_embd + slot * (MMA_GROUPS * WARPS * 8);
-  const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
-  const uint4* frag = reinterpret_cast<const uint4*>(c.s_x + c.p.mma_frag);
-  if (mma_page_partial(pg, frag, cols, nr, red, &s_mma_arrived[slot]) != WARPS - 1) return;
-  __threadfence_block();
-  for (int g = 0; g < (nr + 7) / 8; ++g) {
-    const int r = 8 * g + lane;
-    if (lane < 8 && r < nr) {
-      float v = 0.f;
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) v += red[(g * WARPS + w) * 8 + lane];
-      out(row0 + r, v);
-    }
-  }
-  if (lane == 0) s_mma_arrived[slot] = 0;
-}
-
 // Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
 // for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
 // successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
-// pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh). With MkParams::mma_frag (not XB) the page
-// goes to ring_page_mma (every warp a share of every row; s_in is then read through the fragments). Returns the next
-// page's pair_base step.
+// pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh).
 template <bool XB = false, class Out>
-__device__ __forceinline__ int ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
-                                                const float* s_in, Out&& out) {
+__device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
+                                                 const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if constexpr (!XB) {
-    if (c.p.mma_frag > 0) {  // the backend sets it only where every such page fits ring_page_mma
-      ring_page_mma(c, slot, cols, nr, row0, out);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&c.empty[slot]);
-      ++c.page;
-      return 0;
-    }
-  }
   const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
   // Bank-conflict-free x reads: lanes with bit 2 set read the upper 4 floats of their 8 first.
   const int sw = (lane & 4) ? 4 : 0;
@@ -475,7 +390,6 @@ __device__ __forceinline__ int ring_page_matvec(const Ctx& c, uint32_t slot, int
   __syncwarp();
   if (lane == 0) mbar_arrive(&c.empty[slot]);
   ++c.page;
-  return n_pairs;
 }
 
 // ring_page_matvec for rows of at most 512 columns (AttnOProj's kv group: group x head_dim): a warp takes 4 row pairs
@@ -529,7 +443,8 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
       ring_page_matvec_narrow(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
       pair_base += ((nr + 1) / 2 + 3) / 4;
     } else {
-      pair_base += ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+      ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+      pair_base += (nr + 1) / 2;
     }
   }
 }

@@ -12,12 +12,6 @@ __device__ __forceinline__ bool block_argmax(const Ctx& c, float& best, int& bes
   float* s_val = c.s_aux;
   int* s_idx = reinterpret_cast<int*>(c.s_aux + WARPS);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // The warp's best first: the tensor-core page loop (ring.cuh ring_page_mma) has candidates in lanes 0-7.
-  for (int o = 1; o < 8; o <<= 1) {
-    const float v = __shfl_xor_sync(0xffffffffu, best, o);
-    const int i = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
-  }
   if (lane == 0) s_val[warp] = best, s_idx[warp] = best_i;
   csync();
   if (threadIdx.x != 0) return false;
@@ -56,9 +50,9 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
       const uint32_t slot = ring_wait_page(c);
       const int unit = *reinterpret_cast<volatile int*>(&s_lm_unit[slot]);
       const int r0 = unit * L.lm_unit_rows, nr = unit < 0 ? 0 : min(L.lm_unit_rows, L.n_vocab - r0);
-      const int base_step = ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, c.s_x, out);
+      ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, c.s_x, out);
       if (unit < 0) break;
-      pair_base += base_step;
+      pair_base += (nr + 1) / 2;
     }
   } else {
     matvec<RING>(c, in, c.s_x, out);
