@@ -327,7 +327,18 @@ __device__ __forceinline__ void dot8_pair_sw(const uint4& u0, const uint4& u1, c
         mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
 }
 
-// As dot8_pair_sw with x as 8 bf16 (one 16-byte chunk; a warp reads 512 consecutive bytes: no conflicts, no swizzle).
+// a0 += row 0's 4 weights (u0: 4 bf16) . x, a1 += row 1's (u1). Session 28: the ring matvecs read 8 bytes of each row
+// and 16 of x per lane and step, so consecutive lanes read consecutive x (no bank conflicts without a swizzle); the
+// 8-weight form before it read x in two halves swapped on every other 4 lanes and spent 8 SELs per step matching the
+// weights' words to them (~18% of the loop's instructions, bench/RESULTS.md session 28).
+__device__ __forceinline__ void dot4_pair(const uint2& u0, const uint2& u1, const float4& x, float& a0, float& a1) {
+  a0 += mk::cuda::bf16_lo(u0.x) * x.x + mk::cuda::bf16_hi(u0.x) * x.y + mk::cuda::bf16_lo(u0.y) * x.z +
+        mk::cuda::bf16_hi(u0.y) * x.w;
+  a1 += mk::cuda::bf16_lo(u1.x) * x.x + mk::cuda::bf16_hi(u1.x) * x.y + mk::cuda::bf16_lo(u1.y) * x.z +
+        mk::cuda::bf16_hi(u1.y) * x.w;
+}
+
+// a0 / a1 += 8 weights of rows 0 / 1 . x as 8 bf16 (one 16-byte chunk; a warp reads 512 consecutive bytes: no conflicts).
 __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, const uint4& x, float& a0, float& a1) {
   using mk::cuda::bf16_hi;
   using mk::cuda::bf16_lo;
@@ -348,8 +359,6 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
                                                  const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
-  // Bank-conflict-free x reads: lanes with bit 2 set read the upper 4 floats of their 8 first.
-  const int sw = (lane & 4) ? 4 : 0;
   const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
   const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
   for (int q = first; q < n_pairs; q += WARPS) {
@@ -372,12 +381,11 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
         }
       }
     } else {  // the other ops' rows come in pairs on the supported models (a lone row is computed twice)
-      const uint4* w1 = two ? w0 + row_u4 : w0;
-#pragma unroll 2
-      for (int ch = lane; ch < chunks; ch += 32) {
-        const uint4 u0 = w0[ch], u1 = w1[ch];
-        dot8_pair_sw(u0, u1, s_in, ch, sw, a0, a1);
-      }
+      const uint2* v0 = reinterpret_cast<const uint2*>(w0);
+      const uint2* v1 = two ? v0 + 2 * row_u4 : v0;
+      const float4* x4 = reinterpret_cast<const float4*>(s_in);
+#pragma unroll 4
+      for (int h = lane; h < 2 * chunks; h += 32) dot4_pair(v0[h], v1[h], x4[h], a0, a1);
     }
     a0 = mk::cuda::warp_sum(a0);
     a1 = mk::cuda::warp_sum(a1);
@@ -402,7 +410,7 @@ __device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t s
                                                         int quad_base, const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane & 7, grp = lane >> 3;
   const int chunks = cols / 8, n_pairs = (nr + 1) / 2, n_quads = (n_pairs + 3) / 4;
-  const int sw = (lane & 4) ? 4 : 0;  // bank-conflict-free x reads, as ring_page_matvec
+  const int sw = (lane & 4) ? 4 : 0;  // bank-conflict-free x reads (dot8_pair_sw; 16-byte weight loads)
   const int first = ((warp - quad_base) % WARPS + WARPS) % WARPS;
   const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
   for (int q = first; q < n_quads; q += WARPS) {
