@@ -37,18 +37,18 @@ else:  # nocomp: every ring page loop starts past its columns
     open(d + 'ring.cuh', 'w').write(s)
 PY
 }
-for name in "${@:-nowait nocomp nwnc}"; do
-  for n in $name; do
-    git checkout -- $FILES
-    case $n in
-      nowait) patch_probe nowait ;;
-      nocomp) patch_probe nocomp ;;
-      nwnc) patch_probe nowait; patch_probe nocomp ;;
-      *) echo "probe_builds: unknown probe $n (nowait, nocomp, nwnc)" >&2; exit 1 ;;
-    esac
-    cmake --build build -j2 --target megakernel_decode > /dev/null
-    scripts/pack_bins.sh "$n" megakernel_decode
-  done
+probes=("$@")
+[ ${#probes[@]} -eq 0 ] && probes=(nowait nocomp nwnc)
+for n in "${probes[@]}"; do
+  git checkout -- $FILES
+  case $n in
+    nowait) patch_probe nowait ;;
+    nocomp) patch_probe nocomp ;;
+    nwnc) patch_probe nowait; patch_probe nocomp ;;
+    *) echo "probe_builds: unknown probe $n (nowait, nocomp, nwnc)" >&2; exit 1 ;;
+  esac
+  cmake --build build -j2 --target megakernel_decode > /dev/null
+  scripts/pack_bins.sh "$n" megakernel_decode
 done
 git checkout -- $FILES
 cmake --build build -j2 --target megakernel_decode > /dev/null  # the tree's own binary again
