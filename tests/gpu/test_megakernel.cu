@@ -137,6 +137,20 @@ TEST(Megakernel, MatchesCpuMultiPageRowsRingAndDirect) {
   compare(k, {.attn_chunk_len = 8, .weight_ring = false}, 104);
 }
 
+// MlpDown's ring pages that hold one row pair (n_ff 6000: 2 rows of 12000 B) or one row (n_ff 8656) are split by
+// columns over XB_SPLIT consumer warps (ring.cuh xb_split_part; column ranges of uneven length here), their partials
+// added by whichever warp ends last: with flags and counters, on all SMs and on 7 (several pages per slot, so each
+// slot's arrival counter is reused), within tolerance of the CPU.
+TEST(Megakernel, SplitDownPagesMatchCpu) {
+  for (const int n_ff : {6000, 8656}) {
+    const std::string name = cat("llama hd64 gqa4 n_ff ", n_ff);
+    const Case k{name.c_str(), cfg(Family::Llama, 64, 8, 2, 256, n_ff, false)};
+    compare(k, {}, 121);
+    compare(k, {.n_sm = 7}, 122);
+    compare(k, {.n_sm = 7, .flag_publish = 0, .mid_resid = false}, 123);
+  }
+}
+
 // Session 22's shared-memory plan (megakernel_backend.cu): the K/V stage leaves MlpGateUp's extra ring page its room
 // only where a page holds a single row of the widest matrix (down rows of n_ff > 8192: 8B's shape), so at a context
 // whose stage would fill that room the wide model gets one page more and a shorter stage than the narrow one; the

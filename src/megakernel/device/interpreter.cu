@@ -113,7 +113,7 @@ namespace {
 
 // Dynamic shared memory: params.cuh (BAR_BYTES).
 __host__ __device__ size_t ring_offset(const MkParams& p) {
-  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + 64);
+  const size_t floats = size_t(p.smem_x_floats + p.smem_aux_floats + RED_FLOATS);
   return (BAR_BYTES + floats * sizeof(float) + 127) / 128 * 128;
 }
 
@@ -150,6 +150,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     if constexpr (STOP) s_stop = 0;  // the consumers have not stopped (ring.cuh)
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
+    // The split pages' arrival counters (ring.cuh xb_split_part): zero before a slot's first page.
+    for (int s = 0; s < MAX_PAGES; ++s) reinterpret_cast<int*>(smem + p.smem_x_floats + p.smem_aux_floats + 64 + MAX_PAGES * 2 * XB_SPLIT)[s] = 0;
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mk::cuda::fence_proxy_async();

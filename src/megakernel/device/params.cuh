@@ -25,6 +25,13 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
+// A ring page that holds a single row pair of MlpDown (1B, Qwen3-1.7B: two 16 / 12 KB rows; 8B: one 28 KB row) is
+// split by columns over XB_SPLIT consumer warps, whose partial sums meet in shared memory (ring.cuh
+// ring_page_matvec): one warp took the whole page before, and the stage's last page then ended ~1 us after it landed.
+constexpr int XB_SPLIT = 4;
+// The consumers' reduction scratch after s_aux: [64] for block reductions (s_red), then the split pages' partials
+// [MAX_PAGES][2][XB_SPLIT] floats and their arrival counters [MAX_PAGES] (ints).
+constexpr int RED_FLOATS = 64 + MAX_PAGES * (2 * XB_SPLIT + 1);
 // Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
 // a shift -- it runs once per 16-byte K/V copy.
 constexpr int KV_BLOCK = 64;
@@ -165,7 +172,7 @@ struct MkParams {
   int gate_pages_gu;
 };
 
-// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red 64][pad to 128 B][ring pages] (interpreter.cu).
+// Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red RED_FLOATS][pad to 128 B][ring pages] (interpreter.cu).
 constexpr size_t BAR_BYTES = 2 * MAX_PAGES * sizeof(uint64_t);
 
 // attn_short's scratch in s_aux (ops/attn_short.cuh), from the start of attn_range's s_o for a group of G <= 8 q
@@ -207,7 +214,7 @@ struct Ctx {
   const MkParams& p;
   float* s_x;    // [smem_x_floats]   the op's input vector (normed activations)
   float* s_aux;  // [smem_aux_floats] op scratch
-  float* s_red;  // [64] reductions
+  float* s_red;  // [RED_FLOATS] reductions (params.cuh RED_FLOATS)
   unsigned char* ring;  // [n_pages][PAGE_BYTES]
   uint64_t* full;       // [n_pages] mbarriers: page landed (tx bytes)
   uint64_t* empty;      // [n_pages] mbarriers: page released by all consumer warps

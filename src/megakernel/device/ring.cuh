@@ -350,6 +350,49 @@ __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, c
         bf16_hi(u1.z) * x5 + bf16_lo(u1.w) * x6 + bf16_hi(u1.w) * x7;
 }
 
+// Consumer warps per ring page beyond row pairs: MlpDown's pages of a single row pair (or lone row) are split by
+// columns over XB_SPLIT warps (params.cuh), the others give a warp a row pair.
+__device__ __forceinline__ bool split_page(bool xb, int nr) { return xb && nr <= 2; }
+
+// Part `t` (< XB_SPLIT) of a split page: this warp's column range of the page's rows, its partial sums put in the
+// slot's scratch (params.cuh RED_FLOATS); the warp whose part arrives last adds the XB_SPLIT partials in part order
+// (the same bits whoever is last), resets the slot's counter for the slot's next page and calls out(). The reset is
+// ordered before that page's parts by the empty / full barriers between them.
+template <class Out>
+__device__ __forceinline__ void xb_split_part(const Ctx& c, uint32_t slot, const uint4* pg, int chunks, int nr, int row0,
+                                              int t, const float* s_in, Out&& out) {
+  const int lane = threadIdx.x & 31;
+  const int per = (chunks + XB_SPLIT - 1) / XB_SPLIT, c0 = t * per, c1 = min(chunks, c0 + per);
+  const uint4* w0 = pg;
+  const uint4* xb = reinterpret_cast<const uint4*>(s_in);
+  float a0 = 0.f, a1 = 0.f;
+  if (nr == 2) {
+    const uint4* w1 = w0 + chunks;
+    for (int ch = c0 + lane; ch < c1; ch += 32) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
+  } else {
+    float unused = 0.f;
+    for (int ch = c0 + lane; ch < c1; ch += 32) {
+      const uint4 u0 = w0[ch];
+      dot8_pair_bx(u0, u0, xb[ch], a0, unused);
+    }
+  }
+  a0 = mk::cuda::warp_sum(a0);
+  a1 = mk::cuda::warp_sum(a1);
+  if (lane != 0) return;
+  volatile float* part = c.s_red + 64 + slot * (2 * XB_SPLIT);
+  int* count = reinterpret_cast<int*>(c.s_red + 64 + MAX_PAGES * (2 * XB_SPLIT)) + slot;
+  part[t] = a0, part[XB_SPLIT + t] = a1;
+  __threadfence_block();
+  if (atomicAdd(count, 1) != XB_SPLIT - 1) return;
+  __threadfence_block();
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int k = 0; k < XB_SPLIT; ++k) s0 += part[k], s1 += part[XB_SPLIT + k];
+  *count = 0;
+  out(row0, s0);
+  if (nr == 2) out(row0 + 1, s1);
+}
+
 // Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
 // for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
 // successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
@@ -361,6 +404,13 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
   const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
   const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
   const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
+  if (split_page(XB, nr)) {  // one row pair (or lone row) by columns over XB_SPLIT warps
+    if (first < XB_SPLIT) xb_split_part(c, slot, pg, chunks, nr, row0, first, s_in, out);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&c.empty[slot]);
+    ++c.page;
+    return;
+  }
   for (int q = first; q < n_pairs; q += WARPS) {
     const int j = 2 * q;
     const bool two = j + 1 < nr;
@@ -452,7 +502,7 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
       pair_base += ((nr + 1) / 2 + 3) / 4;
     } else {
       ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
-      pair_base += (nr + 1) / 2;
+      pair_base += split_page(XB, nr) ? XB_SPLIT : (nr + 1) / 2;
     }
   }
 }
