@@ -81,7 +81,7 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // variant of switches toggled from the default joined by '+': "fl" the publishing protocol (flags / counters),
 // "lm" the dynamic LM head, "pf" prefetch, "o" attn_short off (version 8's inline attention); "g0".."g9" the prefetch gate at that many pages
 // (MegakernelOptions::gate_pages; g0 = none); "pmax" all ring pages that fit, "p4" / "p3" max - 1 / max - 2 pages; in a '+' variant "pm" all pages, "gu1".."gu4"
-// MlpGateUp's own prefetch gate, "l2" / "l4" / "l6" / "l8" / "l12" / "l16" MlpGateUp's pages asked of the L2 at its gate
+// MlpGateUp's own prefetch gate
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
 // MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1);
@@ -158,7 +158,7 @@ void bench_shape(const std::string& name, double gbs) {
       return;
     }
     // Configurations in MK_SET's order: the default, or switches toggled from it (each name says which).
-    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int gate_gu = -1; int l2 = -1; };
+    struct Variant { std::string name; bool prefetch; bool flags, mid, rope; int pages = 0; int short_attn = -1; int lm_dynamic = -1; std::string id; int gate = -1; int gate_gu = -1; };
     const bool pf0 = (*b)->prefetch(), fl0 = (*b)->flag_publish(), mi0 = (*b)->mid_resid(), ro0 = (*b)->rope_early();
     const bool sh0 = (*b)->attn_short(), ld0 = (*b)->lm_dynamic();
     std::vector<Variant> vars;
@@ -182,8 +182,6 @@ void bench_shape(const std::string& name, double gbs) {
         if (has_token(id, "pm")) v.pages = mp;                 // all ring pages that fit
         for (int n = 1; n <= 4; ++n)
           if (has_token(id, cat("gu", n))) v.gate_gu = n;       // MlpGateUp's own prefetch gate
-        for (int n : {2, 4, 6, 8, 12, 16})
-          if (has_token(id, cat("l", n))) v.l2 = n;             // MlpGateUp's pages asked of the L2 at its gate
         v.name = cat(id, ": flags ", int(v.flags));
       }
       vars.push_back(v);
@@ -207,8 +205,6 @@ void bench_shape(const std::string& name, double gbs) {
       if (v.pages > 0) (*b)->set_ring_pages(v.pages);
       if (v.gate >= 0) (*b)->set_gate_pages(v.gate);
       if (v.gate_gu >= 0) (*b)->set_gate_pages_gate_up(v.gate_gu);
-      const int l20 = (*b)->gate_up_l2_pages();
-      if (v.l2 >= 0) (*b)->set_gate_up_l2_pages(v.l2);
       for (int spl : {1, 128}) {
         if (spl == 1 && (ctx != 32 || &v != &vars[0])) continue;
         double ms = time_megakernel(**b, ctx, n_new, spl, reps);
@@ -223,7 +219,7 @@ void bench_shape(const std::string& name, double gbs) {
       const bool timed = first_run && (&v == &vars[0] || ctx == 32 || env_on("MK_TIME", false));
       if (timed) timed_ids.push_back(v.id);
       if (!timed || !(*b)->set_timing(true).ok()) {
-        (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0), (*b)->set_gate_up_l2_pages(l20);
+        (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0);
         continue;
       }
       std::vector<int32_t> out(16);
@@ -240,7 +236,7 @@ void bench_shape(const std::string& name, double gbs) {
         if (st.ok() && rep) std::printf("  [%s, sampled temp 1] %s", v.name.c_str(), rep->c_str());
       }
       (void)(*b)->set_timing(false);
-      (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0), (*b)->set_gate_up_l2_pages(l20);
+      (*b)->set_ring_pages(pages0), (*b)->set_gate_pages(gate0), (*b)->set_gate_pages_gate_up(gu0);
     }
     (*b)->set_attn_short(sh0);
     (*b)->set_lm_dynamic(ld0);

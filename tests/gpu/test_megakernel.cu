@@ -265,20 +265,17 @@ TEST(Megakernel, PrefetchBitIdentical) {
 // (session 20: gate_pages_gate_up, with the 5th ring page of gate_up_extra_pages) at 2 against 1 for the others, flags
 // and counters, inline and split attention, on 1 and 2 SMs (there every such instruction spans several ring pages, so
 // the loader does wait); greedy tokens over 24 steps at 8 per launch (the gate across steps) equal with and without it.
-// Session 29: MlpGateUp's pages asked of the L2 at its gate (gate_up_l2_pages; 3 and more than the instruction has)
-// only warm the L2: bit-identical too.
 TEST(Megakernel, PrefetchGateBitIdentical) {
   const Case k = cases()[0];
   Model m = make_random_model(k.c, DType::BF16, 79);
   expect_modes_bit_identical(m, 29, 7,
                              {MegakernelOptions{.n_sm = 1}, MegakernelOptions{.n_sm = 2, .flag_publish = 0},
                               MegakernelOptions{.n_sm = 2, .attn_chunk_len = 24}},
-                             6, [](MegakernelBackend& b, int mode) {
+                             4, [](MegakernelBackend& b, int mode) {
                                ASSERT_GT(b.ring_pages(), 0);
-                               const int gate[6] = {0, 1, 3, 1, 1, 2}, gate_up[6] = {0, 0, 0, 2, 1, 0}, l2[6] = {0, 0, 0, 0, 3, 40};
+                               const int gate[4] = {0, 1, 3, 1}, gate_up[4] = {0, 0, 0, 2};
                                b.set_gate_pages(gate[mode]);
                                b.set_gate_pages_gate_up(gate_up[mode]);
-                               b.set_gate_up_l2_pages(l2[mode]);
                              });
   const std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
   const std::vector<int32_t> off = mk_greedy(m, p5, {.n_sm = 1, .gate_pages = 0}, 24, 8);

@@ -177,7 +177,6 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   lm_dynamic_ = opt.lm_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
   gate_pages_gu_ = std::max(0, opt.gate_pages_gate_up);
-  gate_up_l2_pages_ = std::max(0, opt.gate_up_l2_pages);
   max_pages_ = pages_that_fit(smem_x_floats_);
   n_pages_ = pages_wanted(max_pages_);
   gu_extra_pages_ = 0;
@@ -305,7 +304,6 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.n_pages = n_pages_;
   p.gate_pages = n_pages_ > 0 ? gate_pages_ : 0;
   p.gate_pages_gu = n_pages_ > 0 ? gate_up_gate() : 0;
-  p.gu_l2_pages = n_pages_ > 0 ? gate_up_l2_pages_ : 0;
   p.prefetch = prefetch_ ? 1 : 0;
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;

@@ -99,8 +99,6 @@ struct MegakernelOptions {
   // the widest matrix (8B) the K/V stage leaves the extra page its room: 8B 4.141 vs 4.430 ms/token (with MlpDown's act
   // as bf16 in shared memory). Session 22, call 4: gates of 3, 4 or none at 5 pages are slower everywhere (8B +1..4%).
   int gate_pages_gate_up = 0;
-  // Session 29: MlpGateUp's pages past its gate asked of the L2 while its gate is shut (device::MkParams::gu_l2_pages).
-  int gate_up_l2_pages = 0;
   int gate_up_extra_pages = 1;
 };
 
@@ -203,8 +201,6 @@ class MegakernelBackend final : public Backend {
   void set_gate_pages(int n) { gate_pages_ = std::max(0, n); }
   void set_gate_pages_gate_up(int n) { gate_pages_gu_ = std::max(0, n); }
   int gate_pages_gate_up() const { return gate_pages_gu_; }
-  void set_gate_up_l2_pages(int n) { gate_up_l2_pages_ = std::max(0, n); }
-  int gate_up_l2_pages() const { return gate_up_l2_pages_; }
   // MlpGateUp's gate as the launches use it: gate_pages_gate_up when set, else gate_pages widened by the ring pages
   // gate_up_extra_pages added (0: no gate).
   int gate_up_gate() const {
@@ -279,7 +275,6 @@ class MegakernelBackend final : public Backend {
   bool lm_dynamic_ = true;
   int gate_pages_ = 2;
   int gate_pages_gu_ = 0;   // MegakernelOptions::gate_pages_gate_up
-  int gate_up_l2_pages_ = 0;  // MegakernelOptions::gate_up_l2_pages
   int gu_extra_pages_ = 0;  // ring pages added for MlpGateUp's gate (MegakernelOptions::gate_up_extra_pages)
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)

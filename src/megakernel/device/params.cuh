@@ -170,10 +170,6 @@ struct MkParams {
   // pages, or MegakernelOptions::gate_pages_gate_up), so that with a deeper ring more of its pages can land during the
   // attention before it without the other stages' gates moving.
   int gate_pages_gu;
-  // Session 29: MlpGateUp's pages past its gate that the loader asks the L2 for (cp.async.bulk.prefetch) when it
-  // reaches the gate before it opened -- during AttnOProj's polls and attention, when the ring is full and the DRAM
-  // idles (MegakernelOptions::gate_up_l2_pages); 0: none.
-  int gu_l2_pages;
 };
 
 // Dynamic shared memory: [2 * MAX_PAGES mbarriers][s_x][s_aux][s_red RED_FLOATS][pad to 128 B][ring pages] (interpreter.cu).

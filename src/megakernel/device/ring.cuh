@@ -241,27 +241,13 @@ __device__ __forceinline__ bool loader_gate(const MkParams& p, uint32_t seq) {
   return !error_raised(p);
 }
 
-// Loader, at MlpGateUp's gate (rows r.. of w, contiguous): while the gate is still shut, the consumers are in the
-// attention before it and the ring is full of its pages, so the DRAM would idle; ask the L2 for the next
-// p.gu_l2_pages pages (one bulk prefetch per page, lane k page k) so that their copies hit the L2 once it opens.
-__device__ __forceinline__ void loader_gate_l2(const MkParams& p, uint32_t seq, const WeightRows& w, int r, int rpp,
-                                               uint32_t row_bytes, uint64_t policy, int lane) {
-  const bool shut = __shfl_sync(0xffffffffu, lane == 0 ? int(int32_t(gate_get() - seq) < 0) : 0, 0) != 0;
-  if (!shut) return;
-  for (int k = lane; k < p.gu_l2_pages; k += 32) {
-    const int r0 = r + k * rpp;
-    if (r0 >= w.n) break;
-    mk::cuda::bulk_prefetch_l2(w.base + int64_t(r0) * w.stride, uint32_t(min(rpp, w.n - r0)) * row_bytes, policy);
-  }
-}
-
 // The loader warp: every page of every instruction of this block's queue, n_steps times (STOP: until the consumers
 // stop).
 template <bool STOP>
 __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* full, uint64_t* empty) {
   const int lane = threadIdx.x & 31;
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  const uint64_t policy = mk::cuda::l2_evict_first_policy(), l2_policy = mk::cuda::l2_evict_last_policy();
+  const uint64_t policy = mk::cuda::l2_evict_first_policy();
   const uint32_t np = uint32_t(p.n_pages);
   uint32_t page = 0;
   unsigned long long stall = 0;
@@ -288,8 +274,6 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       const int gate_n = p.instrs[i].op == Op::MlpGateUp ? p.gate_pages_gu : p.gate_pages;
       const int gate_at = p.gate_pages > 0 && gated_op(p, p.instrs[i].op) ? gate_n * rpp : w.n;
       for (int r = 0; r < w.n; r += rpp, ++page) {
-        if (r == gate_at && p.gu_l2_pages > 0 && p.instrs[i].op == Op::MlpGateUp)
-          loader_gate_l2(p, gate_seq(p, step, i), w, r, rpp, row_bytes, l2_policy, lane);
         if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
           if constexpr (!STOP) return;
           ok = false;
