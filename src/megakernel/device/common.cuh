@@ -313,11 +313,7 @@ __device__ void residual_in(const Ctx& c, int l) {
                           : FLAG            ? int32_t(__float_as_uint(poll1(c, c.p.ftokens + c.step)))
                                             : __ldcg(c.p.tokens + c.step);
     const bf16* row = c.p.tok_embd + size_t(token) * size_t(L.n_embd);
-    for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * NCT) {  // the polls' groups of 4 (rmsnorm_owned)
-      const uint2 u = *reinterpret_cast<const uint2*>(row + i);
-      *reinterpret_cast<float4*>(c.s_x + i) = make_float4(mk::cuda::bf16_lo(u.x), mk::cuda::bf16_hi(u.x),
-                                                          mk::cuda::bf16_lo(u.y), mk::cuda::bf16_hi(u.y));
-    }
+    for (int i = threadIdx.x; i < L.n_embd; i += NCT) c.s_x[i] = __bfloat162float(row[i]);
     return;
   }
   const int64_t E = L.n_embd, down = L.down + int64_t(l - 1) * E;
@@ -334,41 +330,25 @@ __device__ void residual_in(const Ctx& c, int l) {
                L.n_kv_head, c.p.ws + down);
 }
 
+// s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm). Ends with a barrier.
+// With `staged` (prefetch_norm issued before the wait) w is read from norm_stage instead.
+__device__ void rmsnorm_smem(const Ctx& c, const float* w, int n, bool staged = false) {
+  if (staged) {
+    if (const float* st = norm_stage(c)) w = st;
+    cp_async_wait_all();  // this thread's copies; the barrier below publishes them to the others
+  }
+  csync();
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += NCT) ss += c.s_x[i] * c.s_x[i];
+  ss = cons_sum(ss, c.s_red);
+  const float inv = 1.f / sqrtf(ss / float(n) + c.p.eps);
+  for (int i = threadIdx.x; i < n; i += NCT) c.s_x[i] = w[i] * (c.s_x[i] * inv);
+  csync();
+}
+
 // Timestamp `field` of the current instruction (MkParams::timing; thread 0).
 __device__ __forceinline__ void stamp(const Ctx& c, int field) {
   if (c.p.timing && threadIdx.x == 0) c.p.timing[size_t(c.instr) * TIMING_FIELDS + size_t(field)] = global_ns();
-}
-
-// s_x[0, n) = w * (s_x * rsqrt(mean(s_x^2) + eps)) in place (cpu::rmsnorm), n % 4 == 0, where every consumer thread
-// wrote its own groups of 4 elements, 4 t + 4 NCT m (the input polls: residual_in, sum_residual(_flag), poll_acc) and
-// no barrier followed: each thread squares and scales only its own groups, so the block's one reduction (cons_sum)
-// is the only barrier before the closing one -- session 29: two barriers and a pass over s_x fewer per norm than a
-// barrier after the poll and thread-strided passes. keep(i) runs on each group (s_x[i, i + 4)) before it is
-// normalised (the instruction's slice of the residual goes out there). With `gate`, the prefetch gate opens once the sum is
-// in (every thread has read its input). w is read from the norm stage when prefetch_norm filled it.
-template <class Keep>
-__device__ void rmsnorm_owned(const Ctx& c, const float* w, int n, bool gate, Keep&& keep) {
-  const float* st = norm_stage(c);
-  if (st) cp_async_wait_all();  // this thread's copies are its own groups of the stage (prefetch_norm)
-  float ss = 0.f;
-#pragma unroll 1
-  for (int i = 4 * threadIdx.x; i < n; i += 4 * NCT) {
-    const float4 x = *reinterpret_cast<const float4*>(c.s_x + i);
-    ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-  }
-  ss = cons_sum(ss, c.s_red);
-  stamp(c, T_PREP1);
-  if (gate) gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh)
-  const float inv = 1.f / sqrtf(ss / float(n) + c.p.eps);
-#pragma unroll 1
-  for (int i = 4 * threadIdx.x; i < n; i += 4 * NCT) {
-    keep(i);
-    float4 x = *reinterpret_cast<const float4*>(c.s_x + i);
-    const float4 g = st ? *reinterpret_cast<const float4*>(st + i) : make_float4(w[i], w[i + 1], w[i + 2], w[i + 3]);
-    x = make_float4(g.x * (x.x * inv), g.y * (x.y * inv), g.z * (x.z * inv), g.w * (x.w * inv));
-    *reinterpret_cast<float4*>(c.s_x + i) = x;
-  }
-  csync();
 }
 
 // For rows r in [r0, r1): out(r, sum_{k < cols} W[r * ld + k] * s_in[k]), called by lane 0 of the warp

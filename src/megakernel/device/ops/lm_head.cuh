@@ -31,7 +31,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
   // The loader claims this step's units once the consumers are here (ring.cuh s_lm_gate).
   if (dynamic && threadIdx.x == 0) lm_gate_set(c.step + 1);
   residual_in<FLAG>(c, L.n_layer);
-  rmsnorm_owned(c, input_norm(c.p, in), L.n_embd, false, [](int) {});
+  rmsnorm_smem(c, input_norm(c.p, in), L.n_embd, true);
   float* logits = c.p.ws + L.logits;
   // A sampled launch of the flag protocol: the draw reads every logit, so they go out flagged (isa.h).
   constexpr bool flag_logits = FLAG && SAMPLE;

@@ -32,19 +32,21 @@ __device__ void op_norm_matvec(const Ctx& c, const Instr& in) {
     if constexpr (FLAG) sum_residual_flag(c, resid, parts, L.n_kv_head, -1);
     else sum_residual(c, c.p.ws + resid, c.p.ws + parts, L.n_kv_head, nullptr);
   }
-  // This instruction's slice of the input, materialised once (rmsnorm_owned's keep: by the thread that polled it):
-  // QkvProj's resid[l] -- with flags + mid_resid its contribution to resid_mid[l]'s accumulator instead (resid[l]'s
-  // only reader then) --, MlpGateUp's resid_mid[l] (read by the next QkvProj with L.mid_resid).
+  csync();
+  stamp(c, T_PREP1);
+  gate_open(c.p, c.step, c.instr);  // the whole input is read: the loader may stream the rest (ring.cuh gated_op)
+  // This instruction's slice of the input, materialised once: QkvProj's resid[l] -- with flags + mid_resid its
+  // contribution to resid_mid[l]'s accumulator instead (resid[l]'s only reader then) --, MlpGateUp's resid_mid[l]
+  // (read by the next QkvProj with L.mid_resid).
   const int a0 = int(in.aux_begin), a1 = int(in.aux_end);
-  const bool to_acc = qkv && FLAG && L.mid_resid;
-  u64* const acc = mid_acc_words(c, in.layer, c.epoch);
-  const int64_t slice = (qkv ? L.resid : L.resid_mid) + in.layer * E;
-  rmsnorm_owned(c, input_norm(c.p, in), L.n_embd, true, [&](int i) {
-    for (int j = max(i, a0); j < min(i + 4, a1); ++j) {
-      if (to_acc) red_acc(acc + j, c.s_x[j]);
-      else st_act<FLAG>(c, slice + j, c.s_x[j]);
-    }
-  });
+  if (qkv && FLAG && L.mid_resid) {
+    u64* const acc = mid_acc_words(c, in.layer, c.epoch);
+    for (int i = a0 + threadIdx.x; i < a1; i += NCT) red_acc(acc + i, c.s_x[i]);
+  } else {
+    const int64_t slice = (qkv ? L.resid : L.resid_mid) + in.layer * E;
+    for (int i = a0 + threadIdx.x; i < a1; i += NCT) st_act<FLAG>(c, slice + i, c.s_x[i]);
+  }
+  rmsnorm_smem(c, input_norm(c.p, in), L.n_embd, true);
   stamp(c, T_PREP2);
   // QkvProj's rows go out as computed; MlpGateUp's (2r = gate r, 2r + 1 = up r: a warp's row pair is exactly one r's
   // gate and up) wait in s_gu for the SwiGLU.
