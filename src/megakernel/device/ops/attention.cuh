@@ -34,10 +34,22 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
   const MkLayer& w = c.p.layers[l];
   const int hd = L.head_dim, G = L.group, q_dim = L.n_head * hd, kv_dim = L.n_kv_head * hd;
   const int64_t qkv = L.qkv + int64_t(l) * L.qkv_dim;
-  for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) {
-    int src = i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
-                                                             : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
-    s_h[i] = FLAG ? poll1(c, c.p.fws + qkv + src) : ld_act(c.p.ws + qkv + src);
+  auto src = [&](int i) {
+    return i < G * hd ? g * G * hd + i : i < (G + 1) * hd ? q_dim + g * hd + (i - G * hd)
+                                                          : q_dim + kv_dim + g * hd + (i - (G + 1) * hd);
+  };
+  if constexpr (FLAG) {
+    // Groups of 4 pairs (hd % 4 == 0, so a group never straddles q / k / v): one load per thread for every supported
+    // shape ((G + 2) hd <= 4 NCT), all in flight at once. (Until session 29 each thread polled its elements one after
+    // the other, a dependent L2 round trip per element: two for 1B's first 32 threads, three for 8B's.)
+    for (int i = 4 * threadIdx.x; i < (G + 2) * hd; i += 4 * NCT) {
+      const u64* at = c.p.fws + qkv + src(i);
+      Pairs4 q = ld_pairs4(at);
+      repoll(c, q, at);
+      *reinterpret_cast<float4*>(s_h + i) = val4(q);
+    }
+  } else {
+    for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) s_h[i] = ld_act(c.p.ws + qkv + src(i));
   }
   csync();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
