@@ -98,6 +98,12 @@
 // Session 28: the ring matvec's FMA loop in 4-weight steps (ring.cuh dot4_pair: no selects for the x swizzle): -0.9% (8B)
 // to -1.9% (Qwen3-0.6B) at every shape. Probes of that session (scripts/probe_builds.sh): with no dependency point
 // ever waiting the 1B step is still 0.703 ms/token, without the dot products 0.723, without both 0.644 (HEAD 0.773).
+// Session 29: MlpDown's pages of one row pair (1B, Qwen3-1.7B) or one row (8B) split by columns over 4 warps
+// (ring.cuh xb_split_part; 8B -0.8%), and AttnOProj's q/k/v polled in groups of 4 pairs all in flight (ops/attention.cuh
+// attn_prepare: each thread polled its elements one after the other; -0.15..-1.2% at every shape). Measured not to pay
+// (bench/RESULTS.md session 29): an L2 prefetch of MlpGateUp's pages while its gate is shut (the pages come from the
+// L2, but the dependency points' polls in that window slow more than the pages gain), out-of-line poll loops (+35%:
+// no calls in this kernel, not even on slow paths), and any poll or norm form that adds ~15 KB of per-layer code.
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>
