@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
     // The split pages' arrival counters (ring.cuh xb_split_part): zero before a slot's first page.
-    for (int s = 0; s < MAX_PAGES; ++s) reinterpret_cast<int*>(smem + p.smem_x_floats + p.smem_aux_floats + 64 + MAX_PAGES * 2 * XB_SPLIT)[s] = 0;
+    for (int s = 0; s < MAX_PAGES; ++s) split_count(smem + p.smem_x_floats + p.smem_aux_floats)[s] = 0;
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mk::cuda::fence_proxy_async();

@@ -26,12 +26,18 @@ constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
 // A ring page that holds a single row pair of MlpDown (1B, Qwen3-1.7B: two 16 / 12 KB rows; 8B: one 28 KB row) is
-// split by columns over XB_SPLIT consumer warps, whose partial sums meet in shared memory (ring.cuh
-// ring_page_matvec): one warp took the whole page before, and the stage's last page then ended ~1 us after it landed.
+// split by columns over XB_SPLIT consumer warps, whose partial sums meet in shared memory (ring.cuh xb_split_part):
+// one warp took the whole page before, so each layer's MlpDown ended a page's compute after its last page landed
+// (session 29: its "publish" 24 -> 12 us per SM per step at 1B; 8B -0.8%, the other shapes within +-0.3%; 8 warps
+// no better than 4).
 constexpr int XB_SPLIT = 4;
 // The consumers' reduction scratch after s_aux: [64] for block reductions (s_red), then the split pages' partials
-// [MAX_PAGES][2][XB_SPLIT] floats and their arrival counters [MAX_PAGES] (ints).
+// [MAX_PAGES][2][XB_SPLIT] floats (split_part) and their arrival counters [MAX_PAGES] ints (split_count).
 constexpr int RED_FLOATS = 64 + MAX_PAGES * (2 * XB_SPLIT + 1);
+__device__ __forceinline__ float* split_part(float* s_red, uint32_t slot) { return s_red + 64 + slot * (2 * XB_SPLIT); }
+__device__ __forceinline__ int* split_count(float* s_red) {
+  return reinterpret_cast<int*>(s_red + 64 + MAX_PAGES * (2 * XB_SPLIT));
+}
 // Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
 // a shift -- it runs once per 16-byte K/V copy.
 constexpr int KV_BLOCK = 64;

@@ -379,8 +379,8 @@ __device__ __forceinline__ void xb_split_part(const Ctx& c, uint32_t slot, const
   a0 = mk::cuda::warp_sum(a0);
   a1 = mk::cuda::warp_sum(a1);
   if (lane != 0) return;
-  volatile float* part = c.s_red + 64 + slot * (2 * XB_SPLIT);
-  int* count = reinterpret_cast<int*>(c.s_red + 64 + MAX_PAGES * (2 * XB_SPLIT)) + slot;
+  volatile float* part = split_part(c.s_red, slot);
+  int* count = split_count(c.s_red) + slot;
   part[t] = a0, part[XB_SPLIT + t] = a1;
   __threadfence_block();
   if (atomicAdd(count, 1) != XB_SPLIT - 1) return;
