@@ -151,18 +151,6 @@ TEST(Megakernel, SplitDownPagesMatchCpu) {
   }
 }
 
-// The flag protocol's residual polls (common.cuh sum_residual_flag) take 8 elements per thread; hidden sizes with
-// n_embd % 8 == 4 end in a group of 4: with the mid-layer residual (2 vectors) and without (2 + n_kv_head), all SMs
-// and 7, within tolerance of the CPU.
-TEST(Megakernel, ResidualPollOddWidthMatchesCpu) {
-  for (const int n_embd : {260, 132}) {
-    const std::string name = cat("llama hd64 gqa4 n_embd ", n_embd);
-    const Case k{name.c_str(), cfg(Family::Llama, 64, 8, 2, n_embd, 344, false)};
-    compare(k, {}, 131);
-    compare(k, {.n_sm = 7, .flag_publish = 1, .mid_resid = false}, 132);
-  }
-}
-
 // Session 22's shared-memory plan (megakernel_backend.cu): the K/V stage leaves MlpGateUp's extra ring page its room
 // only where a page holds a single row of the widest matrix (down rows of n_ff > 8192: 8B's shape), so at a context
 // whose stage would fill that room the wide model gets one page more and a shorter stage than the narrow one; the

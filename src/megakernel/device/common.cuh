@@ -273,37 +273,29 @@ __device__ void sum_residual(const Ctx& c, const float* resid, const float* o_pa
 
 // Flag protocol: s_x[0, n_embd) = v[0] + v[1] + ... in this order (the counter path's and the simulator's):
 // v[0] at fws offset `first`, then n_parts vectors at parts + k * n_embd, then `last` when >= 0. Each
-// thread polls its 8 elements (two groups of 4; one when n_embd % 8 leaves 4) of 2 vectors at a time (32 registers of
-// pairs in flight, as the counter path's 8 float4), re-reading only stale ones. Session 29: 8 elements, not 4, so that
-// 1B's (and Qwen3-1.7B's) n_embd of 2048 is one slot per thread: the mid-layer residual's two vectors in one round
-// trip, where threads 0-159 took two; 8B's 4096 two where 3.
+// thread polls its 4 elements of 4 vectors at a time (32 registers of pairs in flight, as the counter
+// path's 8 float4), re-reading only stale ones.
 __device__ void sum_residual_flag(const Ctx& c, int64_t first, int64_t parts, int n_parts, int64_t last) {
   const Layout& L = c.p.L;
   const u64* f = c.p.fws;
   const int n = 1 + n_parts + (last >= 0 ? 1 : 0);
-  for (int i = 8 * threadIdx.x; i < L.n_embd; i += 8 * NCT) {
+  for (int i = 4 * threadIdx.x; i < L.n_embd; i += 4 * NCT) {
     auto at = [&](int k) { return f + (k == 0 ? first : k <= n_parts ? parts + int64_t(k - 1) * L.n_embd : last) + i; };
-    const bool two = i + 4 < L.n_embd;
-    float4 x0 = make_float4(0.f, 0.f, 0.f, 0.f), x1 = x0;
-    for (int k0 = 0; k0 < n; k0 += 2) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k0 = 0; k0 < n; k0 += 4) {
       Pairs4 r[4];
 #pragma unroll
-      for (int k = 0; k < 2; ++k)
-        if (k0 + k < n) {
-          r[2 * k] = ld_pairs4(at(k0 + k));
-          if (two) r[2 * k + 1] = ld_pairs4(at(k0 + k) + 4);
-        }
+      for (int k = 0; k < 4; ++k)
+        if (k0 + k < n) r[k] = ld_pairs4(at(k0 + k));
 #pragma unroll
-      for (int k = 0; k < 2; ++k)
+      for (int k = 0; k < 4; ++k)
         if (k0 + k < n) {
-          repoll(c, r[2 * k], at(k0 + k));
-          if (two) repoll(c, r[2 * k + 1], at(k0 + k) + 4);
-          if (k0 + k == 0) x0 = val4(r[2 * k]), x1 = val4(r[2 * k + 1]);
-          else add4(x0, val4(r[2 * k])), add4(x1, val4(r[2 * k + 1]));
+          repoll(c, r[k], at(k0 + k));
+          if (k0 + k == 0) x = val4(r[k]);
+          else add4(x, val4(r[k]));
         }
     }
-    *reinterpret_cast<float4*>(c.s_x + i) = x0;
-    if (two) *reinterpret_cast<float4*>(c.s_x + i + 4) = x1;
+    *reinterpret_cast<float4*>(c.s_x + i) = x;
   }
 }
 
