@@ -6,11 +6,14 @@
 #   nwnc    both;
 #   flagmid the flag instances' code for the default configuration only: flags imply the mid-layer residual, so the
 #           flags-without-mid_resid paths go (greedy flag instance 238,720 -> 216,832 B of SASS, session 29) -- a
-#           probe of what the per-layer code's size costs; its numbers hold for the default (flags + mid_resid) only.
+#           probe of what the per-layer code's size costs; its numbers hold for the default (flags + mid_resid) only;
+#   noar    the inline-attention flag instance without attn_range (its chained online softmax, which that instance runs
+#           only with attn_short off or past attn_short_max -- never in the benchmarks: 238,720 -> 195,712 B);
+#   lean    flagmid and noar (238,720 -> 173,312 B: -27%).
 # Each is built from the working tree with the probe's edits applied, packed as .carry/NAME.tgz (scripts/pack_bins.sh),
 # and the sources restored (git checkout of the edited files: commit or stash changes to them first). Then on the GPU
 # machine, e.g.: scripts/mk_ab.sh .carry/lead .carry/nowait "llama-3.2-1b 32"   (after untarring both there).
-# Usage: scripts/probe_builds.sh [nowait] [nocomp] [nwnc] [flagmid]   (default: the first three; ~80 s each on 2 cores)
+# Usage: scripts/probe_builds.sh [nowait] [nocomp] [nwnc] [flagmid] [noar] [lean]   (default: the first three; ~80 s each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES="src/megakernel/device/poll.cuh src/megakernel/device/ops/mlp.cuh src/megakernel/device/common.cuh src/megakernel/device/ring.cuh
@@ -36,6 +39,8 @@ elif sys.argv[1] == 'flagmid':
     sub(d + 'ops/attention.cuh', 'if (FLAG && L.mid_resid) red_acc', 'if (FLAG) red_acc')
     sub(d + 'ops/norm_matvec.cuh', '} else if (FLAG && L.mid_resid) {', '} else if (FLAG) {')
     sub(d + 'ops/norm_matvec.cuh', 'if (qkv && FLAG && L.mid_resid) {', 'if (qkv && FLAG) {')
+elif sys.argv[1] == 'noar':
+    sub(d + 'ops/attention.cuh', '  } else if (L.n_chunks == 1) {\n    attn_prepare<FLAG>', '  } else if (!INLINE && L.n_chunks == 1) {\n    attn_prepare<FLAG>')
 else:  # nocomp: every ring page loop starts past its columns (the split pages' too)
     s = open(d + 'ring.cuh').read()
     n = s.count('; ch < chunks; ch +=') + s.count('; h < 2 * chunks; h +=')
@@ -56,7 +61,9 @@ for n in "${probes[@]}"; do
     nocomp) patch_probe nocomp ;;
     nwnc) patch_probe nowait; patch_probe nocomp ;;
     flagmid) patch_probe flagmid ;;
-    *) echo "probe_builds: unknown probe $n (nowait, nocomp, nwnc, flagmid)" >&2; exit 1 ;;
+    noar) patch_probe noar ;;
+    lean) patch_probe flagmid; patch_probe noar ;;
+    *) echo "probe_builds: unknown probe $n (nowait, nocomp, nwnc, flagmid, noar, lean)" >&2; exit 1 ;;
   esac
   cmake --build build -j2 --target megakernel_decode > /dev/null
   scripts/pack_bins.sh "$n" megakernel_decode
