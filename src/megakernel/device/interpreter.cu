@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);
   uint64_t* empty = full + MAX_PAGES;
   float* smem = reinterpret_cast<float*>(smem_raw + BAR_BYTES);
+  float* s_red = smem + p.smem_x_floats + p.smem_aux_floats;
   unsigned char* ring = smem_raw + ring_offset(p);
   if (threadIdx.x == 0) {
     s_lm_gate = 0;  // the dynamic LM head's gate (ring.cuh): no LmHead entered in this launch yet
@@ -157,7 +158,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
     // The split pages' arrival counters (ring.cuh xb_split_part): zero before a slot's first page.
-    for (int s = 0; s < MAX_PAGES; ++s) split_count(smem + p.smem_x_floats + p.smem_aux_floats)[s] = 0;
+    for (int s = 0; s < MAX_PAGES; ++s) split_count(s_red)[s] = 0;
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mk::cuda::fence_proxy_async();
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     blk[B_START] = global_ns(), blk[B_SMID] = smid;
   }
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, smem + p.smem_x_floats + p.smem_aux_floats, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
+  Ctx c{p, smem, smem + p.smem_x_floats, s_red, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
     c.step = step, c.pos = p.pos0 + step, c.synced = false;
     // Stop ids (isa.h StopIds): the check of the step's input token sits before the block's first instruction of the

@@ -31,12 +31,13 @@ constexpr int MAX_PAGES = 8;
 // (session 29: its "publish" 24 -> 12 us per SM per step at 1B; 8B -0.8%, the other shapes within +-0.3%; 8 warps
 // no better than 4).
 constexpr int XB_SPLIT = 4;
-// The consumers' reduction scratch after s_aux: [64] for block reductions (s_red), then the split pages' partials
-// [MAX_PAGES][2][XB_SPLIT] floats (split_part) and their arrival counters [MAX_PAGES] ints (split_count).
-constexpr int RED_FLOATS = 64 + MAX_PAGES * (2 * XB_SPLIT + 1);
-__device__ __forceinline__ float* split_part(float* s_red, uint32_t slot) { return s_red + 64 + slot * (2 * XB_SPLIT); }
+// The consumers' reduction scratch after s_aux: [RED_BLOCK] for block reductions (s_red), then the split pages'
+// partials [MAX_PAGES][2][XB_SPLIT] floats (split_part) and their arrival counters [MAX_PAGES] ints (split_count).
+constexpr int RED_BLOCK = 64;
+constexpr int RED_FLOATS = RED_BLOCK + MAX_PAGES * (2 * XB_SPLIT + 1);
+__device__ __forceinline__ float* split_part(float* s_red, uint32_t slot) { return s_red + RED_BLOCK + slot * (2 * XB_SPLIT); }
 __device__ __forceinline__ int* split_count(float* s_red) {
-  return reinterpret_cast<int*>(s_red + 64 + MAX_PAGES * (2 * XB_SPLIT));
+  return reinterpret_cast<int*>(s_red + RED_BLOCK + MAX_PAGES * (2 * XB_SPLIT));
 }
 // Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
 // a shift -- it runs once per 16-byte K/V copy.
