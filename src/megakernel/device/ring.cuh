@@ -350,27 +350,9 @@ __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, c
         bf16_hi(u1.z) * x5 + bf16_lo(u1.w) * x6 + bf16_hi(u1.w) * x7;
 }
 
-// The warp sums of 4 values at once (9 shuffles where 4 warp_sums take 20): lanes 0-7 end with a0's sum, 8-15 a1's,
-// 16-23 a2's, 24-31 a3's. Each step halves the lanes a value is spread over and sends the half the partner keeps.
-__device__ __forceinline__ float quad_sum(float a0, float a1, float a2, float a3) {
-  const int lane = threadIdx.x & 31;
-  const bool h16 = lane & 16, h8 = lane & 8;
-  float k0 = h16 ? a2 : a0, k1 = h16 ? a3 : a1;
-  k0 += __shfl_xor_sync(0xffffffffu, h16 ? a0 : a2, 16);
-  k1 += __shfl_xor_sync(0xffffffffu, h16 ? a1 : a3, 16);
-  float k = h8 ? k1 : k0;
-  k += __shfl_xor_sync(0xffffffffu, h8 ? k0 : k1, 8);
-#pragma unroll
-  for (int o = 4; o > 0; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
-  return k;
-}
-
 // Consumer warps per ring page beyond row pairs: MlpDown's pages of a single row pair (or lone row) are split by
 // columns over XB_SPLIT warps (params.cuh), the others give a warp a row pair.
 __device__ __forceinline__ bool split_page(bool xb, int nr) { return xb && nr <= 2; }
-
-// Work items of a page of nr rows in ring_page_matvec (the next page's items start at base + this).
-__device__ __forceinline__ int page_items(bool xb, int nr) { return split_page(xb, nr) ? XB_SPLIT : xb ? (nr + 1) / 2 : (nr + 3) / 4; }
 
 // Part `t` (< XB_SPLIT) of a split page: this warp's column range of the page's rows, its partial sums put in the
 // slot's scratch (params.cuh RED_FLOATS); the warp whose part arrives last adds the XB_SPLIT partials in part order
@@ -412,17 +394,15 @@ __device__ __forceinline__ void xb_split_part(const Ctx& c, uint32_t slot, const
 }
 
 // Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
-// for row j by lane 0 of the warp that owns j's work item: item q of the page goes to warp (base + q) % WARPS
-// (successive pages start where the last one ended; page_items counts a page's items); then this warp releases the
-// page. Items: with f32 x, 4 rows (session 30: one x read serves 4 rows instead of 2 -- x's shared-memory reads were
-// as many bytes as the weights'); XB (s_in holds x as packed bf16 pairs, element 2k in the low half of word k: MlpDown's
-// act, ops/mlp.cuh), row pairs, or a lone pair split by columns (split_page).
+// for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
+// successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
+// pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh).
 template <bool XB = false, class Out>
-__device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int base,
+__device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
                                                  const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
-  const int first = ((warp - base) % WARPS + WARPS) % WARPS;  // this warp's first item in the page
+  const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
   const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
   if (split_page(XB, nr)) {  // one row pair (or lone row) by columns over XB_SPLIT warps
     if (first < XB_SPLIT) xb_split_part(c, slot, pg, chunks, nr, row0, first, s_in, out);
@@ -431,13 +411,13 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
     ++c.page;
     return;
   }
-  if constexpr (XB) {  // MlpDown: x as bf16 pairs; a lone row (8B's: one 28 KB row per page) read once, not twice
-    for (int q = first; q < n_pairs; q += WARPS) {
-      const int j = 2 * q;
-      const bool two = j + 1 < nr;
-      const uint4* w0 = pg + size_t(j) * row_u4;
+  for (int q = first; q < n_pairs; q += WARPS) {
+    const int j = 2 * q;
+    const bool two = j + 1 < nr;
+    const uint4* w0 = pg + size_t(j) * row_u4;
+    float a0 = 0.f, a1 = 0.f;
+    if constexpr (XB) {  // MlpDown: x as bf16 pairs; a lone row (8B's: one 28 KB row per page) read once, not twice
       const uint4* xb = reinterpret_cast<const uint4*>(s_in);
-      float a0 = 0.f, a1 = 0.f;
       if (two) {
         const uint4* w1 = w0 + row_u4;
 #pragma unroll 2
@@ -450,37 +430,18 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
           dot8_pair_bx(u0, u0, xb[ch], a0, unused);
         }
       }
-      a0 = mk::cuda::warp_sum(a0);
-      a1 = mk::cuda::warp_sum(a1);
-      if (lane == 0) {
-        out(row0 + j, a0);
-        if (two) out(row0 + j + 1, a1);
-      }
-    }
-  } else {  // f32 x: a warp takes 4 rows at once (rows past nr alias row 0: computed, never output)
-    const float4* x4 = reinterpret_cast<const float4*>(s_in);
-    for (int q = first; q < (nr + 3) / 4; q += WARPS) {
-      const int j = 4 * q, m = min(4, nr - j);
-      const uint2* v0 = reinterpret_cast<const uint2*>(pg + size_t(j) * row_u4);
-      const uint2* v1 = m > 1 ? v0 + 2 * row_u4 : v0;
-      const uint2* v2 = m > 2 ? v0 + 4 * row_u4 : v0;
-      const uint2* v3 = m > 3 ? v0 + 6 * row_u4 : v0;
-      float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+    } else {  // the other ops' rows come in pairs on the supported models (a lone row is computed twice)
+      const uint2* v0 = reinterpret_cast<const uint2*>(w0);
+      const uint2* v1 = two ? v0 + 2 * row_u4 : v0;
+      const float4* x4 = reinterpret_cast<const float4*>(s_in);
 #pragma unroll 4
-      for (int h = lane; h < 2 * chunks; h += 32) {
-        const float4 x = x4[h];
-        dot4_pair(v0[h], v1[h], x, a0, a1);
-        dot4_pair(v2[h], v3[h], x, a2, a3);
-      }
-      const float s = quad_sum(a0, a1, a2, a3);  // row j + (lane >> 3) in lanes 0, 8, 16, 24
-      const float s1 = __shfl_sync(0xffffffffu, s, 8), s2 = __shfl_sync(0xffffffffu, s, 16),
-                  s3 = __shfl_sync(0xffffffffu, s, 24);
-      if (lane == 0) {
-        out(row0 + j, s);
-        if (m > 1) out(row0 + j + 1, s1);
-        if (m > 2) out(row0 + j + 2, s2);
-        if (m > 3) out(row0 + j + 3, s3);
-      }
+      for (int h = lane; h < 2 * chunks; h += 32) dot4_pair(v0[h], v1[h], x4[h], a0, a1);
+    }
+    a0 = mk::cuda::warp_sum(a0);
+    a1 = mk::cuda::warp_sum(a1);
+    if (lane == 0) {
+      out(row0 + j, a0);
+      if (two) out(row0 + j + 1, a1);
     }
   }
   // Release the page: every lane's reads of it are done (syncwarp orders them before lane 0's arrive).
@@ -541,7 +502,7 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
       pair_base += ((nr + 1) / 2 + 3) / 4;
     } else {
       ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
-      pair_base += page_items(XB, nr);
+      pair_base += split_page(XB, nr) ? XB_SPLIT : (nr + 1) / 2;
     }
   }
 }
