@@ -350,14 +350,15 @@ __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, c
         bf16_hi(u1.z) * x5 + bf16_lo(u1.w) * x6 + bf16_hi(u1.w) * x7;
 }
 
-// Parts per row pair of a ring page of nr rows (params.cuh XB_SPLIT / SPLIT_ITEMS): MlpDown's (xb) pages of one pair
-// in XB_SPLIT, pages of f32-x rows of at most SPLIT_PAIRS pairs in as many as SPLIT_ITEMS items allow, else 1 (a warp
-// per pair). A page's work items are its pairs times this (page_items), pair-major.
-__device__ __forceinline__ int page_split(bool xb, int nr) {
-  const int pairs = (nr + 1) / 2;
-  return xb ? (pairs == 1 ? XB_SPLIT : 1) : pairs >= 1 && pairs <= SPLIT_PAIRS ? SPLIT_ITEMS / pairs : 1;
+// Parts per row pair of the ring pages of rows of `cols` bf16 (params.cuh XB_SPLIT / SPLIT_ITEMS), from the rows a
+// full page holds, so that a short last page splits as the others (the same bits whichever page a row lands in):
+// MlpDown's (xb) pages of one pair in XB_SPLIT, pages of f32-x rows of at most SPLIT_PAIRS pairs in as many as
+// SPLIT_ITEMS items allow, else 1 (a warp per pair). A page's work items are its pairs times this, pair-major.
+__device__ __forceinline__ int page_split(bool xb, int cols) {
+  const int pairs = (page_rows(cols) + 1) / 2;
+  return xb ? (pairs == 1 ? XB_SPLIT : 1) : pairs <= SPLIT_PAIRS ? SPLIT_ITEMS / pairs : 1;
 }
-__device__ __forceinline__ int page_items(bool xb, int nr) { return (nr + 1) / 2 * page_split(xb, nr); }
+__device__ __forceinline__ int page_items(bool xb, int cols, int nr) { return (nr + 1) / 2 * page_split(xb, cols); }
 
 // Work item (pair q, part t of S) of a ring page: rows 2q, 2q + 1 (a lone last row once) over part t of the columns,
 // the warp's sums reduced; with S = 1 out() is called at once, else the partials go to the slot's scratch
@@ -396,20 +397,27 @@ __device__ __forceinline__ void split_item(const Ctx& c, uint32_t slot, const ui
   }
   a0 = mk::cuda::warp_sum(a0);
   a1 = mk::cuda::warp_sum(a1);
-  if (lane != 0) return;
-  if (S > 1) {
-    volatile float* part = split_part(c.s_red, slot) + q * S;
-    int* count = split_count(c.s_red) + slot * SPLIT_PAIRS + q;
-    part[t] = a0, part[SPLIT_ITEMS + t] = a1;
-    __threadfence_block();
-    if (atomicAdd(count, 1) != S - 1) return;
-    __threadfence_block();
-    a0 = a1 = 0.f;
-    for (int k = 0; k < S; ++k) a0 += part[k], a1 += part[SPLIT_ITEMS + k];
-    *count = 0;
+  if (lane == 0) {  // no early return: the warp must not run its next item's loop diverged from lane 0
+    bool last = true;
+    if (S > 1) {
+      volatile float* part = split_part(c.s_red, slot) + q * S;
+      int* count = split_count(c.s_red) + slot * SPLIT_PAIRS + q;
+      part[t] = a0, part[SPLIT_ITEMS + t] = a1;
+      __threadfence_block();
+      last = atomicAdd(count, 1) == S - 1;
+      if (last) {
+        __threadfence_block();
+        a0 = a1 = 0.f;
+        for (int k = 0; k < S; ++k) a0 += part[k], a1 += part[SPLIT_ITEMS + k];
+        *count = 0;
+      }
+    }
+    if (last) {
+      out(row0 + j, a0);
+      if (two) out(row0 + j + 1, a1);
+    }
   }
-  out(row0 + j, a0);
-  if (two) out(row0 + j + 1, a1);
+  __syncwarp();
 }
 
 // Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
@@ -420,7 +428,7 @@ template <bool XB = false, class Out>
 __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int base,
                                                  const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int S = page_split(XB, nr), items = (nr + 1) / 2 * S;
+  const int S = page_split(XB, cols), items = (nr + 1) / 2 * S;
   const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
   for (int i = ((warp - base) % WARPS + WARPS) % WARPS; i < items; i += WARPS)
     split_item<XB>(c, slot, pg, cols / 8, nr, row0, i / S, i % S, S, s_in, out);
@@ -482,7 +490,7 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
       pair_base += ((nr + 1) / 2 + 3) / 4;
     } else {
       ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
-      pair_base += page_items(XB, nr);
+      pair_base += page_items(XB, w.cols, nr);
     }
   }
 }
