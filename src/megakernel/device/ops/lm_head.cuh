@@ -52,7 +52,7 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
       const int r0 = unit * L.lm_unit_rows, nr = unit < 0 ? 0 : min(L.lm_unit_rows, L.n_vocab - r0);
       ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, c.s_x, out);
       if (unit < 0) break;
-      pair_base += page_items(false, L.n_embd, nr);
+      pair_base += (nr + 1) / 2;
     }
   } else {
     matvec<RING>(c, in, c.s_x, out);
