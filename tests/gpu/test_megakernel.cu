@@ -138,7 +138,7 @@ TEST(Megakernel, MatchesCpuMultiPageRowsRingAndDirect) {
 }
 
 // MlpDown's ring pages that hold one row pair (n_ff 6000: 2 rows of 12000 B) or one row (n_ff 8656) are split by
-// columns over XB_SPLIT consumer warps (ring.cuh split_item; column ranges of uneven length here), their partials
+// columns over XB_SPLIT consumer warps (ring.cuh xb_split_part; column ranges of uneven length here), their partials
 // added by whichever warp ends last: with flags and counters, on all SMs and on 7 (several pages per slot, so each
 // slot's arrival counter is reused), within tolerance of the CPU.
 TEST(Megakernel, SplitDownPagesMatchCpu) {
@@ -148,19 +148,6 @@ TEST(Megakernel, SplitDownPagesMatchCpu) {
     compare(k, {}, 121);
     compare(k, {.n_sm = 7}, 122);
     compare(k, {.n_sm = 7, .flag_publish = 0, .mid_resid = false}, 123);
-  }
-}
-
-// Ring pages of f32-x rows (QkvProj, MlpGateUp, LmHead) with at most 4 row pairs are split by columns too (ring.cuh
-// page_split): n_embd 2048 -> 8 rows per page, 2 parts per pair; 2600 -> 6 rows, 2 parts of uneven length; 4096 -> 4
-// rows, 4 parts. With flags and counters, on all SMs and on 7 (each slot's counters reused), within tolerance of the CPU.
-TEST(Megakernel, SplitWidePagesMatchCpu) {
-  for (const int n_embd : {2048, 2600, 4096}) {
-    const std::string name = cat("llama hd64 gqa4 n_embd ", n_embd);
-    const Case k{name.c_str(), cfg(Family::Llama, 64, 8, 2, n_embd, 512, false)};
-    compare(k, {}, 131);
-    compare(k, {.n_sm = 7}, 132);
-    compare(k, {.n_sm = 7, .flag_publish = 0, .mid_resid = false}, 133);
   }
 }
 

@@ -99,7 +99,7 @@
 // to -1.9% (Qwen3-0.6B) at every shape. Probes of that session (scripts/probe_builds.sh): with no dependency point
 // ever waiting the 1B step is still 0.703 ms/token, without the dot products 0.723, without both 0.644 (HEAD 0.773).
 // Session 29: MlpDown's pages of one row pair (1B, Qwen3-1.7B) or one row (8B) split by columns over 4 warps
-// (ring.cuh split_item; 8B -0.8%), and AttnOProj's q/k/v polled in groups of 4 pairs all in flight (ops/attention.cuh
+// (ring.cuh xb_split_part; 8B -0.8%), and AttnOProj's q/k/v polled in groups of 4 pairs all in flight (ops/attention.cuh
 // attn_prepare: each thread polled its elements one after the other; -0.15..-1.2% at every shape). Measured not to pay
 // (bench/RESULTS.md session 29): an L2 prefetch of MlpGateUp's pages while its gate is shut (the pages come from the
 // L2, but the dependency points' polls in that window slow more than the pages gain), out-of-line poll loops (+35%:
@@ -157,8 +157,8 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     if constexpr (STOP) s_stop = 0;  // the consumers have not stopped (ring.cuh)
     for (int s = 0; s < p.n_pages; ++s)
       mbar_init(&full[s], 1), mbar_init(&empty[s], WARPS);
-    // The split pages' arrival counters (ring.cuh split_item): zero before a slot's first page.
-    for (int s = 0; s < MAX_PAGES * SPLIT_PAIRS; ++s) split_count(s_red)[s] = 0;
+    // The split pages' arrival counters (ring.cuh xb_split_part): zero before a slot's first page.
+    for (int s = 0; s < MAX_PAGES; ++s) split_count(s_red)[s] = 0;
     // Make the initialised barriers visible to the async proxy (the bulk copies complete on them).
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     mk::cuda::fence_proxy_async();

@@ -25,23 +25,19 @@ constexpr int NCT = WARPS * 32;     // consumer threads
 constexpr int LOADER_WARP = WARPS;  // the weight loader
 constexpr int PAGE_BYTES = 32768;   // one ring page: whole weight rows (a row must fit in a page)
 constexpr int MAX_PAGES = 8;
-// A ring page of few row pairs is split by columns, its pairs' parts taken by several consumer warps whose partial
-// sums meet in shared memory (ring.cuh page_split_lg, split_item): a page is then consumed in a fraction of a pair's time,
-// and its ring slot is free for the next load sooner. MlpDown's pages of a single pair (1B, Qwen3-1.7B: two 16 / 12 KB
-// rows; 8B: one 28 KB row) go to XB_SPLIT parts (session 29: its "publish" 24 -> 12 us per SM per step at 1B; 8B
-// -0.8%, the other shapes within +-0.3%; 8 warps no better than 4); a page of f32-x rows (QkvProj, MlpGateUp, LmHead)
-// of at most SPLIT_PAIRS pairs into up to SPLIT_ITEMS items (session 30).
+// A ring page that holds a single row pair of MlpDown (1B, Qwen3-1.7B: two 16 / 12 KB rows; 8B: one 28 KB row) is
+// split by columns over XB_SPLIT consumer warps, whose partial sums meet in shared memory (ring.cuh xb_split_part):
+// one warp took the whole page before, so each layer's MlpDown ended a page's compute after its last page landed
+// (session 29: its "publish" 24 -> 12 us per SM per step at 1B; 8B -0.8%, the other shapes within +-0.3%; 8 warps
+// no better than 4).
 constexpr int XB_SPLIT = 4;
-constexpr int SPLIT_ITEMS = 8;
-constexpr int SPLIT_PAIRS = 4;
 // The consumers' reduction scratch after s_aux: [RED_BLOCK] for block reductions (s_red), then the split pages'
-// partials [MAX_PAGES][2][SPLIT_ITEMS] floats (split_part: row 0's, then row 1's of each item) and their arrival
-// counters [MAX_PAGES][SPLIT_PAIRS] ints (split_count: one per pair).
+// partials [MAX_PAGES][2][XB_SPLIT] floats (split_part) and their arrival counters [MAX_PAGES] ints (split_count).
 constexpr int RED_BLOCK = 64;
-constexpr int RED_FLOATS = RED_BLOCK + MAX_PAGES * (2 * SPLIT_ITEMS + SPLIT_PAIRS);
-__device__ __forceinline__ float* split_part(float* s_red, uint32_t slot) { return s_red + RED_BLOCK + slot * (2 * SPLIT_ITEMS); }
+constexpr int RED_FLOATS = RED_BLOCK + MAX_PAGES * (2 * XB_SPLIT + 1);
+__device__ __forceinline__ float* split_part(float* s_red, uint32_t slot) { return s_red + RED_BLOCK + slot * (2 * XB_SPLIT); }
 __device__ __forceinline__ int* split_count(float* s_red) {
-  return reinterpret_cast<int*>(s_red + RED_BLOCK + MAX_PAGES * (2 * SPLIT_ITEMS));
+  return reinterpret_cast<int*>(s_red + RED_BLOCK + MAX_PAGES * (2 * XB_SPLIT));
 }
 // Positions per KV cache block (cuda::KV_BLOCK_SIZE; the backend checks): a constant, so that kv_offset's division is
 // a shift -- it runs once per 16-byte K/V copy.

@@ -350,90 +350,100 @@ __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, c
         bf16_hi(u1.z) * x5 + bf16_lo(u1.w) * x6 + bf16_hi(u1.w) * x7;
 }
 
-// log2 of the parts per row pair of the ring pages that hold rpp rows each (page_rows; params.cuh XB_SPLIT /
-// SPLIT_ITEMS), taken from the full page's rows so that a short last page splits as the others (the same bits
-// whichever page a row lands in): MlpDown's (xb) pages of one pair in XB_SPLIT parts, pages of f32-x rows of at most
-// SPLIT_PAIRS pairs in as many as SPLIT_ITEMS items allow, else 1 part (a warp per pair). Powers of two, so that the
-// item loop splits its index with shifts: integer divisions there cost ~6% of the step's stall samples (session 30).
-__device__ __forceinline__ int page_split_lg(bool xb, int rpp) {
-  static_assert(XB_SPLIT == 4 && SPLIT_ITEMS == 8 && SPLIT_PAIRS == 4, "page_split_lg's table");
-  const int pairs = (rpp + 1) / 2;
-  return xb ? (pairs == 1 ? 2 : 0) : pairs == 1 ? 3 : pairs == 2 ? 2 : pairs <= 4 ? 1 : 0;
-}
+// Consumer warps per ring page beyond row pairs: MlpDown's pages of a single row pair (or lone row) are split by
+// columns over XB_SPLIT warps (params.cuh), the others give a warp a row pair.
+__device__ __forceinline__ bool split_page(bool xb, int nr) { return xb && nr <= 2; }
 
-// Work item (pair q, part t of S) of a ring page: rows 2q, 2q + 1 (a lone last row once) over part t of the columns,
-// the warp's sums reduced; with S = 1 out() is called at once, else the partials go to the slot's scratch
-// (params.cuh RED_FLOATS) and the warp whose part arrives last adds the pair's S partials in part order (the same bits
-// whoever is last), resets the pair's counter for the slot's next page and calls out(). The reset is ordered before
-// that page's parts by the empty / full barriers between them. out() runs in lane 0. XB: x as bf16 pairs.
-template <bool XB, class Out>
-__device__ __forceinline__ void split_item(const Ctx& c, uint32_t slot, const uint4* pg, int chunks, int nr, int row0,
-                                           int q, int t, int lg, const float* s_in, Out&& out) {
-  const int lane = threadIdx.x & 31, j = 2 * q, S = 1 << lg;
-  const bool two = j + 1 < nr;
+// Part `t` (< XB_SPLIT) of a split page: this warp's column range of the page's rows, its partial sums put in the
+// slot's scratch (params.cuh RED_FLOATS); the warp whose part arrives last adds the XB_SPLIT partials in part order
+// (the same bits whoever is last), resets the slot's counter for the slot's next page and calls out(). The reset is
+// ordered before that page's parts by the empty / full barriers between them.
+template <class Out>
+__device__ __forceinline__ void xb_split_part(const Ctx& c, uint32_t slot, const uint4* pg, int chunks, int nr, int row0,
+                                              int t, const float* s_in, Out&& out) {
+  const int lane = threadIdx.x & 31;
+  const int per = (chunks + XB_SPLIT - 1) / XB_SPLIT, c0 = t * per, c1 = min(chunks, c0 + per);
+  const uint4* w0 = pg;
+  const uint4* xb = reinterpret_cast<const uint4*>(s_in);
   float a0 = 0.f, a1 = 0.f;
-  if constexpr (XB) {  // MlpDown: a lone row (8B's: one 28 KB row per page) read once, not twice
-    const int per = (chunks + S - 1) >> lg, c0 = t * per, c1 = min(chunks, c0 + per);
-    const uint4* w0 = pg + size_t(j) * chunks;
-    const uint4* xb = reinterpret_cast<const uint4*>(s_in);
-    if (two) {
-      const uint4* w1 = w0 + chunks;
-#pragma unroll 2
-      for (int ch = c0 + lane; ch < c1; ch += 32) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
-    } else {
-      float unused = 0.f;
-#pragma unroll 2
-      for (int ch = c0 + lane; ch < c1; ch += 32) {
-        const uint4 u0 = w0[ch];
-        dot8_pair_bx(u0, u0, xb[ch], a0, unused);
-      }
+  if (nr == 2) {
+    const uint4* w1 = w0 + chunks;
+    for (int ch = c0 + lane; ch < c1; ch += 32) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
+  } else {
+    float unused = 0.f;
+    for (int ch = c0 + lane; ch < c1; ch += 32) {
+      const uint4 u0 = w0[ch];
+      dot8_pair_bx(u0, u0, xb[ch], a0, unused);
     }
-  } else {  // a lone row is computed twice
-    const int n = 2 * chunks, per = (n + S - 1) >> lg, h0 = t * per, h1 = min(n, h0 + per);
-    const uint2* v0 = reinterpret_cast<const uint2*>(pg + size_t(j) * chunks);
-    const uint2* v1 = two ? v0 + 2 * chunks : v0;
-    const float4* x4 = reinterpret_cast<const float4*>(s_in);
-#pragma unroll 4
-    for (int h = h0 + lane; h < h1; h += 32) dot4_pair(v0[h], v1[h], x4[h], a0, a1);
   }
   a0 = mk::cuda::warp_sum(a0);
   a1 = mk::cuda::warp_sum(a1);
-  if (lane == 0) {  // no early return: the warp must not run its next item's loop diverged from lane 0
-    bool last = true;
-    if (S > 1) {
-      volatile float* part = split_part(c.s_red, slot) + q * S;
-      int* count = split_count(c.s_red) + slot * SPLIT_PAIRS + q;
-      part[t] = a0, part[SPLIT_ITEMS + t] = a1;
-      __threadfence_block();
-      last = atomicAdd(count, 1) == S - 1;
-      if (last) {
-        __threadfence_block();
-        a0 = a1 = 0.f;
-        for (int k = 0; k < S; ++k) a0 += part[k], a1 += part[SPLIT_ITEMS + k];
-        *count = 0;
+  if (lane != 0) return;
+  volatile float* part = split_part(c.s_red, slot);
+  int* count = split_count(c.s_red) + slot;
+  part[t] = a0, part[XB_SPLIT + t] = a1;
+  __threadfence_block();
+  if (atomicAdd(count, 1) != XB_SPLIT - 1) return;
+  __threadfence_block();
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int k = 0; k < XB_SPLIT; ++k) s0 += part[k], s1 += part[XB_SPLIT + k];
+  *count = 0;
+  out(row0, s0);
+  if (nr == 2) out(row0 + 1, s1);
+}
+
+// Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
+// for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
+// successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
+// pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh).
+template <bool XB = false, class Out>
+__device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
+                                                 const float* s_in, Out&& out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
+  const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
+  const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
+  if (split_page(XB, nr)) {  // one row pair (or lone row) by columns over XB_SPLIT warps
+    if (first < XB_SPLIT) xb_split_part(c, slot, pg, chunks, nr, row0, first, s_in, out);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&c.empty[slot]);
+    ++c.page;
+    return;
+  }
+  for (int q = first; q < n_pairs; q += WARPS) {
+    const int j = 2 * q;
+    const bool two = j + 1 < nr;
+    const uint4* w0 = pg + size_t(j) * row_u4;
+    float a0 = 0.f, a1 = 0.f;
+    if constexpr (XB) {  // MlpDown: x as bf16 pairs; a lone row (8B's: one 28 KB row per page) read once, not twice
+      const uint4* xb = reinterpret_cast<const uint4*>(s_in);
+      if (two) {
+        const uint4* w1 = w0 + row_u4;
+#pragma unroll 2
+        for (int ch = lane; ch < chunks; ch += 32) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
+      } else {
+        float unused = 0.f;
+#pragma unroll 2
+        for (int ch = lane; ch < chunks; ch += 32) {
+          const uint4 u0 = w0[ch];
+          dot8_pair_bx(u0, u0, xb[ch], a0, unused);
+        }
       }
+    } else {  // the other ops' rows come in pairs on the supported models (a lone row is computed twice)
+      const uint2* v0 = reinterpret_cast<const uint2*>(w0);
+      const uint2* v1 = two ? v0 + 2 * row_u4 : v0;
+      const float4* x4 = reinterpret_cast<const float4*>(s_in);
+#pragma unroll 4
+      for (int h = lane; h < 2 * chunks; h += 32) dot4_pair(v0[h], v1[h], x4[h], a0, a1);
     }
-    if (last) {
+    a0 = mk::cuda::warp_sum(a0);
+    a1 = mk::cuda::warp_sum(a1);
+    if (lane == 0) {
       out(row0 + j, a0);
       if (two) out(row0 + j + 1, a1);
     }
   }
-  __syncwarp();
-}
-
-// Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
-// for row j by lane 0 of the warp that takes (the last part of) j's pair: the page's items are its pairs times
-// 2^lg parts (page_split_lg), pair-major; item i goes to warp (base + i) % WARPS, successive pages starting where the
-// last one ended (page_items); then this warp releases the page. XB: s_in holds x as packed bf16 pairs (element 2k in
-// the low half of word k: MlpDown's act, ops/mlp.cuh).
-__device__ __forceinline__ int page_items(int nr, int lg) { return ((nr + 1) >> 1) << lg; }
-template <bool XB = false, class Out>
-__device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int base,
-                                                 int lg, const float* s_in, Out&& out) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
-  for (int i = ((warp - base) % WARPS + WARPS) % WARPS; i < page_items(nr, lg); i += WARPS)
-    split_item<XB>(c, slot, pg, cols / 8, nr, row0, i >> lg, i & ((1 << lg) - 1), lg, s_in, out);
   // Release the page: every lane's reads of it are done (syncwarp orders them before lane 0's arrive).
   __syncwarp();
   if (lane == 0) mbar_arrive(&c.empty[slot]);
@@ -483,7 +493,7 @@ __device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t s
 // 512 columns take ring_page_matvec_narrow (whose out() runs in lanes 0, 8, 16, 24).
 template <bool NARROW = false, bool XB = false, class Out>
 __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in, Out&& out) {
-  const int rpp = page_rows(w.cols), lg = page_split_lg(XB, rpp);
+  const int rpp = page_rows(w.cols);
   int pair_base = 0;
   for (int r = 0; r < w.n; r += rpp) {
     const int nr = min(rpp, w.n - r);
@@ -491,8 +501,8 @@ __device__ void ring_matvec(const Ctx& c, const WeightRows& w, const float* s_in
       ring_page_matvec_narrow(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
       pair_base += ((nr + 1) / 2 + 3) / 4;
     } else {
-      ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, lg, s_in, out);
-      pair_base += page_items(nr, lg);
+      ring_page_matvec<XB>(c, ring_wait_page(c), w.cols, nr, w.row0 + r, pair_base, s_in, out);
+      pair_base += split_page(XB, nr) ? XB_SPLIT : (nr + 1) / 2;
     }
   }
 }

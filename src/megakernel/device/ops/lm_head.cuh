@@ -46,14 +46,13 @@ __device__ void op_lm_head(const Ctx& c, const Instr& in) {
     if (c.p.timing && threadIdx.x == 0 && c.matvec_start == 0) c.matvec_start = global_ns();
     // At most every unit and the empty page (the bound only matters after a watchdog error, when a page wait gives
     // up and the unit read is stale).
-    const int lg = page_split_lg(false, page_rows(L.n_embd));
     for (int pair_base = 0, n = 0; n <= L.lm_units; ++n) {
       const uint32_t slot = ring_wait_page(c);
       const int unit = *reinterpret_cast<volatile int*>(&s_lm_unit[slot]);
       const int r0 = unit * L.lm_unit_rows, nr = unit < 0 ? 0 : min(L.lm_unit_rows, L.n_vocab - r0);
-      ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, lg, c.s_x, out);
+      ring_page_matvec(c, slot, L.n_embd, nr, r0, pair_base, c.s_x, out);
       if (unit < 0) break;
-      pair_base += page_items(nr, lg);
+      pair_base += (nr + 1) / 2;
     }
   } else {
     matvec<RING>(c, in, c.s_x, out);
