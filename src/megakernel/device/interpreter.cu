@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(THREADS, 1) megakernel_kernel(const __grid_con
     blk[B_START] = global_ns(), blk[B_SMID] = smid;
   }
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
-  Ctx c{p, smem, smem + p.smem_x_floats, s_red, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, 0, false};
+  Ctx c{p, smem, smem + p.smem_x_floats, s_red, ring, full, empty, 0, 0, 0, 0, false, false, -1, 0, 0, false};
   for (int step = 0; step < p.n_steps && begin < end; ++step) {
     c.step = step, c.pos = p.pos0 + step, c.synced = false;
     // Stop ids (isa.h StopIds): the check of the step's input token sits before the block's first instruction of the

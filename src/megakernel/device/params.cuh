@@ -231,10 +231,13 @@ struct Ctx {
   mutable bool synced;               // a dependency wait of this step has passed (see attn_preload)
   mutable bool staged;               // attn_preload put this thread's first K/V loads into the stage
   mutable int64_t at_pos;            // attn_preload: cache offset of (pos, group), -1 = not computed
-  mutable uint32_t page;             // pages consumed so far by this warp (same sequence as the loader)
   mutable unsigned long long page_wait;  // ns warp 0 waited for pages (timing only)
   mutable unsigned long long matvec_start;  // ns, first matvec of the instruction (timing only)
   mutable bool rope_ready;           // attn_preload filled the RoPE table (ops/attention.cuh attn_rope_table)
+  // This warp's next ring page (same sequence as the loader's): its slot, page % n_pages, and the parity of page /
+  // n_pages, kept as the pages go by (ring.cuh next_page) -- a division by the run-time page count on every page cost
+  // each warp a dependent chain of ~20 instructions (session 30).
+  mutable uint32_t slot = 0, phase = 0;
 };
 
 }  // namespace mk::megakernel::device

@@ -128,13 +128,23 @@ __device__ __forceinline__ uint32_t gate_get() {
   return v;
 }
 
-// Loader: waits until ring slot `page % np` is free (every consumer warp released page - np). False after
+// The loader's place in the ring: page number, its slot (page % n_pages) and round (page / n_pages), kept as the
+// pages go by rather than divided out per page (see Ctx::slot).
+struct RingPos {
+  uint32_t page = 0, slot = 0, round = 0;
+  __device__ __forceinline__ void next(uint32_t np) {
+    ++page;
+    if (++slot == np) slot = 0, ++round;
+  }
+};
+
+// Loader: waits until ring slot `at.slot` is free (every consumer warp released page at.page - np). False after
 // another block raised the watchdog error (the caller returns), or (STOP) once the consumers stopped.
 template <bool STOP>
-__device__ __forceinline__ bool loader_slot(const MkParams& p, uint64_t* empty, uint32_t page, uint32_t np,
+__device__ __forceinline__ bool loader_slot(const MkParams& p, uint64_t* empty, const RingPos& at,
                                             unsigned long long& stall) {
-  if (page < np) return true;
-  const uint32_t slot = page % np, parity = ((page / np) - 1u) & 1u;
+  if (at.round == 0) return true;
+  const uint32_t slot = at.slot, parity = (at.round - 1u) & 1u;
   if (mbar_test_wait(&empty[slot], parity)) return true;
   const unsigned long long t0 = p.timing ? global_ns() : 0;
   if constexpr (!STOP) {
@@ -178,13 +188,13 @@ __device__ __forceinline__ void loader_issue(unsigned char* ring, uint64_t* full
 // the consumers stopped).
 template <bool STOP>
 __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, unsigned char* ring, uint64_t* full,
-                                  uint64_t* empty, uint32_t& page, unsigned long long& stall, uint64_t policy) {
+                                  uint64_t* empty, RingPos& at, unsigned long long& stall, uint64_t policy) {
   const Layout& L = p.L;
   const int lane = threadIdx.x & 31, ur = L.lm_unit_rows;
   const uint32_t np = uint32_t(p.n_pages), row_bytes = uint32_t(L.n_embd) * 2u;
   auto unit_page = [&](int unit) {
-    if (!loader_slot<STOP>(p, empty, page, np, stall)) return false;
-    const uint32_t slot = page % np;
+    if (!loader_slot<STOP>(p, empty, at, stall)) return false;
+    const uint32_t slot = at.slot;
     if (lane == 0) s_lm_unit[slot] = unit;
     if (unit < 0) {
       __syncwarp();
@@ -194,7 +204,7 @@ __device__ bool loader_lm_dynamic(const MkParams& p, const Instr& in, int step, 
       loader_issue(ring, full, slot, p.lm_head + int64_t(r0) * L.n_embd, min(ur, L.n_vocab - r0), row_bytes, L.n_embd,
                    true, policy, lane);
     }
-    ++page;
+    at.next(np);
     return true;
   };
   for (int k = 0; k < L.lm_static; ++k) {
@@ -249,7 +259,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   const uint32_t begin = p.queue_begin[blockIdx.x], end = p.queue_begin[blockIdx.x + 1];
   const uint64_t policy = mk::cuda::l2_evict_first_policy();
   const uint32_t np = uint32_t(p.n_pages);
-  uint32_t page = 0;
+  RingPos at;
   unsigned long long stall = 0;
   bool ok = true;  // STOP: false after the watchdog or once the consumers stopped (without STOP: always true)
   // The stall before each instruction's pages (T_LOADER_STALL; each step overwrites the last).
@@ -260,7 +270,7 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
     for (uint32_t i = begin; i < end && ok; ++i) {
       const unsigned long long stall0 = stall;
       if (p.lm_dynamic && p.instrs[i].op == Op::LmHead) {
-        if (!loader_lm_dynamic<STOP>(p, p.instrs[i], step, ring, full, empty, page, stall, policy)) {
+        if (!loader_lm_dynamic<STOP>(p, p.instrs[i], step, ring, full, empty, at, stall, policy)) {
           if constexpr (!STOP) return;
           ok = false;
         }
@@ -273,18 +283,18 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
       const uint32_t row_bytes = uint32_t(w.cols) * 2u;
       const int gate_n = p.instrs[i].op == Op::MlpGateUp ? p.gate_pages_gu : p.gate_pages;
       const int gate_at = p.gate_pages > 0 && gated_op(p, p.instrs[i].op) ? gate_n * rpp : w.n;
-      for (int r = 0; r < w.n; r += rpp, ++page) {
+      for (int r = 0; r < w.n; r += rpp, at.next(np)) {
         if (r == gate_at && !loader_gate<STOP>(p, gate_seq(p, step, i))) {
           if constexpr (!STOP) return;
           ok = false;
           break;
         }
-        if (!loader_slot<STOP>(p, empty, page, np, stall)) {
+        if (!loader_slot<STOP>(p, empty, at, stall)) {
           if constexpr (!STOP) return;
           ok = false;
           break;
         }
-        loader_issue(ring, full, page % np, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
+        loader_issue(ring, full, at.slot, w.base + int64_t(r) * w.stride, min(rpp, w.n - r), row_bytes, w.stride,
                      w.stride == w.cols, policy, lane);
       }
       stall_of(i, stall0);
@@ -293,21 +303,27 @@ __device__ void run_loader(const MkParams& p, unsigned char* ring, uint64_t* ful
   // copy must land before the block exits, so wait for the last np pages issued (the earlier ones were consumed; no
   // copy refills their slots any more, so each full barrier's phase stays where the wait finds it).
   if constexpr (STOP)
-    for (uint32_t n = page > np ? page - np : 0; n < page; ++n) mbar_wait_or_error(p, &full[n % np], (n / np) & 1u);
+    for (uint32_t n = at.page > np ? at.page - np : 0; n < at.page; ++n) mbar_wait_or_error(p, &full[n % np], (n / np) & 1u);
   if (!ok) return;
   if (p.timing && lane == 0) p.timing[size_t(p.n_instr) * TIMING_FIELDS + size_t(blockIdx.x) * BLOCK_FIELDS + B_LOADER_STALL] = stall;
 }
 
-// Consumer side: waits until ring page c.page has landed (warp 0's wait counted in c.page_wait).
+// Consumer side: waits until this warp's next ring page (in slot c.slot) has landed (warp 0's wait counted in
+// c.page_wait).
 __device__ __forceinline__ uint32_t ring_wait_page(const Ctx& c) {
-  const uint32_t np = uint32_t(c.p.n_pages), slot = c.page % np;
-  if (!mbar_test_wait(&c.full[slot], (c.page / np) & 1u)) {
+  const uint32_t slot = c.slot;
+  if (!mbar_test_wait(&c.full[slot], c.phase)) {
     const int warp = threadIdx.x >> 5;
     const unsigned long long t0 = (c.p.timing && warp == 0) ? global_ns() : 0;
-    mbar_wait_or_error(c.p, &c.full[slot], (c.page / np) & 1u);
+    mbar_wait_or_error(c.p, &c.full[slot], c.phase);
     if (c.p.timing && warp == 0) c.page_wait += global_ns() - t0;
   }
   return slot;
+}
+
+// Consumer side: this warp is done with its page (after its release).
+__device__ __forceinline__ void next_page(const Ctx& c) {
+  if (++c.slot == uint32_t(c.p.n_pages)) c.slot = 0, c.phase ^= 1u;
 }
 
 // a0 += row 0's 8 weights (u0, bf16) . s_in[8 ch, 8 ch + 8), a1 += row 1's (u1): s_in is read as two float4 with the halves swapped
@@ -393,7 +409,7 @@ __device__ __forceinline__ void xb_split_part(const Ctx& c, uint32_t slot, const
   if (nr == 2) out(row0 + 1, s1);
 }
 
-// Consumer side of ring page c.page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
+// Consumer side of this warp's next ring page (landed, in `slot`): its nr rows of `cols` bf16 times s_in, out(row0 + j, .)
 // for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
 // successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
 // pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh).
@@ -408,7 +424,7 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
     if (first < XB_SPLIT) xb_split_part(c, slot, pg, chunks, nr, row0, first, s_in, out);
     __syncwarp();
     if (lane == 0) mbar_arrive(&c.empty[slot]);
-    ++c.page;
+    next_page(c);
     return;
   }
   for (int q = first; q < n_pairs; q += WARPS) {
@@ -447,7 +463,7 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
   // Release the page: every lane's reads of it are done (syncwarp orders them before lane 0's arrive).
   __syncwarp();
   if (lane == 0) mbar_arrive(&c.empty[slot]);
-  ++c.page;
+  next_page(c);
 }
 
 // ring_page_matvec for rows of at most 512 columns (AttnOProj's kv group: group x head_dim): a warp takes 4 row pairs
@@ -485,7 +501,7 @@ __device__ __forceinline__ void ring_page_matvec_narrow(const Ctx& c, uint32_t s
   }
   __syncwarp();
   if (lane == 0) mbar_arrive(&c.empty[slot]);
-  ++c.page;
+  next_page(c);
 }
 
 // Consumer side: out(row0 + i, sum_k W[i][k] * s_in[k]) for every row of `w`, read from the ring pages

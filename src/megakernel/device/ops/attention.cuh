@@ -327,7 +327,7 @@ __device__ __forceinline__ void merge_chunk_records(const Layout& L, float* out,
 // would escape into the call): inlined, such code raised the flag instance's ptxas spill stores.
 __device__ __noinline__ void attn_merge_split(const MkParams& p, float* s_x, uint32_t epoch, uint32_t instr, int layer,
                                               int group) {
-  const Ctx c{p, s_x, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 0, epoch, instr, true, false, -1, 0, 0, 0, false};
+  const Ctx c{p, s_x, nullptr, nullptr, nullptr, nullptr, nullptr, 0, 0, epoch, instr, true, false, -1, 0, 0, false};
   const Layout& L = p.L;
   const int hd = L.head_dim, G = L.group;
   const int64_t rec0 = L.att_part + (int64_t(layer) * L.n_kv_head + group) * L.n_chunks * L.att_part_stride;

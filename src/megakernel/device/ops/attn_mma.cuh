@@ -269,7 +269,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
 template <int HD>
 __device__ __noinline__ void attn_mma_call(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
                                            int pos, int layer, int group, int p0, int end, bool staged, int64_t rec) {
-  const Ctx c{p, s_x, s_aux, nullptr, nullptr, nullptr, nullptr, 0, pos, epoch, instr, true, staged, -1, 0, 0, 0, false};
+  const Ctx c{p, s_x, s_aux, nullptr, nullptr, nullptr, nullptr, 0, pos, epoch, instr, true, staged, -1, 0, 0, false};
   attn_mma_hd<HD>(c, layer, group, p0, end, staged, rec);
 }
 __device__ __forceinline__ void attn_mma(const MkParams& p, float* s_x, float* s_aux, uint32_t epoch, uint32_t instr,
