@@ -45,15 +45,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// ms/token of the megakernel decoding n_new tokens from position pos, steps_per_launch steps per launch.
-double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int steps_per_launch, int reps) {
+// ms/token of the megakernel decoding n_new tokens from position pos, steps_per_launch steps per launch; greedy, or
+// with `sample` drawn at temperature 1 (the sampled instance: SamplePartial and the draw in Argmax).
+double time_megakernel(megakernel::MegakernelBackend& b, int pos, int n_new, int steps_per_launch, int reps,
+                       bool sample = false) {
   std::vector<double> per;
   std::vector<int32_t> out(static_cast<size_t>(n_new));
+  SamplingParams sp;
+  sp.temperature = 1.f, sp.seed = 1;
   cuda::EventPair ev;
   for (int r = 0; r < reps; ++r) {
     b.truncate(pos);
     Status st;
-    const float ms = ev.time(b.stream(), [&] { st = b.generate_greedy(1, pos, out, steps_per_launch); });
+    const float ms = ev.time(b.stream(), [&] {
+      st = sample ? b.generate_sample(1, pos, sp, 0, out, steps_per_launch) : b.generate_greedy(1, pos, out, steps_per_launch);
+    });
     if (!st.ok()) {
       std::fprintf(stderr, "megakernel: %s\n", st.message().c_str());
       std::exit(1);
@@ -84,7 +90,8 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // MlpGateUp's own prefetch gate
 // (default "d,o"); MK_SET_LONG: the same for contexts above 32; MK_TIME=1: the
 // in-kernel timing report of every variant's first run (else of the first variant, and of every variant at ctx 32);
-// MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1);
+// MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1); MK_SAMPLE=1: each variant's
+// 128-steps-per-launch figure also for sampled launches (temperature 1);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
 // split attention streams with more warps); MK_INLINE_MAX=N keeps attention inline up to context N (0: always
 // split; MegakernelOptions::inline_max); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
@@ -212,6 +219,10 @@ void bench_shape(const std::string& name, double gbs) {
                     ctx, spl, (*b)->ring_pages(), v.name.c_str(), int(v.prefetch), int(v.flags), int(v.mid),
                     int((*b)->attn_short() && (*b)->attn_short_max() > 0), (*b)->attn_stage(), (*b)->attn_mma_warps(), int((*b)->lm_dynamic_on()), ms, bytes / (ms * 1e-3) / 1e9,
                     100.0 * floor_ms / ms);
+      }
+      if (env_on("MK_SAMPLE", false)) {  // the sampled instance too (a change can cost it alone: RESULTS session 30)
+        const double ms = time_megakernel(**b, ctx, n_new, 128, reps, true);
+        std::printf("  megakernel ctx %5d, 128 steps/launch, sampled temp 1, %-40s: %.3f ms/token\n", ctx, v.name.c_str(), ms);
       }
       // In-kernel timestamps (a separate launch of 16 steps; the figures above ran without them): the default
       // at every context, at ctx 32 also the other variants.
