@@ -413,6 +413,10 @@ __device__ __forceinline__ void xb_split_part(const Ctx& c, uint32_t slot, const
 // for row j by lane 0 of the warp that owns row pair j / 2 (pair q of the page goes to warp (pair_base + q) % WARPS:
 // successive pages start where the last one ended); then this warp releases the page. XB: s_in holds x as packed bf16
 // pairs (element 2k in the low half of word k: MlpDown's act, ops/mlp.cuh).
+// Why a row pair per warp (bench/RESULTS.md session 30 calls 2-6): a warp's item is latency-bound (~0.4 us), so the
+// consumers drain the ring at (warps / item latency) x item bytes, and a slot is free only when its page's items are
+// done. Four rows per warp (one x read for 4 rows) held each slot ~1.6x longer: +1.7% at 1B; half pairs split by
+// columns (more warps per page, partials merged in shared memory) halved the drain rate: +3.8%.
 template <bool XB = false, class Out>
 __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
                                                  const float* s_in, Out&& out) {
