@@ -103,7 +103,12 @@
 // attn_prepare: each thread polled its elements one after the other; -0.15..-1.2% at every shape). Measured not to pay
 // (bench/RESULTS.md session 29): an L2 prefetch of MlpGateUp's pages while its gate is shut (the pages come from the
 // L2, but the dependency points' polls in that window slow more than the pages gain), out-of-line poll loops (+35%:
-// no calls in this kernel, not even on slow paths), and any poll or norm form that adds ~15 KB of per-layer code.
+// no calls in this kernel, not even on slow paths), and poll or norm forms that added ~15 KB of per-layer code
+// (session 30's probes then showed code that never runs costs nothing measurable: those forms lost by what they ran).
+// Session 30: the ring's slot and phase kept as the pages go by (ring.cuh next_page / RingPos) instead of a division
+// by the run-time page count on every page: -0.2% (8B) to -1.2% (Qwen3-0.6B), the sampled instance +1.4% at 1B
+// (two registers where the page count was one). Measured not to pay: 4 rows per warp, pairs split over 2-8 warps
+// (ring_page_matvec's comment).
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>

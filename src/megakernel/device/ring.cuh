@@ -421,7 +421,7 @@ template <bool XB = false, class Out>
 __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, int cols, int nr, int row0, int pair_base,
                                                  const float* s_in, Out&& out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int chunks = cols / 8, row_u4 = cols / 8, n_pairs = (nr + 1) / 2;
+  const int chunks = cols / 8, n_pairs = (nr + 1) / 2;  // chunks: 16-byte units per row
   const int first = ((warp - pair_base) % WARPS + WARPS) % WARPS;  // this warp's first pair in the page
   const uint4* pg = reinterpret_cast<const uint4*>(c.ring + size_t(slot) * PAGE_BYTES);
   if (split_page(XB, nr)) {  // one row pair (or lone row) by columns over XB_SPLIT warps
@@ -434,12 +434,12 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
   for (int q = first; q < n_pairs; q += WARPS) {
     const int j = 2 * q;
     const bool two = j + 1 < nr;
-    const uint4* w0 = pg + size_t(j) * row_u4;
+    const uint4* w0 = pg + size_t(j) * chunks;
     float a0 = 0.f, a1 = 0.f;
     if constexpr (XB) {  // MlpDown: x as bf16 pairs; a lone row (8B's: one 28 KB row per page) read once, not twice
       const uint4* xb = reinterpret_cast<const uint4*>(s_in);
       if (two) {
-        const uint4* w1 = w0 + row_u4;
+        const uint4* w1 = w0 + chunks;
 #pragma unroll 2
         for (int ch = lane; ch < chunks; ch += 32) dot8_pair_bx(w0[ch], w1[ch], xb[ch], a0, a1);
       } else {
@@ -452,7 +452,7 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
       }
     } else {  // the other ops' rows come in pairs on the supported models (a lone row is computed twice)
       const uint2* v0 = reinterpret_cast<const uint2*>(w0);
-      const uint2* v1 = two ? v0 + 2 * row_u4 : v0;
+      const uint2* v1 = two ? v0 + 2 * chunks : v0;
       const float4* x4 = reinterpret_cast<const float4*>(s_in);
 #pragma unroll 4
       for (int h = lane; h < 2 * chunks; h += 32) dot4_pair(v0[h], v1[h], x4[h], a0, a1);
