@@ -343,17 +343,6 @@ __device__ __forceinline__ void dot8_pair_sw(const uint4& u0, const uint4& u1, c
         mk::cuda::bf16_lo(p1d) * x1.z + mk::cuda::bf16_hi(p1d) * x1.w;
 }
 
-// a0 += row 0's 4 weights (u0: 4 bf16) . x, a1 += row 1's (u1). Session 28: the ring matvecs read 8 bytes of each row
-// and 16 of x per lane and step, so consecutive lanes read consecutive x (no bank conflicts without a swizzle); the
-// 8-weight form before it read x in two halves swapped on every other 4 lanes and spent 8 SELs per step matching the
-// weights' words to them (~18% of the loop's instructions, bench/RESULTS.md session 28).
-__device__ __forceinline__ void dot4_pair(const uint2& u0, const uint2& u1, const float4& x, float& a0, float& a1) {
-  a0 += mk::cuda::bf16_lo(u0.x) * x.x + mk::cuda::bf16_hi(u0.x) * x.y + mk::cuda::bf16_lo(u0.y) * x.z +
-        mk::cuda::bf16_hi(u0.y) * x.w;
-  a1 += mk::cuda::bf16_lo(u1.x) * x.x + mk::cuda::bf16_hi(u1.x) * x.y + mk::cuda::bf16_lo(u1.y) * x.z +
-        mk::cuda::bf16_hi(u1.y) * x.w;
-}
-
 // a0 / a1 += 8 weights of rows 0 / 1 . x as 8 bf16 (one 16-byte chunk; a warp reads 512 consecutive bytes: no conflicts).
 __device__ __forceinline__ void dot8_pair_bx(const uint4& u0, const uint4& u1, const uint4& x, float& a0, float& a1) {
   using mk::cuda::bf16_hi;
@@ -454,8 +443,27 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
       const uint2* v0 = reinterpret_cast<const uint2*>(w0);
       const uint2* v1 = two ? v0 + 2 * chunks : v0;
       const float4* x4 = reinterpret_cast<const float4*>(s_in);
+      // 8 bytes of each row and 16 of x per lane and step, so consecutive lanes read consecutive x (session 28: no
+      // bank conflicts without a swizzle; the 8-weight form spent 8 SELs per step matching words to swapped x halves).
+      // Four sums per row, one per weight position of the step, each FFMA depending only on the previous step's
+      // (session 30, held: the FMUL -> 3 FFMA -> FADD chain per step before was 10 float ops to these 8, and "wait",
+      // fixed-latency dependencies, led the consumers' own stall samples).
+      float b0[4] = {0.f, 0.f, 0.f, 0.f}, b1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
-      for (int h = lane; h < 2 * chunks; h += 32) dot4_pair(v0[h], v1[h], x4[h], a0, a1);
+      for (int h = lane; h < 2 * chunks; h += 32) {
+        const uint2 u0 = v0[h], u1 = v1[h];
+        const float4 x = x4[h];
+        b0[0] = fmaf(mk::cuda::bf16_lo(u0.x), x.x, b0[0]);
+        b0[1] = fmaf(mk::cuda::bf16_hi(u0.x), x.y, b0[1]);
+        b0[2] = fmaf(mk::cuda::bf16_lo(u0.y), x.z, b0[2]);
+        b0[3] = fmaf(mk::cuda::bf16_hi(u0.y), x.w, b0[3]);
+        b1[0] = fmaf(mk::cuda::bf16_lo(u1.x), x.x, b1[0]);
+        b1[1] = fmaf(mk::cuda::bf16_hi(u1.x), x.y, b1[1]);
+        b1[2] = fmaf(mk::cuda::bf16_lo(u1.y), x.z, b1[2]);
+        b1[3] = fmaf(mk::cuda::bf16_hi(u1.y), x.w, b1[3]);
+      }
+      a0 = (b0[0] + b0[1]) + (b0[2] + b0[3]);
+      a1 = (b1[0] + b1[1]) + (b1[2] + b1[3]);
     }
     a0 = mk::cuda::warp_sum(a0);
     a1 = mk::cuda::warp_sum(a1);
