@@ -445,9 +445,9 @@ __device__ __forceinline__ void ring_page_matvec(const Ctx& c, uint32_t slot, in
       const float4* x4 = reinterpret_cast<const float4*>(s_in);
       // 8 bytes of each row and 16 of x per lane and step, so consecutive lanes read consecutive x (session 28: no
       // bank conflicts without a swizzle; the 8-weight form spent 8 SELs per step matching words to swapped x halves).
-      // Four sums per row, one per weight position of the step, each FFMA depending only on the previous step's
-      // (session 30, held: the FMUL -> 3 FFMA -> FADD chain per step before was 10 float ops to these 8, and "wait",
-      // fixed-latency dependencies, led the consumers' own stall samples).
+      // Four sums per row, one per weight position of the step, each FFMA depending only on the previous step's: the
+      // FMUL -> 3 FFMA -> FADD chain per step before was 10 dependent float ops to these 8 (bench/RESULTS.md session 31
+      // call 1: 1B -0.5%, sampled -2.2%). Not in MlpDown's or the narrow pages: there it lost (call 2, +0.6%).
       float b0[4] = {0.f, 0.f, 0.f, 0.f}, b1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
       for (int h = lane; h < 2 * chunks; h += 32) {
