@@ -109,6 +109,10 @@
 // by the run-time page count on every page: -0.2% (8B) to -1.2% (Qwen3-0.6B), the sampled instance +1.4% at 1B
 // (two registers where the page count was one). Measured not to pay: 4 rows per warp, pairs split over 2-8 warps
 // (ring_page_matvec's comment).
+// Session 31: the f32-x ring matvec with four independent FFMA sums per row (ring.cuh: 1B -0.5%, sampled -2.2%) and
+// attn_prepare's norm / RoPE / rounding / append in one warp-per-head pass (ops/attention.cuh attn_head_pass: Qwen3
+// -0.5..-0.7%). Measured not to pay (bench/RESULTS.md session 31): four sums in MlpDown's and the narrow pages (+0.6%),
+// the f32-x loop unrolled 8 (+1%), attn_short's softmax folded into its score phase (chunk maxima; +2.3% at 1B).
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>

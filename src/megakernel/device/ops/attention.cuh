@@ -25,6 +25,60 @@ __device__ __forceinline__ float* attn_rope_table(const Ctx& c) {
 // Where attn_preload's K/V of attn_range's first iteration are: the stage in s_x.
 __device__ __forceinline__ const uint4* attn_stage(const Ctx& c) { return reinterpret_cast<const uint4*>(c.s_x); }
 
+// attn_prepare's pass over q, k, v of the group in s_h by warp h <= G + 1 (q heads 0..G-1, k = head G, v = head G + 1),
+// lane l holding dims l + 32 k (k < NW = head_dim / 32) in registers: Qwen3's q/k RMSNorm, RoPE on q and k (dims e and
+// e + head_dim / 2 sit in one lane), k and v rounded to bf16 and appended at pos when `append`. Until session 31 a
+// pass and a barrier each for the norm, RoPE and the rounding, over all consumer threads: one pass is -0.7% at
+// Qwen3-0.6B, -0.5% at Qwen3-1.7B, 0 at the Llama shapes (bench/RESULTS.md session 31 call 6).
+template <int NW>
+__device__ __forceinline__ void attn_head_pass(const Ctx& c, const MkLayer& w, int g, bool append, float* s_h) {
+  constexpr int HD = 32 * NW, H = NW / 2;  // H: the lane's RoPE pairs (k, k + H)
+  const int lane = threadIdx.x & 31, h = threadIdx.x >> 5, G = c.p.L.group;
+  float* x = s_h + h * HD;
+  float v[NW];
+#pragma unroll
+  for (int k = 0; k < NW; ++k) v[k] = x[lane + 32 * k];
+  if (w.q_norm && h <= G) {
+    // The head's norm weights loaded together (inside a loop they were one dependent L2 round trip per 32 dims).
+    const float* src = h < G ? w.q_norm : w.k_norm;
+    float nw[NW];
+#pragma unroll
+    for (int k = 0; k < NW; ++k) nw[k] = __ldg(src + lane + 32 * k);
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < NW; ++k) ss += v[k] * v[k];
+    ss = warp_sum(ss);
+    const float inv = 1.f / sqrtf(ss / float(HD) + c.p.eps);
+#pragma unroll
+    for (int k = 0; k < NW; ++k) v[k] = nw[k] * (v[k] * inv);
+  }
+  if (h <= G) {
+    const float* s_rope = attn_rope_table(c);  // written before the wait; attn_prepare's barrier orders it
+#pragma unroll
+    for (int k = 0; k < H; ++k) {
+      const int e = lane + 32 * k;
+      float sn, cs;
+      if (c.rope_ready) cs = s_rope[e], sn = s_rope[HD / 2 + e];
+      else sincosf(float(c.pos) * c.p.inv_freq[e], &sn, &cs);
+      const float x0 = v[k], x1 = v[k + H];
+      v[k] = x0 * cs - x1 * sn;
+      v[k + H] = x1 * cs + x0 * sn;
+    }
+  }
+  if (h >= G) {  // k (after its RoPE) and v
+    const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset(c, c.pos, g);
+    bf16* cache = h == G ? w.k_cache : w.v_cache;
+#pragma unroll
+    for (int k = 0; k < NW; ++k) {
+      const bf16 b = __float2bfloat16(v[k]);
+      v[k] = __bfloat162float(b);
+      if (append) cache[at + lane + 32 * k] = b;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < NW; ++k) x[lane + 32 * k] = v[k];
+}
+
 // Loads q (group heads), k, v of kv head g from qkv[l] (flag protocol: polls exactly these pairs -- the
 // instruction waits only for the QkvProj rows it reads); q/k norm; RoPE; k, v rounded to bf16; appends
 // k, v at pos when `append`.
@@ -52,47 +106,11 @@ __device__ void attn_prepare(const Ctx& c, int l, int g, bool append, float* s_h
     for (int i = threadIdx.x; i < (G + 2) * hd; i += NCT) s_h[i] = ld_act(c.p.ws + qkv + src(i));
   }
   csync();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (w.q_norm) {  // Qwen3: RMSNorm over each head (q heads 0..G-1, k = head G), one warp per head (G < WARPS)
-    if (warp <= G) {
-      // The head's norm weights into registers first, all loads at once: read inside the loop they were one
-      // dependent L2 round trip per 32 dims (the loads could not pass the loop's shared-memory stores).
-      constexpr int NW = 4;  // hd / 32 for the supported head dims (64, 128)
-      const float* src = warp < G ? w.q_norm : w.k_norm;
-      float nw[NW];
-#pragma unroll
-      for (int k = 0; k < NW; ++k) nw[k] = lane + 32 * k < hd ? __ldg(src + lane + 32 * k) : 0.f;
-      float* x = s_h + warp * hd;
-      float ss = 0.f;
-#pragma unroll
-      for (int k = 0; k < NW; ++k)
-        if (lane + 32 * k < hd) ss += x[lane + 32 * k] * x[lane + 32 * k];
-      ss = warp_sum(ss);
-      const float inv = 1.f / sqrtf(ss / float(hd) + c.p.eps);
-#pragma unroll
-      for (int k = 0; k < NW; ++k)
-        if (lane + 32 * k < hd) x[lane + 32 * k] = nw[k] * (x[lane + 32 * k] * inv);
-    }
-    csync();
-  }
-  const int half = hd / 2;
-  const float* s_rope = attn_rope_table(c);  // written before the wait; the barrier above orders it
-  for (int i = threadIdx.x; i < (G + 1) * half; i += NCT) {
-    const int h = i / half, e = i % half;
-    float sn, cs;
-    if (c.rope_ready) cs = s_rope[e], sn = s_rope[half + e];
-    else sincosf(float(c.pos) * c.p.inv_freq[e], &sn, &cs);
-    float* x = s_h + h * hd;
-    const float x0 = x[e], x1 = x[e + half];
-    x[e] = x0 * cs - x1 * sn;
-    x[e + half] = x1 * cs + x0 * sn;
-  }
-  csync();
-  const int64_t at = c.at_pos >= 0 ? c.at_pos : kv_offset(c, c.pos, g);
-  for (int e = threadIdx.x; e < 2 * hd; e += NCT) {
-    const bf16 b = __float2bfloat16(s_h[G * hd + e]);
-    s_h[G * hd + e] = __bfloat162float(b);
-    if (append) (e < hd ? w.k_cache : w.v_cache)[at + (e % hd)] = b;
+  // One pass, a warp per head of s_h (attn_head_pass); then every thread may read them.
+  static_assert(G_MAX + 2 <= WARPS, "a warp per head of the group, its k and its v");
+  if (int(threadIdx.x >> 5) <= G + 1) {
+    if (hd == 64) attn_head_pass<2>(c, w, g, append, s_h);
+    else attn_head_pass<4>(c, w, g, append, s_h);
   }
   csync();
 }
