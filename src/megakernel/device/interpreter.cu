@@ -95,7 +95,7 @@
 // Version 27 (session 27): QkvProj and MlpGateUp on one inlined body (ops/norm_matvec.cuh): one copy of the input /
 // norm / page loop in the per-layer code, whose instruction fetch is ~4-5% of the stall samples (bench/RESULTS.md
 // session 27 calls 5-6): Qwen3-0.6B / 1.7B -1.2% / -2.1%, the Llama shapes within +-0.3%.
-// Session 28: the ring matvec's FMA loop in 4-weight steps (ring.cuh dot4_pair: no selects for the x swizzle): -0.9% (8B)
+// Session 28: the ring matvec's FMA loop in 4-weight steps (ring_page_matvec: no selects for the x swizzle): -0.9% (8B)
 // to -1.9% (Qwen3-0.6B) at every shape. Probes of that session (scripts/probe_builds.sh): with no dependency point
 // ever waiting the 1B step is still 0.703 ms/token, without the dot products 0.723, without both 0.644 (HEAD 0.773).
 // Session 29: MlpDown's pages of one row pair (1B, Qwen3-1.7B) or one row (8B) split by columns over 4 warps
