@@ -462,6 +462,33 @@ TEST(Megakernel, ShortAttentionMatchesCpu) {
   }
 }
 
+// Session 32: attn_short's steps on the tensor cores from a flat stage of 16-key tiles (ops/attn_flat.cuh). GQA 4 /
+// head_dim 64, GQA 1 and GQA 8 / head_dim 128, 140 positions: with the whole stage (10 tiles) on all SMs and 7, and
+// with a 37-position stage (2 tiles: positions from 32 on fall back to attn_short in the same launch), flat with
+// prefetch on / off bit-identical, flat off (attn_short) within SPLIT_TOL, all within tolerance of the CPU; greedy
+// tokens (24 steps, 8 per launch) equal to the CPU's.
+TEST(Megakernel, FlatAttentionMatchesShort) {
+  for (int ci : {0, 1, 3}) {
+    const Case& k = cases()[size_t(ci)];
+    SCOPED_TRACE(k.name);
+    Model m = make_random_model(k.c, DType::BF16, 151 + uint64_t(ci));
+    expect_modes_bit_identical(
+        m, 41, 7, {MegakernelOptions{}, MegakernelOptions{.n_sm = 7}, MegakernelOptions{.attn_stage_positions = 37}}, 3,
+        [](MegakernelBackend& b, int mode) {  // 0: flat, 1: flat with prefetch off, 2: attn_short
+          ASSERT_TRUE(b.flag_publish());
+          ASSERT_GE(b.attn_short_max(), 140);
+          ASSERT_GE(b.attn_flat_tiles(), 2);
+          b.set_attn_flat(mode != 2);
+          b.set_prefetch(mode != 1);
+        },
+        [](const MegakernelOptions&, int mode) { return mode == 2 ? 1 : 0; });
+    const std::vector<int32_t> p5 = {5, 17, 300 % k.c.n_vocab, 2, 99};
+    const std::vector<int32_t> out = mk_greedy(m, p5, {}, 24, 8);
+    ASSERT_EQ(out.size(), 24u);
+    expect_cpu_greedy_prefix(m, p5, out);
+  }
+}
+
 // attn_short with K steps per launch (the stage issued before the wait from the step's second instruction on):
 // 8 steps per launch = 1 step per launch, tokens equal to the CPU's greedy ones; a 5-position stage (positions
 // past it from L2). Small: the compute-sanitizer case.
@@ -595,6 +622,17 @@ TEST(Megakernel, ShortAttentionTiny) {
   auto b = make_mk(m, 8, {.n_sm = 2, .attn_stage_positions = 2});
   ASSERT_TRUE(b);
   ASSERT_TRUE(b->flag_publish());
+  tiny_prompt_logits(m, *b, {3, 1, 4, 1});
+}
+
+// Session 32: attn_flat's compute-sanitizer case (the prompt's positions in the first of its tiles, 2 SMs).
+TEST(Megakernel, FlatAttentionTiny) {
+  const Case k = cases()[0];
+  Model m = make_random_model(k.c, DType::BF16, 94);
+  auto b = make_mk(m, 40, {.n_sm = 2});
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(b->flag_publish());
+  ASSERT_GE(b->attn_flat_tiles(), 1);
   tiny_prompt_logits(m, *b, {3, 1, 4, 1});
 }
 

@@ -139,7 +139,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   // extra pages where a page holds a single row of the widest matrix (then the page count, not the bytes, limits the
   // stream). H200, session 22: 8B (28 KB down rows) with 5 pages and a stage of 76 positions 4.190 ms/token against
   // 4.315 with 4 pages and 140; Qwen3-0.6B (12 KB rows) with 5 and 102 0.716 against 0.700 with 4 and 160.
-  attn_stage_ = attn_short_max_ = 0;
+  attn_stage_ = attn_short_max_ = attn_flat_tiles_ = 0;
   if (L.n_chunks == 1) {
     const int nc = hd / 8;
     const int want_pos = std::min(max_context_, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 256);
@@ -152,6 +152,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     x_floats = std::max(x_floats, std::min(want_x, x_room));
     attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);
     attn_short_max_ = std::min(max_context_, device::attn_short_plan(G, hd).max_n);
+    // The same room as the flat stage of 16-key tiles (ops/attn_flat.cuh): the positions attn_short's stage holds,
+    // in whole tiles.
+    attn_flat_tiles_ = std::min(attn_stage_ / device::MMA_TK, int(size_t(x_floats) * 4 / device::attn_mma_stage_bytes(hd)));
   }
   // Split attention with flags: AttnOProj's merge stage in s_x (its group's chunk partials past the merged outputs,
   // device::merge_stage_offset), s_x grown for it when the ring keeps at least 2 pages; and (session 17) the SPLIT
@@ -174,6 +177,7 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
   smem_x_floats_ = x_floats;
   merge_stage_ = merge_stage_ && attn_mma_warps() > 0;
   attn_short_ = opt.attn_short;
+  attn_flat_ = opt.attn_flat;
   lm_dynamic_ = opt.lm_dynamic;
   gate_pages_ = std::max(0, opt.gate_pages);
   gate_pages_gu_ = std::max(0, opt.gate_pages_gate_up);
@@ -308,6 +312,7 @@ Status MegakernelBackend::enqueue(int32_t token, int pos, int n_steps, const Sam
   p.rope_early = rope_early_ ? 1 : 0;
   p.attn_short_max = attn_short_ ? attn_short_max_ : 0;
   p.attn_stage = attn_stage_;
+  p.attn_flat_tiles = attn_flat_ ? attn_flat_tiles_ : 0;
   p.attn_mma_warps = attn_mma_warps();
   const bool lm_dyn = lm_dynamic_on();
   p.lm_dynamic = lm_dyn ? 1 : 0;

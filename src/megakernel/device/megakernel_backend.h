@@ -62,6 +62,9 @@ struct MegakernelOptions {
   // attn_short's K/V stage in shared memory: at most this many positions (0: up to 256, as many as fit beside
   // ring_pages pages; positions past the stage are read from L2 in place). Tests set it small.
   int attn_stage_positions = 0;
+  // Session 32: attn_short's steps whose positions fit its stage in whole 16-key tiles run on the tensor cores from
+  // that stage instead (device/ops/attn_flat.cuh; bf16 q and P as attn_mma).
+  bool attn_flat = true;
   // Session 17: split attention (the flag protocol's SPLIT instances) on the tensor cores (device/ops/attn_mma.cuh:
   // every warp streams its own 16-key tiles, online softmax in registers, no block barrier per tile; H200, 1B ctx
   // 16384*: 1.270 vs 1.608 ms/token with session 13's attn_split, 4096* -4%): how many consumer warps stream tiles
@@ -196,6 +199,9 @@ class MegakernelBackend final : public Backend {
   int attn_mma_warps() const;  // split attention's warps that stream tiles (MegakernelOptions::attn_mma_warps)
   int attn_short_max() const { return attn_short_max_; }  // positions (pos + 1) it serves; 0 = none
   int attn_stage() const { return attn_stage_; }          // positions its shared-memory K/V stage holds
+  // Session 32: attn_flat on / off for the next launches; the tiles of its stage (0: it never applies).
+  void set_attn_flat(bool on) { attn_flat_ = on; }
+  int attn_flat_tiles() const { return attn_flat_ ? attn_flat_tiles_ : 0; }
   int max_ring_pages() const { return max_pages_; }
   // Version 10: the dynamic LM head (MegakernelOptions::lm_dynamic) for the next launches.
   void set_gate_pages(int n) { gate_pages_ = std::max(0, n); }
@@ -279,7 +285,8 @@ class MegakernelBackend final : public Backend {
   bool merge_stage_ = false;  // split attention: s_x holds AttnOProj's merge stage (the flag protocol's SPLIT instances)
   unsigned long long* lm_claim_ = nullptr;  // [1] the dynamic LM head's claim counter (MkParams::lm_claim)
   unsigned long long lm_claims_ = 0;        // its value after the launches so far
-  int attn_short_max_ = 0, attn_stage_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)
+  bool attn_flat_ = true;
+  int attn_short_max_ = 0, attn_stage_ = 0, attn_flat_tiles_ = 0;  // device::MkParams::attn_short_max / attn_stage (inline attention)
   unsigned long long* timing_ = nullptr;  // device::MkParams::timing (null = off)
   int timing_steps_ = 0;                  // steps of the last launch with timing
 

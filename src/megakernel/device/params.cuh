@@ -145,6 +145,9 @@ struct MkParams {
   // attn_range for every position); its K/V stage in s_x holds positions [0, attn_stage).
   int attn_short_max;
   int attn_stage;
+  // Session 32: of those, the steps with pos < 16 attn_flat_tiles take the tensor-core path from a flat stage of
+  // that many 16-key tiles (ops/attn_flat.cuh); 0 = attn_short always.
+  int attn_flat_tiles;
   // Session 17: the SPLIT instances' AttnPartial on the tensor cores (ops/attn_mma.cuh) with this many consumer warps
   // streaming tiles (MegakernelOptions::attn_mma_warps; at least 1 wherever a SPLIT instance runs).
   int attn_mma_warps;

@@ -10,6 +10,7 @@
 // s_rope [head_dim] (cos, then sin, of pos * inv_freq[e] for e < head_dim / 2; MkParams::rope_early).
 #pragma once
 #include "megakernel/device/common.cuh"
+#include "megakernel/device/ops/attn_flat.cuh"
 #include "megakernel/device/ops/attn_mma.cuh"
 #include "megakernel/device/ops/attn_short.cuh"
 
@@ -280,7 +281,8 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   if (!(c.synced || c.step == 0)) return;
   c.at_pos = kv_offset(c, c.pos, in.group);
   if (!SPLIT && FLAG && in.op == Op::AttnOProj && attn_short_applies(c)) {
-    attn_short_issue(c, in.layer, in.group);
+    if (attn_flat_applies(c)) attn_flat_issue(c, in.layer, in.group);
+    else attn_short_issue(c, in.layer, in.group);
     c.staged = true;
     return;
   }
@@ -403,10 +405,15 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     attn_merge_split(c.p, c.s_x, c.epoch, c.instr, in.layer, in.group);
   } else if (short_path) {
     // The stage's copies go out now when attn_preload could not issue them before the wait (the same copies).
-    if (!c.staged) attn_short_issue(c, in.layer, in.group);
+    const bool flat = attn_flat_applies(c);
+    if (!c.staged) {
+      if (flat) attn_flat_issue(c, in.layer, in.group);
+      else attn_short_issue(c, in.layer, in.group);
+    }
     attn_prepare<FLAG>(c, in.layer, in.group, (in.flags & FLAG_APPEND_KV) != 0, s_h);
     stamp(c, T_PREP1);
-    if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
+    if (flat) attn_flat(c, s_h);
+    else if (hd == 64) attn_short_hd<64>(c, in.layer, in.group, s_h);
     else attn_short_hd<128>(c, in.layer, in.group, s_h);
     stamp(c, T_PREP2);
   } else if (L.n_chunks == 1) {

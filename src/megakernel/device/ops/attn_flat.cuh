@@ -1,0 +1,120 @@
+// Session 32: inline attention of short contexts (AttnOProj, flag instance) on the tensor cores, from a flat stage.
+// attn_short's phases (scores of every (head, position) pair, a softmax warp per head, P.V over the warps, partials
+// summed) took 2.7 us per AttnOProj at 1B and Qwen3-0.6B, 3.6 at 8B (H200, position ~48: scores 0.86-1.38 us,
+// softmax 0.46, P.V 0.87-1.09, the rest 0.3-0.7; bench/RESULTS.md session 32 call 2), and that time goes ~1:1 into
+// the step. Here the stage holds positions [0, 16 T) as attn_mma's swizzled 16-key tiles ([t][K | V][16][hd], bf16),
+// all issued before the dependency wait (attn_preload; this step's position pos is written from s_h after
+// attn_prepare, keys past pos are zero-filled); stream s (a warp, or with attn_mma_pairs a pair of warps) computes
+// tiles s, s + streams, ... as attn_mma_hd does (bf16 q and P, f32 sums, online softmax in registers), with no
+// copies and no barrier in its loop; one barrier, then the streams' records are merged in stream order
+// (deterministic) and normalised into s_x. Serves pos + 1 <= 16 MkParams::attn_flat_tiles; past that attn_short.
+#pragma once
+#include "megakernel/device/ops/attn_mma.cuh"
+
+namespace mk::megakernel::device {
+
+// Does this step's AttnOProj (short path) take the flat stage?
+__device__ __forceinline__ bool attn_flat_applies(const Ctx& c) { return c.pos < MMA_TK * c.p.attn_flat_tiles; }
+
+// This thread's cp.async of the flat stage (see above): K and V rows of positions [0, 16 ceil((pos + 1) / 16)).
+template <int HD>
+__device__ void attn_flat_issue_hd(const Ctx& c, int l, int g) {
+  constexpr int CH = HD / 8;  // 16-byte chunks per row
+  const int rows = (c.pos + MMA_TK) / MMA_TK * MMA_TK;
+  const MkLayer& w = c.p.layers[l];
+  __nv_bfloat16* st = reinterpret_cast<__nv_bfloat16*>(c.s_x);
+  for (int ci = threadIdx.x; ci < rows * CH; ci += NCT) {
+    const int p = ci / CH, col = (ci % CH) * 8;
+    if (p == c.pos) continue;  // written from s_h (attn_flat_hd)
+    const bool ok = p < c.pos;
+    const int64_t off = ok ? kv_offset(c, p, g) + col : 0;
+    __nv_bfloat16* sk = st + (p / MMA_TK) * (2 * MMA_TK * HD);
+    cuda::attn::cp_async16(sk + cuda::attn::swz<HD>(p % MMA_TK, col), w.k_cache + off, ok ? 16 : 0);
+    cuda::attn::cp_async16(sk + MMA_TK * HD + cuda::attn::swz<HD>(p % MMA_TK, col), w.v_cache + off, ok ? 16 : 0);
+  }
+}
+__device__ __forceinline__ void attn_flat_issue(const Ctx& c, int l, int g) {
+  if (c.p.L.head_dim == 64) attn_flat_issue_hd<64>(c, l, g);
+  else attn_flat_issue_hd<128>(c, l, g);
+}
+
+// The streams' tiles and the merge (see above), after the stage is complete and visible. Out of line, scalars in (as
+// attn_mma_call): the accumulators' registers stay out of the flag instance's other code.
+template <int HD>
+__device__ __noinline__ void attn_flat_compute(const MkParams& p, float* s_x, const float* s_aux, int pos) {
+  constexpr bool PAIRS = attn_mma_pairs<HD>();
+  constexpr int NACC = PAIRS ? HD / 16 : HD / 8;  // 8-column accumulator blocks of this warp's dims
+  constexpr int STAGE = 2 * MMA_TK * HD;
+  const int G = p.L.group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
+  const int streams = PAIRS ? WARPS / 2 : WARPS;
+  const int me = PAIRS ? warp / 2 : warp, half = PAIRS ? warp % 2 : 0;
+  float* s_wp = const_cast<float*>(s_aux) + (G + 2) * HD + G * HD + 2 * G;  // [streams][G][HD + 2], as attn_mma
+  __nv_bfloat16* stage = reinterpret_cast<__nv_bfloat16*>(s_x);
+  const int n = pos + 1, n_tiles = (n + MMA_TK - 1) / MMA_TK;
+  const float* q_row = s_aux + (gq < G ? gq : 0) * HD + 2 * t;
+  const float sl2 = rsqrtf(float(HD)) * cuda::attn::LOG2E;
+  float o[NACC][4];
+#pragma unroll
+  for (int j = 0; j < NACC; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m_run = -INFINITY, l_run = 0.f;
+  int mine = 0;
+  if (me < streams) {
+    for (int tile = me; tile < n_tiles; tile += streams, ++mine) {
+      __nv_bfloat16* sk = stage + tile * STAGE;
+      __nv_bfloat16* sv = sk + MMA_TK * HD;
+      float s[MMA_TK / 8][4];
+      attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
+      attn_mma_mask(s, tile * MMA_TK, 0, n, t);
+      uint32_t pf[MMA_TK / 16][4];
+      attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
+#pragma unroll
+      for (int dp = 0; dp < NACC / 2; ++dp) {  // P V over this warp's columns of V
+        uint32_t b0, b1, b2, b3;
+        const int r = (lane % 8) + 8 * ((lane / 8) % 2), col = half * (HD / 2) + dp * 16 + 8 * (lane / 16);
+        cuda::attn::ldmatrix_x4_trans(b0, b1, b2, b3, sv + cuda::attn::swz<HD>(r, col));
+        cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
+        cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
+      }
+    }
+    attn_mma_record<HD>(s_wp, me, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, mine > 0);
+  }
+  csync();
+  for (int i = threadIdx.x; i < G * HD; i += NCT) {  // the stage is consumed: s_x[0, G HD) takes the output
+    const int j = i / HD, e = i % HD;
+    float mm = -INFINITY;
+    for (int k = 0; k < streams; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
+    float acc = 0.f, sum = 0.f;
+    for (int k = 0; k < streams; ++k) {
+      const float* r = s_wp + (k * G + j) * (HD + 2);
+      if (r[HD + 1] == 0.f) continue;  // this stream had no tile
+      const float f = expf(r[HD] - mm);
+      acc += f * r[e];
+      sum += f * r[HD + 1];
+    }
+    s_x[i] = acc / sum;
+  }
+}
+
+// s_x[j * HD + e] = attention output of q head j (normalised) for the group's heads (s_h: q heads, k, v of this step
+// after attn_prepare). The caller's barrier publishes s_x.
+template <int HD>
+__device__ __forceinline__ void attn_flat_hd(const Ctx& c, const float* s_h) {
+  constexpr int CH = HD / 8;
+  const int G = c.p.L.group, r = c.pos % MMA_TK;
+  __nv_bfloat16* sk = reinterpret_cast<__nv_bfloat16*>(c.s_x) + (c.pos / MMA_TK) * (2 * MMA_TK * HD);
+  for (int i = threadIdx.x; i < 2 * CH; i += NCT) {  // k, then v of pos (bf16-rounded by attn_prepare)
+    const int kv = i / CH, e = 8 * (i % CH);
+    *reinterpret_cast<uint4*>(sk + kv * MMA_TK * HD + cuda::attn::swz<HD>(r, e)) = pack8_bf16(s_h + (G + kv) * HD + e);
+  }
+  cp_async_wait_all();  // this thread's stage copies; the barrier makes every thread's visible
+  csync();
+  stamp(c, T_ATT_KV);
+  attn_flat_compute<HD>(c.p, c.s_x, c.s_aux, c.pos);
+}
+__device__ __forceinline__ void attn_flat(const Ctx& c, const float* s_h) {
+  if (c.p.L.head_dim == 64) attn_flat_hd<64>(c, s_h);
+  else attn_flat_hd<128>(c, s_h);
+}
+
+}  // namespace mk::megakernel::device
