@@ -95,7 +95,8 @@ void compare(const Case& k, MegakernelOptions opt, uint64_t seed) {
   std::vector<float> a(static_cast<size_t>(V)), b(static_cast<size_t>(V));
   int32_t t = int32_t(seed % uint64_t(V));
   for (int pos = 0; pos < 20; ++pos) {
-    ASSERT_TRUE(mk_b->forward(std::span(&t, 1), pos, a).ok());
+    const Status st = mk_b->forward(std::span(&t, 1), pos, a);
+    ASSERT_TRUE(st.ok()) << "pos " << pos << ": " << st.message();
     ASSERT_TRUE(cpu.forward(std::span(&t, 1), pos, b).ok());
     EXPECT_LT(rel_err(a, b), LOGITS_TOL) << "pos " << pos;
     if (!near_tie(b)) EXPECT_EQ(argmax(a), argmax(b)) << "pos " << pos;
@@ -469,7 +470,7 @@ TEST(Megakernel, ShortAttentionMatchesCpu) {
 // tokens (24 steps, 8 per launch) equal to the CPU's.
 TEST(Megakernel, FlatAttentionMatchesShort) {
   for (int ci : {0, 1, 3}) {
-    const Case& k = cases()[size_t(ci)];
+    const Case k = cases()[size_t(ci)];  // a copy: cases() returns a temporary
     SCOPED_TRACE(k.name);
     Model m = make_random_model(k.c, DType::BF16, 151 + uint64_t(ci));
     expect_modes_bit_identical(
@@ -562,7 +563,8 @@ TEST(Megakernel, DynamicLmHeadBitIdentical) {
 std::vector<float> tiny_prompt_logits(const Model& m, MegakernelBackend& b, const std::vector<int32_t>& prompt) {
   CpuBackend cpu(m, 8);
   std::vector<float> a(static_cast<size_t>(m.config.n_vocab)), r(a.size());
-  EXPECT_TRUE(b.forward(prompt, 0, a).ok());
+  const Status st = b.forward(prompt, 0, a);
+  EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_TRUE(cpu.forward(prompt, 0, r).ok());
   EXPECT_LT(rel_err(a, r), LOGITS_TOL);
   return a;
@@ -625,15 +627,18 @@ TEST(Megakernel, ShortAttentionTiny) {
   tiny_prompt_logits(m, *b, {3, 1, 4, 1});
 }
 
-// Session 32: attn_flat's compute-sanitizer case (the prompt's positions in the first of its tiles, 2 SMs).
+// Session 32: attn_flat's compute-sanitizer case (the prompt's positions in the first of its tiles, 2 SMs), every
+// family and group size.
 TEST(Megakernel, FlatAttentionTiny) {
-  const Case k = cases()[0];
-  Model m = make_random_model(k.c, DType::BF16, 94);
-  auto b = make_mk(m, 40, {.n_sm = 2});
-  ASSERT_TRUE(b);
-  ASSERT_TRUE(b->flag_publish());
-  ASSERT_GE(b->attn_flat_tiles(), 1);
-  tiny_prompt_logits(m, *b, {3, 1, 4, 1});
+  for (const Case& k : cases()) {
+    SCOPED_TRACE(k.name);
+    Model m = make_random_model(k.c, DType::BF16, 94);
+    auto b = make_mk(m, 40, {.n_sm = 2});
+    ASSERT_TRUE(b);
+    ASSERT_TRUE(b->flag_publish());
+    ASSERT_GE(b->attn_flat_tiles(), 1);
+    tiny_prompt_logits(m, *b, {3, 1, 4, 1});
+  }
 }
 
 TEST(Megakernel, MatchesLayeredBackend) {
