@@ -113,6 +113,10 @@
 // attn_prepare's norm / RoPE / rounding / append in one warp-per-head pass (ops/attention.cuh attn_head_pass: Qwen3
 // -0.5..-0.7%). Measured not to pay (bench/RESULTS.md session 31): four sums in MlpDown's and the narrow pages (+0.6%),
 // the f32-x loop unrolled 8 (+1%), attn_short's softmax folded into its score phase (chunk maxima; +2.3% at 1B).
+// Session 32: inline attention of short contexts on the tensor cores from a flat stage of 16-key tiles (ops/attn_flat.cuh,
+// out of line as attn_mma_call) wherever attn_short's stage holds [0, pos] in whole tiles: 1B -2.4%, Qwen3-0.6B -8.4%,
+// Qwen3-1.7B -4.7%, 8B -0.3% (its stage holds 4 tiles). Measured not to pay: AttnOProj's q/k/v polled per head without
+// the block barrier (noise), attn_flat's merge over the streams with a tile only (Qwen3-0.6B +1.2%).
 #include "megakernel/device/interpreter.h"
 
 #include <type_traits>

@@ -80,16 +80,14 @@ __device__ __noinline__ void attn_flat_compute(const MkParams& p, float* s_x, co
     attn_mma_record<HD>(s_wp, me, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, mine > 0);
   }
   csync();
-  const int used = min(streams, n_tiles);  // the streams that had a tile (their records only)
   for (int i = threadIdx.x; i < G * HD; i += NCT) {  // the stage is consumed: s_x[0, G HD) takes the output
     const int j = i / HD, e = i % HD;
     float mm = -INFINITY;
-#pragma unroll 1
-    for (int k = 0; k < used; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
+    for (int k = 0; k < streams; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
     float acc = 0.f, sum = 0.f;
-#pragma unroll 1
-    for (int k = 0; k < used; ++k) {
+    for (int k = 0; k < streams; ++k) {
       const float* r = s_wp + (k * G + j) * (HD + 2);
+      if (r[HD + 1] == 0.f) continue;  // this stream had no tile
       const float f = expf(r[HD] - mm);
       acc += f * r[e];
       sum += f * r[HD + 1];

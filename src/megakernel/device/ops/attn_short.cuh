@@ -1,4 +1,5 @@
-// Short-context attention of AttnOProj (inline attention, pos + 1 <= MkParams::attn_short_max): the group's q
+// Short-context attention of AttnOProj (inline attention, pos + 1 <= MkParams::attn_short_max, where attn_flat.cuh's
+// tiles do not hold [0, pos]: since session 32 the steps past 16 MkParams::attn_flat_tiles positions): the group's q
 // heads over positions [0, pos] in three phases whose work is spread over the consumer threads instead of
 // chained per warp (version 9; attn_range's online softmax ran ~1200 dependent instructions per thread):
 //   1. scores  s[j][p] = q_j . k_p / sqrt(hd): one thread per (q head j, position p), K from the stage;
