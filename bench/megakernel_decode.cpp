@@ -93,7 +93,8 @@ double time_layered(cuda::CudaBackend& b, int pos, int n_new, int reps) {
 // MK_TIME_SAMPLE=1: each timing report also for a sampled launch (temperature 1); MK_SAMPLE=1: each variant's
 // 128-steps-per-launch figure also for sampled launches (temperature 1);
 // MK_RING_PAGES=N plans the shared memory for N ring pages (MegakernelOptions::ring_pages: the room left grows s_x, so
-// split attention streams with more warps); MK_INLINE_MAX=N keeps attention inline up to context N (0: always
+// split attention streams with more warps); MK_GU_EXTRA=N ring pages added for MlpGateUp's gate where a page holds
+// one row (MegakernelOptions::gate_up_extra_pages; 0 leaves that room to s_x); MK_INLINE_MAX=N keeps attention inline up to context N (0: always
 // split; MegakernelOptions::inline_max); MK_V7=1 adds version 7's switch combinations, MK_FIXED=1 the fixed-chunk
 // build, MK_LAYERED=0 leaves the layered peer out.
 std::vector<int> env_ints(const char* name, std::vector<int> def) {
@@ -150,6 +151,7 @@ void bench_shape(const std::string& name, double gbs) {
     megakernel::MegakernelOptions mo;
     if (build == 1) mo.attn_chunks_dynamic = !mo.attn_chunks_dynamic;
     mo.ring_pages = env_ints("MK_RING_PAGES", {mo.ring_pages})[0];  // shared memory planned for that many pages
+    mo.gate_up_extra_pages = env_ints("MK_GU_EXTRA", {mo.gate_up_extra_pages})[0];  // 0: no extra MlpGateUp page
     mo.inline_max = env_ints("MK_INLINE_MAX", {mo.inline_max})[0];  // inline attention up to this context (0: split)
     auto b = megakernel::MegakernelBackend::create(*c, std::move(*w), max_ctx, mo);
     if (!b) return (void)std::fprintf(stderr, "megakernel: %s\n", b.message().c_str());
