@@ -135,19 +135,17 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     return opt.weight_ring ? (opt.ring_pages > 0 ? std::min(fit, std::max(2, opt.ring_pages)) : fit) : 0;
   };
   // attn_short's K/V stage (inline attention; ops/attn_short.cuh): [NC][C | 1] + [C][NC] x 16 B for C positions,
-  // NC = hd / 8. Up to 256 positions, s_x grown only into the room the wanted ring pages leave -- and MlpGateUp's
-  // extra pages where a page holds a single row of the widest matrix (then the page count, not the bytes, limits the
-  // stream). H200, session 22: 8B (28 KB down rows) with 5 pages and a stage of 76 positions 4.190 ms/token against
-  // 4.315 with 4 pages and 140; Qwen3-0.6B (12 KB rows) with 5 and 102 0.716 against 0.700 with 4 and 160.
+  // NC = hd / 8 -- the same room holds attn_flat's 16-key tiles. Up to 256 positions, s_x grown into the room the
+  // wanted ring pages leave; MlpGateUp's extra page (gate_up_extra_pages) only where it still fits after the stage.
+  // H200: session 22 (attn_short) reserved the extra page's room first where a page holds a single row (8B: 5 pages and
+  // a 75-position stage 4.190 ms/token against 4.315 with 4 pages and 140); with attn_flat the stage wins (session 32
+  // call 7: 8B 3.963 -> 3.896, sampled 4.109 -> 4.032 with 4 pages and 139 positions, attn_flat up to pos 127).
   attn_stage_ = attn_short_max_ = attn_flat_tiles_ = 0;
   if (L.n_chunks == 1) {
     const int nc = hd / 8;
     const int want_pos = std::min(max_context_, opt.attn_stage_positions > 0 ? opt.attn_stage_positions : 256);
     const int want_x = nc * (2 * want_pos + 1) * 4;
-    const int fit = pages_that_fit(x_floats), wanted = pages_wanted(fit);
-    const int extra = wanted > 0 && 2 * max_row_bytes > device::PAGE_BYTES
-                          ? std::min(std::max(0, opt.gate_up_extra_pages), fit - wanted) : 0;
-    const size_t ring = size_t(wanted + extra) * device::PAGE_BYTES;
+    const size_t ring = size_t(pages_wanted(pages_that_fit(x_floats))) * device::PAGE_BYTES;
     const int x_room = int((optin - other - ring) / 16 * 4);
     x_floats = std::max(x_floats, std::min(want_x, x_room));
     attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);

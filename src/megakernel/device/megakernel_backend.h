@@ -98,9 +98,9 @@ struct MegakernelOptions {
   // + the pages added, unless gate_pages_gate_up says otherwise): during AttnOProj's polls and attention the ring then
   // holds more of MlpGateUp. H200, call 6, 1B ctx 32 (5 pages fit): 0.802 ms/token against 0.808 with 4 pages and gate
   // 2 everywhere; a 5th page with gate 2 0.812; gate 3 for MlpGateUp at 4 pages 0.806, but +2.4% at Qwen3-0.6B and
-  // +0.3% at 8B (where 5 pages do not fit, so the rule changes nothing). Session 22: where a page holds a single row of
-  // the widest matrix (8B) the K/V stage leaves the extra page its room: 8B 4.141 vs 4.430 ms/token (with MlpDown's act
-  // as bf16 in shared memory). Session 22, call 4: gates of 3, 4 or none at 5 pages are slower everywhere (8B +1..4%).
+  // +0.3% at 8B (where 5 pages do not fit, so the rule changes nothing). Session 22 let the extra page take the K/V
+  // stage's room where a page holds a single row (8B); session 32 (attn_flat) gives the stage its room first
+  // (megakernel_backend.cu says why: 8B -1.7%). Session 22, call 4: gates of 3, 4 or none at 5 pages are slower everywhere (8B +1..4%).
   int gate_pages_gate_up = 0;
   int gate_up_extra_pages = 1;
 };
