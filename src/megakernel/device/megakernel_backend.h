@@ -63,7 +63,8 @@ struct MegakernelOptions {
   // ring_pages pages; positions past the stage are read from L2 in place). Tests set it small.
   int attn_stage_positions = 0;
   // Session 32: attn_short's steps whose positions fit its stage in whole 16-key tiles run on the tensor cores from
-  // that stage instead (device/ops/attn_flat.cuh; bf16 q and P as attn_mma).
+  // that stage instead (device/ops/attn_flat.cuh; bf16 q and P as attn_mma). H200, ctx 32: 1B 0.753 -> 0.735 ms/token,
+  // Qwen3-0.6B 0.646 -> 0.592, Qwen3-1.7B 1.151 -> 1.096.
   bool attn_flat = true;
   // Session 17: split attention (the flag protocol's SPLIT instances) on the tensor cores (device/ops/attn_mma.cuh:
   // every warp streams its own 16-key tiles, online softmax in registers, no block barrier per tile; H200, 1B ctx

@@ -8,6 +8,8 @@
 // tiles s, s + streams, ... as attn_mma_hd does (bf16 q and P, f32 sums, online softmax in registers), with no
 // copies and no barrier in its loop; one barrier, then the streams' records are merged in stream order
 // (deterministic) and normalised into s_x. Serves pos + 1 <= 16 MkParams::attn_flat_tiles; past that attn_short.
+// Measured (H200, ABBA against attn_short, session 32 call 3): AttnOProj's attention 43 -> 29 us per SM per step at 1B,
+// 75 -> 49 at Qwen3-0.6B; ms/token 1B -2.4%, Qwen3-0.6B -8.4%, Qwen3-1.7B -4.7%.
 #pragma once
 #include "megakernel/device/ops/attn_mma.cuh"
 
