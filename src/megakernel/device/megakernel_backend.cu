@@ -150,9 +150,9 @@ Status MegakernelBackend::init(const MegakernelOptions& opt) {
     x_floats = std::max(x_floats, std::min(want_x, x_room));
     attn_stage_ = std::min(want_pos, (x_floats / 4 / nc - 1) / 2);
     attn_short_max_ = std::min(max_context_, device::attn_short_plan(G, hd).max_n);
-    // The same room as the flat stage of 16-key tiles (ops/attn_flat.cuh): the positions attn_short's stage holds,
-    // in whole tiles.
-    attn_flat_tiles_ = std::min(attn_stage_ / device::MMA_TK, int(size_t(x_floats) * 4 / device::attn_mma_stage_bytes(hd)));
+    // attn_flat's 16-key tiles in the same room: the positions attn_short's stage holds, in whole tiles (C positions
+    // take 4 hd C + 2 hd bytes there, T = C / 16 tiles 4 hd C or less).
+    attn_flat_tiles_ = attn_stage_ / device::MMA_TK;
   }
   // Split attention with flags: AttnOProj's merge stage in s_x (its group's chunk partials past the merged outputs,
   // device::merge_stage_offset), s_x grown for it when the ring keeps at least 2 pages; and (session 17) the SPLIT

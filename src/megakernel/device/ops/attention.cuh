@@ -314,33 +314,9 @@ __device__ void attn_preload(const Ctx& c, const Instr& in) {
   c.staged = true;
 }
 
-// out[0, G * hd) = the group's chunk records merged in chunk order (as the simulator): each chunk's o rescaled to the
-// global max, summed, divided by the rescaled sums; ld(off) reads the float at offset off of the group's records
-// (from the merge stage in shared memory, or from L2).
-template <class Ld>
-__device__ __forceinline__ void merge_chunk_records(const Layout& L, float* out, Ld&& ld) {
-  const int hd = L.head_dim;
-  for (int t = threadIdx.x; t < L.group * hd; t += NCT) {
-    const int j = t / hd, e = t % hd;
-    float m = -INFINITY, sum = 0.f, acc = 0.f;
-#pragma unroll 8
-    for (int ch = 0; ch < L.n_chunks; ++ch) m = fmaxf(m, ld(int64_t(ch) * L.att_part_stride + j * (hd + 2) + hd));
-#pragma unroll 8
-    for (int ch = 0; ch < L.n_chunks; ++ch) {
-      const int64_t r = int64_t(ch) * L.att_part_stride + j * (hd + 2);
-      const float s = ld(r + hd + 1);
-      if (s == 0.f) continue;  // empty chunk
-      const float f = expf(ld(r + hd) - m);
-      sum += f * s;
-      acc += f * ld(r + e);
-    }
-    out[t] = acc / sum;
-  }
-}
-
 // Session 13: the split attention's merge in the flag protocol's SPLIT instance (interpreter.cu), into s_x[0, G * hd):
 // the group's chunk records are first polled into s_x past the merged outputs (merge_stage_offset; every thread's
-// loads in flight at once), then merged from shared memory (merge_chunk_records, as op_attn_o_proj's merge from
+// loads in flight at once), then merged from shared memory (merge_records, as op_attn_o_proj's merge from
 // L2). The merge from L2 reads each value where
 // it uses it, each chunk's values behind the test of its sum, with asm volatile loads that are never reordered: a
 // chain of dependent round trips (6.6 us per AttnOProj at ctx 4096). Out of line, scalars in (the Ctx's address
@@ -353,7 +329,7 @@ __device__ __noinline__ void attn_merge_split(const MkParams& p, float* s_x, uin
   const int64_t rec0 = L.att_part + (int64_t(layer) * L.n_kv_head + group) * L.n_chunks * L.att_part_stride;
   float* st = s_x + merge_stage_offset(G, hd);
   poll_region_to(c, p.fws + rec0, L.n_chunks * L.att_part_stride, st);
-  merge_chunk_records(L, s_x, [&](int64_t off) { return st[off]; });
+  merge_records(G, hd, L.n_chunks, L.att_part_stride, s_x, [&](int64_t off) { return st[off]; });
 }
 
 // SPLIT (flag protocol, split attention; interpreter.cu): the chunk's attention through attn_mma (tensor cores).
@@ -427,7 +403,7 @@ __device__ void op_attn_o_proj(const Ctx& c, const Instr& in) {
     // protocol: the group's records are polled first (all threads), then read.
     const int64_t rec0 = L.att_part + (int64_t(in.layer) * L.n_kv_head + in.group) * L.n_chunks * L.att_part_stride;
     if constexpr (FLAG) poll_region(c, c.p.fws + rec0, L.n_chunks * L.att_part_stride);
-    merge_chunk_records(L, c.s_x, [&](int64_t off) {
+    merge_records(G, hd, L.n_chunks, L.att_part_stride, c.s_x, [&](int64_t off) {
       return FLAG ? ld_flag_val(c.p.fws + rec0 + off) : ld_act(c.p.ws + rec0 + off);
     });
   }

@@ -52,7 +52,7 @@ __device__ __noinline__ void attn_flat_compute(const MkParams& p, float* s_x, co
   const int streams = PAIRS ? WARPS / 2 : WARPS;
   const int me = PAIRS ? warp / 2 : warp, half = PAIRS ? warp % 2 : 0;
   float* s_wp = const_cast<float*>(s_aux) + (G + 2) * HD + G * HD + 2 * G;  // [streams][G][HD + 2], as attn_mma
-  __nv_bfloat16* stage = reinterpret_cast<__nv_bfloat16*>(s_x);
+  const __nv_bfloat16* stage = reinterpret_cast<const __nv_bfloat16*>(s_x);
   const int n = pos + 1, n_tiles = (n + MMA_TK - 1) / MMA_TK;
   const float* q_row = s_aux + (gq < G ? gq : 0) * HD + 2 * t;
   const float sl2 = rsqrtf(float(HD)) * cuda::attn::LOG2E;
@@ -60,55 +60,23 @@ __device__ __noinline__ void attn_flat_compute(const MkParams& p, float* s_x, co
 #pragma unroll
   for (int j = 0; j < NACC; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m_run = -INFINITY, l_run = 0.f;
-  int mine = 0;
   if (me < streams) {
-    for (int tile = me; tile < n_tiles; tile += streams, ++mine) {
-      __nv_bfloat16* sk = stage + tile * STAGE;
-      __nv_bfloat16* sv = sk + MMA_TK * HD;
-      float s[MMA_TK / 8][4];
-      attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
-      attn_mma_mask(s, tile * MMA_TK, 0, n, t);
-      uint32_t pf[MMA_TK / 16][4];
-      attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
-#pragma unroll
-      for (int dp = 0; dp < NACC / 2; ++dp) {  // P V over this warp's columns of V
-        uint32_t b0, b1, b2, b3;
-        const int r = (lane % 8) + 8 * ((lane / 8) % 2), col = half * (HD / 2) + dp * 16 + 8 * (lane / 16);
-        cuda::attn::ldmatrix_x4_trans(b0, b1, b2, b3, sv + cuda::attn::swz<HD>(r, col));
-        cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
-        cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
-      }
+    for (int tile = me; tile < n_tiles; tile += streams) {
+      const __nv_bfloat16* sk = stage + tile * STAGE;
+      attn_mma_tile<HD>(q_row, gq < G, sk, sk + MMA_TK * HD, tile * MMA_TK, 0, n, sl2, m_run, l_run, o, half, lane);
     }
-    attn_mma_record<HD>(s_wp, me, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, mine > 0);
+    attn_mma_record<HD>(s_wp, me, G, gq, t, half * (HD / 2), o, m_run, l_run, half == 0, me < n_tiles);
   }
-  csync();
-  for (int i = threadIdx.x; i < G * HD; i += NCT) {  // the stage is consumed: s_x[0, G HD) takes the output
-    const int j = i / HD, e = i % HD;
-    float mm = -INFINITY;
-    for (int k = 0; k < streams; ++k) mm = fmaxf(mm, s_wp[(k * G + j) * (HD + 2) + HD]);
-    float acc = 0.f, sum = 0.f;
-    for (int k = 0; k < streams; ++k) {
-      const float* r = s_wp + (k * G + j) * (HD + 2);
-      if (r[HD + 1] == 0.f) continue;  // this stream had no tile
-      const float f = expf(r[HD] - mm);
-      acc += f * r[e];
-      sum += f * r[HD + 1];
-    }
-    s_x[i] = acc / sum;
-  }
+  csync();  // the stage is consumed: s_x[0, G HD) takes the output
+  merge_records(G, HD, streams, G * (HD + 2), s_x, [&](int64_t off) { return s_wp[off]; });
 }
 
 // s_x[j * HD + e] = attention output of q head j (normalised) for the group's heads (s_h: q heads, k, v of this step
 // after attn_prepare). The caller's barrier publishes s_x.
 template <int HD>
 __device__ __forceinline__ void attn_flat_hd(const Ctx& c, const float* s_h) {
-  constexpr int CH = HD / 8;
-  const int G = c.p.L.group, r = c.pos % MMA_TK;
   __nv_bfloat16* sk = reinterpret_cast<__nv_bfloat16*>(c.s_x) + (c.pos / MMA_TK) * (2 * MMA_TK * HD);
-  for (int i = threadIdx.x; i < 2 * CH; i += NCT) {  // k, then v of pos (bf16-rounded by attn_prepare)
-    const int kv = i / CH, e = 8 * (i % CH);
-    *reinterpret_cast<uint4*>(sk + kv * MMA_TK * HD + cuda::attn::swz<HD>(r, e)) = pack8_bf16(s_h + (G + kv) * HD + e);
-  }
+  if (threadIdx.x < 32) attn_mma_pos_row<HD>(s_h, c.p.L.group, c.pos % MMA_TK, sk, sk + MMA_TK * HD, threadIdx.x);
   cp_async_wait_all();  // this thread's stage copies; the barrier makes every thread's visible
   csync();
   stamp(c, T_ATT_KV);

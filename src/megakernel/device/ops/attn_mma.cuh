@@ -142,6 +142,27 @@ __device__ __forceinline__ void attn_mma_softmax(const float (&s)[MMA_TK / 8][4]
   }
 }
 
+// One 16-key tile of a stream (sk / sv: its K and V in the swizzled layout): S = Q K^T, keys outside [p0, end) masked,
+// the online softmax, O += P V over this warp's columns of V (half of them with attn_mma_pairs).
+template <int HD, int NACC>
+__device__ __forceinline__ void attn_mma_tile(const float* q_row, bool live, const __nv_bfloat16* sk,
+                                              const __nv_bfloat16* sv, int key0, int p0, int end, float sl2,
+                                              float& m_run, float& l_run, float (&o)[NACC][4], int half, int lane) {
+  float s[MMA_TK / 8][4];
+  attn_mma_qk<HD>(s, q_row, live, sk, lane);
+  attn_mma_mask(s, key0, p0, end, lane % 4);
+  uint32_t pf[MMA_TK / 16][4];
+  attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
+#pragma unroll
+  for (int dp = 0; dp < NACC / 2; ++dp) {  // P V over this warp's columns of V (one 16-key k-step)
+    uint32_t b0, b1, b2, b3;
+    const int r = (lane % 8) + 8 * ((lane / 8) % 2), col = half * (HD / 2) + dp * 16 + 8 * (lane / 16);
+    cuda::attn::ldmatrix_x4_trans(b0, b1, b2, b3, sv + cuda::attn::swz<HD>(r, col));
+    cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
+    cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
+  }
+}
+
 // This thread's part of its stream's record in s_wp [streams][G][HD + 2]: the N accumulator blocks of row gq from
 // column col0 (lanes t hold columns 8 j + 2 t, + 1); with `scalars` also the max in natural units and the row's sum.
 template <int HD, int N>
@@ -155,6 +176,30 @@ __device__ __forceinline__ void attn_mma_record(float* s_wp, int stream, int G, 
 #pragma unroll
   for (int j = 0; j < N; ++j) *reinterpret_cast<float2*>(r + col0 + 8 * j + 2 * t) = make_float2(o[j][0], o[j][1]);
   if (scalars && t == 0) r[HD] = m_run * cuda::attn::LN2, r[HD + 1] = any ? l_run : 0.f;
+}
+
+// out[0, G * hd) = n records of (o [G][hd + 2] with max and sum per q head; record k at k * stride) merged in record
+// order (as the simulator): each record's o rescaled to the global max, summed, divided by the rescaled sums; records
+// with a zero sum are empty. ld(off) reads the float at offset off (shared memory, or L2). Serves the split chunks'
+// merge (ops/attention.cuh) and attn_flat's streams.
+template <class Ld>
+__device__ __forceinline__ void merge_records(int G, int hd, int n, int64_t stride, float* out, Ld&& ld) {
+  for (int t = threadIdx.x; t < G * hd; t += NCT) {
+    const int j = t / hd, e = t % hd;
+    float m = -INFINITY, sum = 0.f, acc = 0.f;
+#pragma unroll 8
+    for (int k = 0; k < n; ++k) m = fmaxf(m, ld(int64_t(k) * stride + j * (hd + 2) + hd));
+#pragma unroll 8
+    for (int k = 0; k < n; ++k) {
+      const int64_t r = int64_t(k) * stride + j * (hd + 2);
+      const float s = ld(r + hd + 1);
+      if (s == 0.f) continue;  // empty record
+      const float f = expf(ld(r + hd) - m);
+      sum += f * s;
+      acc += f * ld(r + e);
+    }
+    out[t] = acc / sum;
+  }
 }
 
 // The streams' records merged in stream order (deterministic) into attn_range's record at rec (after a barrier).
@@ -200,7 +245,7 @@ template <int HD>
 __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool staged, int64_t rec) {
   constexpr bool PAIRS = attn_mma_pairs<HD>();
   constexpr int NACC = PAIRS ? HD / 16 : HD / 8;  // 8-column accumulator blocks of this warp's dims
-  constexpr int NT = MMA_TK / 8, STAGE = 2 * MMA_TK * HD;
+  constexpr int STAGE = 2 * MMA_TK * HD;
   const int G = c.p.L.group;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane / 4, t = lane % 4;
   const int streams = PAIRS ? attn_mma_n_pairs(c.p.attn_mma_warps) : c.p.attn_mma_warps;
@@ -237,19 +282,7 @@ __device__ void attn_mma_hd(const Ctx& c, int l, int g, int p0, int end, bool st
       if (half == 0) attn_mma_pos_row<HD>(s_h, G, c.pos - key0, sk, sv, lane);
       stream_sync();
     }
-    float s[NT][4];
-    attn_mma_qk<HD>(s, q_row, gq < G, sk, lane);
-    attn_mma_mask(s, key0, p0, end, t);
-    uint32_t pf[MMA_TK / 16][4];
-    attn_mma_softmax(s, sl2, m_run, l_run, o, pf);
-#pragma unroll
-    for (int dp = 0; dp < NACC / 2; ++dp) {  // P V over this warp's columns of V (one 16-key k-step)
-      uint32_t b0, b1, b2, b3;
-      const int r = (lane % 8) + 8 * ((lane / 8) % 2), col = half * (HD / 2) + dp * 16 + 8 * (lane / 16);
-      cuda::attn::ldmatrix_x4_trans(b0, b1, b2, b3, sv + cuda::attn::swz<HD>(r, col));
-      cuda::attn::mma_bf16(o[2 * dp], pf[0], b0, b1);
-      cuda::attn::mma_bf16(o[2 * dp + 1], pf[0], b2, b3);
-    }
+    attn_mma_tile<HD>(q_row, gq < G, sk, sv, key0, p0, end, sl2, m_run, l_run, o, half, lane);
     stream_sync();  // the stream is done with stage i % MMA_NS: tile i + MMA_NS refills it
     if (i + MMA_NS < my_tiles)
       attn_mma_issue<HD, PAIRS ? 64 : 32>(c, w, g, t_first + me + (i + MMA_NS) * streams, p0, end,
